@@ -1,0 +1,47 @@
+"""What is observed while a trial runs. Each collector has start() and stop() -> dict of figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Collector(Protocol):
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> dict[str, Any]: ...
+
+
+def default_collectors(data: Path, raw_dir: Path | None, tag: str, ebpf: bool = False) -> list[Collector]:
+    """The /proc collectors always; sysstat when installed; eBPF when asked for."""
+    from dataperf.collectors.proc import DiskCollector, ProcessCollector
+    from dataperf.collectors.sysstat import IostatCollector, PidstatCollector
+
+    cs: list[Collector] = [DiskCollector(data), ProcessCollector()]
+    cs += [IostatCollector(data, raw_dir, tag), PidstatCollector(raw_dir, tag)]
+    if ebpf:
+        from dataperf.collectors.ebpf import EbpfReadCollector
+
+        cs.append(EbpfReadCollector())
+    return cs
+
+
+class Running:
+    """Start a set of collectors together and gather their figures by name."""
+
+    def __init__(self, collectors: list[Collector]):
+        self.collectors = collectors
+
+    def __enter__(self) -> Running:
+        for c in self.collectors:
+            c.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.results = self.results if hasattr(self, "results") else self.stop()
+
+    def stop(self) -> dict[str, Any]:
+        self.results = {c.name: c.stop() for c in self.collectors}
+        return self.results

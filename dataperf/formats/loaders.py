@@ -1,0 +1,164 @@
+"""PyTorch DataLoader backends for the files and webdataset formats, built from a LoaderConfig.
+
+Every batch is a dict with "n" (samples) and "nbytes" (stored bytes read), so the runner counts samples and
+MiB/s the same way whatever the format; decoded batches also carry tensors ("x", "y", "lengths").
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+from dataperf.errors import TrialError
+from dataperf.formats.dataset_dir import Manifest
+from dataperf.records import LoaderConfig
+
+MIB = 1024 * 1024
+PAYLOAD_EXTS = ("jpg", "jpeg", "png", "npy")
+
+
+def validate(cfg: LoaderConfig) -> None:
+    """Reject configs torch would refuse, with the reason and the fix."""
+    if cfg.batch_size <= 0:
+        raise TrialError(f"batch_size must be positive, got {cfg.batch_size}")
+    if cfg.num_workers < 0:
+        raise TrialError(f"num_workers must be >= 0, got {cfg.num_workers}")
+    if cfg.num_workers == 0 and cfg.prefetch_factor is not None:
+        raise TrialError("prefetch_factor needs num_workers > 0 (the main process does not prefetch); "
+                         "drop prefetch_factor or add workers")
+    if cfg.num_workers == 0 and cfg.persistent_workers:
+        raise TrialError("persistent_workers needs num_workers > 0")
+    if cfg.prefetch_factor is not None and cfg.prefetch_factor <= 0:
+        raise TrialError(f"prefetch_factor must be positive, got {cfg.prefetch_factor}")
+    if cfg.cap_tokens is not None and cfg.cap_tokens <= 0:
+        raise TrialError(f"cap_tokens must be positive, got {cfg.cap_tokens}")
+
+
+def throttle(nbytes: int, mib_s: float | None) -> None:
+    """Simulated slow storage: sleep as long as reading nbytes at mib_s would take."""
+    if mib_s:
+        time.sleep(nbytes / (mib_s * MIB))
+
+
+class SampleDecoder:
+    """Turns stored bytes into what the model eats (or, with decode off, passes bytes through)."""
+
+    def __init__(self, cfg: LoaderConfig):
+        self.decode = cfg.decode
+        self.size = cfg.image_size
+        self.cap = cfg.cap_tokens
+
+    def __call__(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"nbytes": len(payload), "y": label}
+        if not self.decode:
+            out["payload"] = payload
+        elif ext == "npy":
+            arr = np.load(io.BytesIO(payload), allow_pickle=False)
+            if self.cap:
+                arr = arr[: self.cap]
+            out["x"] = torch.from_numpy(arr.astype(np.int64))
+        else:
+            from PIL import Image
+
+            img = Image.open(io.BytesIO(payload)).convert("RGB")
+            img = img.resize((self.size, self.size), Image.BILINEAR)
+            out["x"] = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
+        return out
+
+
+def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list."""
+    batch: dict[str, Any] = {
+        "n": len(samples),
+        "nbytes": sum(s["nbytes"] for s in samples),
+        "y": torch.tensor([s["y"] for s in samples], dtype=torch.long),
+    }
+    if "payload" in samples[0]:
+        batch["payload"] = [s["payload"] for s in samples]
+    elif samples[0]["x"].dim() == 1:
+        lengths = [len(s["x"]) for s in samples]
+        x = torch.zeros(len(samples), max(lengths), dtype=torch.long)
+        for i, s in enumerate(samples):
+            x[i, : len(s["x"])] = s["x"]
+        batch["x"] = x
+        batch["lengths"] = torch.tensor(lengths, dtype=torch.long)
+    else:
+        batch["x"] = torch.stack([s["x"] for s in samples])
+    return batch
+
+
+class FilesDataset(Dataset):
+    """One file per sample, read whole with plain open/read (what most training code does)."""
+
+    def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None):
+        self.paths = [str(root / f) for f in m.files]
+        self.labels = m.labels or [0] * len(self.paths)
+        self.decoder = SampleDecoder(cfg)
+        self.throttle_mib_s = throttle_mib_s
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        p = self.paths[i]
+        with open(p, "rb") as f:
+            payload = f.read()
+        throttle(len(payload), self.throttle_mib_s)
+        return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]))
+
+
+def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None) -> Callable[[dict], dict]:
+    def fn(sample: dict[str, Any]) -> dict[str, Any]:
+        ext = next((e for e in PAYLOAD_EXTS if e in sample), None)
+        if ext is None:
+            raise TrialError(f"sample {sample.get('__key__')} in {sample.get('__url__')} has none of "
+                             f"{PAYLOAD_EXTS}; keys: {sorted(k for k in sample if not k.startswith('__'))}")
+        payload = sample[ext]
+        throttle(sum(len(v) for k, v in sample.items() if isinstance(v, bytes)), throttle_mib_s)
+        label = int(sample["cls"]) if "cls" in sample else 0
+        return decoder(ext, payload, label)
+
+    return fn
+
+
+def make_dataset(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None):
+    if cfg.format == "files":
+        if m.format != "files":
+            raise TrialError(f"format files asked for, but {root} holds {m.format}; use --format {m.format}")
+        return FilesDataset(root, m, cfg, throttle_mib_s)
+    if cfg.format == "webdataset":
+        if m.format != "webdataset":
+            raise TrialError(f"format webdataset asked for, but {root} holds {m.format}; use --format {m.format}")
+        import webdataset as wds
+
+        urls = [str(p) for p in m.paths(root)]
+        ds = wds.WebDataset(urls, shardshuffle=False, nodesplitter=wds.split_by_node,
+                            workersplitter=wds.split_by_worker, empty_check=False)
+        return ds.map(wds_sample_fn(SampleDecoder(cfg), throttle_mib_s))
+    raise TrialError(f"unknown format {cfg.format!r} for the DataLoader backend; choose files or webdataset")
+
+
+def make_loader(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None,
+                rank: int = 0, world_size: int = 1, seed: int = 0) -> DataLoader:
+    """A real torch DataLoader; with world_size > 1 each rank reads its own split."""
+    validate(cfg)
+    ds = make_dataset(root, m, cfg, throttle_mib_s)
+    sampler = None
+    if world_size > 1 and cfg.format == "files":
+        sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=False, seed=seed)
+    kwargs: dict[str, Any] = {}
+    if cfg.num_workers > 0:
+        kwargs["prefetch_factor"] = cfg.prefetch_factor or 2
+        kwargs["persistent_workers"] = cfg.persistent_workers
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return DataLoader(ds, batch_size=cfg.batch_size, num_workers=cfg.num_workers, collate_fn=collate,
+                      pin_memory=cfg.pin_memory and torch.cuda.is_available(), sampler=sampler,
+                      generator=g, **kwargs)

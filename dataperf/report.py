@@ -1,0 +1,303 @@
+"""Everything a person reads: tables, progress bars, plots and verdicts. Takes records, never measures."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from dataperf.formats.dataset_dir import Manifest
+
+console = Console()
+
+MIB = 1024 * 1024
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, total: int | None, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields advance(n). Off on non-zero ranks and when stderr is no terminal
+    (CI logs get the results, not redraw noise)."""
+    err = Console(stderr=True)
+    if not enabled or not err.is_terminal:
+        yield lambda n=1: None
+        return
+    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err, transient=True)
+    with prog:
+        task = prog.add_task(label, total=total)
+        yield lambda n=1: prog.advance(task, n)
+
+
+def print_made(out: Path, m: Manifest) -> None:
+    extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
+    console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
+
+
+def print_inspection(ins) -> None:
+    from dataperf.formats.inspect import length_histogram
+
+    t = Table(title=f"dataset {ins.path}")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    rows = [
+        ("format", ins.format), ("kind", ins.kind), ("samples", str(ins.count)),
+        ("total_mib", f"{ins.total_bytes / MIB:.2f}"), ("shards", str(ins.shard_count)),
+        ("sample_bytes_mean", f"{ins.sample_bytes_mean:.0f}"), ("sample_bytes_p50", f"{ins.sample_bytes_p50:.0f}"),
+        ("sample_bytes_p99", f"{ins.sample_bytes_p99:.0f}"),
+    ]
+    if ins.token_lengths:
+        rows += [("tokens_p50", f"{ins.token_p50:.0f}"), ("tokens_p99", f"{ins.token_p99:.0f}"),
+                 ("tokens_max", str(max(ins.token_lengths)))]
+    for r in rows:
+        t.add_row(*r)
+    console.print(t)
+    if ins.token_lengths:
+        print_histogram("token length (tokens)", length_histogram(ins.token_lengths))
+
+
+def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
+    t = Table(title=title)
+    t.add_column("range")
+    t.add_column("count", justify="right")
+    t.add_column("")
+    peak = max((c for _, _, c in bins), default=1) or 1
+    for lo, hi, c in bins:
+        t.add_row(f"{lo}-{hi}", str(c), "#" * max(int(40 * c / peak), 1 if c else 0))
+    console.print(t)
+
+
+def _fmt(v: float | None, nd: int = 0) -> str:
+    if v is None or v != v:
+        return "-"
+    return f"{v:,.{nd}f}"
+
+
+def ok_loaders(results: list) -> list:
+    from dataperf.records import LoaderResult
+
+    return [r for r in results if isinstance(r, LoaderResult) and r.status == "ok"]
+
+
+def sorted_by_rate(results: list) -> list:
+    return sorted(ok_loaders(results), key=lambda r: -r.samples_per_s_median)
+
+
+def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "loader trials") -> Table:
+    """Every trial, fastest first, failed trials last with their reason; with a step record, the verdict."""
+    from dataperf.records import LoaderConfig, LoaderResult
+
+    t = Table(title=title)
+    for col in ("config", "samples_per_s median \\[min-max]", "read_mib_s", "ttfb_s", "wait_ms p50/p99", "cache"):
+        t.add_column(col, justify="left" if col == "config" else "right")
+    if step is not None:
+        t.add_column(f"vs step ({_fmt(step.samples_per_s)} samples/s)")
+    failed = [r for r in results if isinstance(r, LoaderResult) and r.status != "ok"]
+    for r in sorted_by_rate(results):
+        cfg = LoaderConfig(**r.config)
+        cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
+        row = [cfg.short(),
+               f"{_fmt(r.samples_per_s_median)} \\[{_fmt(r.samples_per_s_min)}-{_fmt(r.samples_per_s_max)}]",
+               _fmt(r.read_mib_s_median, 1), _fmt(r.ttfb_s_median, 3),
+               f"{_fmt(r.batch_wait_ms_p50, 2)}/{_fmt(r.batch_wait_ms_p99, 2)}", cache]
+        if step is not None:
+            row.append(verdict_text(r.samples_per_s_median, step.samples_per_s, headroom))
+        t.add_row(*row)
+    for r in failed:
+        row = [LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", r.cache_mode]
+        t.add_row(*row, *([""] if step is not None else []))
+    return t
+
+
+def print_failures(results: list) -> None:
+    from dataperf.records import LoaderConfig
+
+    for r in results:
+        if getattr(r, "status", "ok") != "ok" and getattr(r, "config", None) is not None:
+            console.print(f"[red]failed[/red] {LoaderConfig(**r.config).short()}: {r.error}")
+
+
+def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
+    """How one loader rate compares with the model's consumption rate."""
+    ratio = loader_sps / step_sps
+    if ratio < 1:
+        return (f"input-bound by {(1 - ratio) * 100:.0f}% (loader gives {ratio * 100:.0f}% of the step rate; "
+                f"model idle {(1 - ratio) * 100:.0f}% of the time)")
+    tag = "" if ratio >= headroom else f", below the {headroom:g}x headroom"
+    return f"loader has {ratio:.2f}x headroom{tag}"
+
+
+def cost_key(r) -> tuple:
+    """Cheapest first: fewest workers (DALI: threads), then smallest prefetch, then smallest batch."""
+    c = r.config
+    workers = c.get("dali_num_threads") or 0 if c.get("format") == "dali" else c.get("num_workers", 0)
+    prefetch = (c.get("dali_prefetch_queue_depth") if c.get("format") == "dali" else c.get("prefetch_factor")) or 0
+    return (workers, prefetch, c.get("batch_size", 0), c.get("pin_memory", False),
+            c.get("persistent_workers", False))
+
+
+def cheapest_feeding(results: list, step_sps: float, headroom: float = 1.2):
+    """The smallest config whose median rate sustains the step rate with headroom, or None."""
+    feeding = [r for r in ok_loaders(results) if r.samples_per_s_median >= headroom * step_sps]
+    return min(feeding, key=cost_key) if feeding else None
+
+
+def recommendation(results: list, step=None, headroom: float = 1.2) -> str:
+    """One line a person can act on."""
+    from dataperf.records import LoaderConfig
+
+    ok = sorted_by_rate(results)
+    if not ok:
+        return "no trial succeeded; see the errors above"
+    best = ok[0]
+    if step is None:
+        near = [r for r in ok if r.samples_per_s_median >= 0.95 * best.samples_per_s_median]
+        pick = min(near, key=cost_key)
+        return (f"recommended: {LoaderConfig(**pick.config).short()} at {_fmt(pick.samples_per_s_median)} "
+                f"samples/s (within 5% of the best, {_fmt(best.samples_per_s_median)}, at the lowest cost)")
+    pick = cheapest_feeding(results, step.samples_per_s, headroom)
+    if pick is None:
+        return (f"INPUT-BOUND: no config sustains {headroom:g}x the step rate of {_fmt(step.samples_per_s)} "
+                f"samples/s; the best, {LoaderConfig(**best.config).short()}, is "
+                f"{verdict_text(best.samples_per_s_median, step.samples_per_s, headroom)}")
+    return (f"recommended: {LoaderConfig(**pick.config).short()} feeds the model "
+            f"({_fmt(pick.samples_per_s_median)} vs {_fmt(step.samples_per_s)} samples/s, "
+            f"{pick.samples_per_s_median / step.samples_per_s:.2f}x)")
+
+
+def heatmap(results: list, path: Path) -> Path | None:
+    """samples/s over workers x prefetch, one panel per format/cache/batch size/decode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    groups: dict[tuple, list] = {}
+    for r in ok_loaders(results):
+        c = r.config
+        if c["format"] == "dali":
+            continue
+        groups.setdefault((c["format"], r.cache_mode, c["batch_size"], c["decode"]), []).append(r)
+    if not groups:
+        return None
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
+    for ax, (g, rs) in zip(axes[0], sorted(groups.items()), strict=True):
+        workers = sorted({r.config["num_workers"] for r in rs})
+        pfs = sorted({r.config["prefetch_factor"] or 0 for r in rs})
+        grid = np.full((len(workers), len(pfs)), np.nan)
+        for r in rs:
+            i, j = workers.index(r.config["num_workers"]), pfs.index(r.config["prefetch_factor"] or 0)
+            grid[i, j] = np.nanmax([grid[i, j], r.samples_per_s_median])
+        im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
+        for (i, j), v in np.ndenumerate(grid):
+            if v == v:
+                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="w", fontsize=8)
+        ax.set_xticks(range(len(pfs)), [str(p) if p else "-" for p in pfs])
+        ax.set_yticks(range(len(workers)), [str(w) for w in workers])
+        ax.set_xlabel("prefetch_factor")
+        ax.set_ylabel("num_workers")
+        ax.set_title(f"{g[0]} {g[1]} bs={g[2]}{' decode' if g[3] else ''}", fontsize=9)
+        fig.colorbar(im, ax=ax, label="samples/s")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def print_trial(r) -> None:
+    """One trial in full: figures, collectors, notes."""
+    console.print(loader_table([r], title=f"bench {r.data}"))
+    if r.status == "ok":
+        console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; samples/s per repeat "
+                      f"{[round(x) for x in r.samples_per_s_repeats]}; harness overhead "
+                      f"{r.harness_overhead_ms_per_batch * 1000:.1f} us/batch")
+        print_collectors(r.collectors)
+    else:
+        print_failures([r])
+    for n in r.notes:
+        console.print(f"note: {n}")
+
+
+def print_collectors(c: dict) -> None:
+    if not c:
+        return
+    disk = c.get("disk", {})
+    if disk.get("available"):
+        line = f"disk {disk['device']}: {disk['read_mib_s']:.1f} MiB/s read, {disk['read_iops']:.0f} IOPS"
+        if "util_pct" in disk:
+            line += f", {disk['util_pct']:.0f}% util"
+        console.print(line)
+    elif disk:
+        console.print(f"disk: unavailable: {disk.get('why')}")
+    procs = c.get("processes")
+    if procs:
+        t = Table(title="processes (/proc/PID/io)")
+        for col in ("pid", "role", "read_syscalls", "storage_read_mib", "cpu_pct_mean", "rss_peak_mib"):
+            t.add_column(col, justify="right")
+        for p in procs["per_process"]:
+            t.add_row(str(p["pid"]), p["role"] + (" (exited)" if p["exited"] else ""), str(p["read_syscalls"]),
+                      _fmt(p["storage_read_mib"], 2), _fmt(p["cpu_pct_mean"], 0), _fmt(p["rss_peak_mib"], 0))
+        console.print(t)
+        if procs.get("main_includes_exited_workers"):
+            console.print("note: the main row includes exited workers' counts (the kernel folds a reaped "
+                          "child's I/O into its parent)")
+    for name in ("iostat", "pidstat", "ebpf"):
+        d = c.get(name)
+        if not d:
+            continue
+        if not d.get("available"):
+            console.print(f"{name}: unavailable: {d.get('why')}")
+        elif name == "iostat":
+            console.print(f"iostat {d.get('device')}: {d.get('intervals')} intervals, "
+                          f"{_fmt(d.get('read_mib_s_mean'), 1)} MiB/s, {_fmt(d.get('read_iops_mean'))} r/s, "
+                          f"{_fmt(d.get('util_pct_mean'), 0)}% util (log {d.get('raw_log')})")
+        elif name == "pidstat":
+            ours = [p for p in d.get("processes", []) if p["ours"]]
+            console.print(f"pidstat: {d.get('intervals')} intervals, our processes "
+                          + ", ".join(f"{p['pid']} {_fmt(p['cpu_pct_mean'])}% CPU" for p in ours)
+                          + f" (log {d.get('raw_log')})")
+        else:
+            print_ebpf(d)
+
+
+def print_ebpf(d: dict) -> None:
+    t = Table(title="eBPF read syscalls by process")
+    for col in ("pid", "comm", "reads", "read_mib"):
+        t.add_column(col, justify="right")
+    for p in d.get("per_process", []):
+        t.add_row(str(p["pid"]), p["comm"], str(p["reads"]), _fmt(p["read_mib"], 2))
+    console.print(t)
+
+
+def latest_step(recs: list):
+    from dataperf.records import StepResult
+
+    steps = [r for r in recs if isinstance(r, StepResult) and r.status == "ok"]
+    return steps[-1] if steps else None
+
+
+def print_step(r) -> None:
+    t = Table(title=f"step {r.model} on {r.device} ({r.params_m:.1f}M params, {r.optimizer})")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
+    rows = [("batch", shape),
+            ("step_ms median \\[min-max]", f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
+            ("samples_per_s", _fmt(r.samples_per_s, 1))]
+    if r.tokens_per_s:
+        rows.append(("tokens_per_s", _fmt(r.tokens_per_s)))
+    rows.append(("peak_mem_mib", _fmt(r.peak_mem_mib, 1)))
+    if r.cuda_max_allocated_mib is not None:
+        rows.append(("cuda_max_allocated_mib", _fmt(r.cuda_max_allocated_mib, 1)))
+        rows.append(("nvml_peak_used_mib", _fmt(r.nvml_peak_used_mib, 1)))
+    rows.append(("peak_rss_mib", _fmt(r.peak_rss_mib, 1)))
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
+    for n in r.notes:
+        console.print(f"note: {n}")

@@ -1,0 +1,22 @@
+"""Tiny generated datasets shared by the tests (made once per session: generation is the slow part)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dataperf.formats.generate import ImageSpec, TokenSpec, write_dataset
+
+
+@pytest.fixture(scope="session")
+def datasets(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("data")
+    out = {}
+    img, tok = ImageSpec(64, 64, 85), TokenSpec(median_len=64, sigma=0.9, max_len=1024)
+    for kind in ("image", "tokens"):
+        for fmt in ("files", "webdataset"):
+            p = root / f"{kind}-{fmt}"
+            write_dataset(p, kind, fmt, 96, seed=1, image=img, tokens=tok, shard_mb=0.05)
+            out[f"{kind}-{fmt}"] = p
+    return out

@@ -1,0 +1,103 @@
+import hashlib
+import io
+
+import numpy as np
+import pytest
+import webdataset as wds
+from PIL import Image
+
+from dataperf.errors import UserError
+from dataperf.formats import generate
+from dataperf.formats.dataset_dir import read_manifest
+from dataperf.formats.generate import ImageSpec, TokenSpec, samples, token_lengths, write_dataset
+
+
+def read_shards(root):
+    m = read_manifest(root)
+    ds = wds.WebDataset([str(root / s) for s in m.shards], shardshuffle=False, empty_check=False)
+    return list(ds)
+
+
+def test_webdataset_round_trip_every_sample(tmp_path):
+    spec = ImageSpec(48, 32, 80)
+    m = write_dataset(tmp_path / "d", "image", "webdataset", 30, seed=3, image=spec, shard_mb=0.02)
+    got = read_shards(tmp_path / "d")
+    want = list(samples("image", 30, 3, spec, TokenSpec()))
+    assert len(got) == len(want) == m.count == 30
+    for g, w in zip(got, want, strict=True):
+        assert g["__key__"] == w.key
+        assert g["jpg"] == w.payload
+        assert int(g["cls"]) == w.label
+    assert len(m.shards) > 1, "a 0.02 MB target must split 30 JPEGs over several shards"
+    assert m.total_bytes == sum(len(w.payload) for w in want)
+
+
+def test_jpegs_are_real_and_not_blank(tmp_path):
+    write_dataset(tmp_path / "d", "image", "files", 4, seed=0, image=ImageSpec(40, 24, 90))
+    m = read_manifest(tmp_path / "d")
+    for name in m.files:
+        img = Image.open(tmp_path / "d" / name)
+        assert img.format == "JPEG" and img.size == (40, 24)
+        arr = np.asarray(img)
+        assert arr.std() > 10
+
+
+def test_token_lengths_have_a_long_tail():
+    lengths = token_lengths(np.random.default_rng(0), TokenSpec(median_len=512, sigma=0.9), 20000)
+    p50, p99 = np.percentile(lengths, [50, 99])
+    assert 450 < p50 < 580
+    assert p99 > 5 * p50
+
+
+def test_token_samples_round_trip_through_shards(tmp_path):
+    spec = TokenSpec(median_len=32, max_len=300)
+    m = write_dataset(tmp_path / "t", "tokens", "webdataset", 20, seed=5, tokens=spec, shard_mb=0.01)
+    got = read_shards(tmp_path / "t")
+    assert [len(np.load(io.BytesIO(g["npy"]))) for g in got] == m.token_lengths
+    arr = np.load(io.BytesIO(got[0]["npy"]))
+    assert arr.dtype == np.int32 and arr.max() < spec.vocab
+    assert b"length" in got[0]["json"]
+
+
+def digest(root):
+    h = hashlib.sha256()
+    for p in sorted(root.glob("*.tar")):
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def test_deterministic_given_seed(tmp_path):
+    for name, seed in (("a", 7), ("b", 7), ("c", 8)):
+        write_dataset(tmp_path / name, "tokens", "webdataset", 10, seed=seed, shard_mb=0.01)
+    assert digest(tmp_path / "a") == digest(tmp_path / "b")
+    assert digest(tmp_path / "a") != digest(tmp_path / "c")
+
+
+@pytest.mark.parametrize("count", [0, -3])
+def test_bad_counts_rejected(tmp_path, count):
+    with pytest.raises(UserError, match="--count"):
+        write_dataset(tmp_path / "d", "image", "files", count)
+
+
+def test_non_empty_output_needs_overwrite(tmp_path):
+    write_dataset(tmp_path / "d", "image", "files", 2)
+    with pytest.raises(UserError, match="--overwrite"):
+        write_dataset(tmp_path / "d", "image", "files", 3)
+    m = write_dataset(tmp_path / "d", "image", "files", 3, overwrite=True)
+    assert read_manifest(tmp_path / "d").count == m.count == 3
+    assert len(list((tmp_path / "d").glob("*.jpg"))) == 3
+
+
+def test_crash_mid_write_leaves_nothing_that_looks_finished(tmp_path, monkeypatch):
+    real = generate.samples
+
+    def exploding(*a, **k):
+        for i, s in enumerate(real(*a, **k)):
+            if i == 5:
+                raise RuntimeError("disk on fire")
+            yield s
+
+    monkeypatch.setattr(generate, "samples", exploding)
+    with pytest.raises(RuntimeError):
+        write_dataset(tmp_path / "d", "image", "webdataset", 20)
+    assert list(tmp_path.iterdir()) == []
