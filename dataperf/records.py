@@ -102,6 +102,7 @@ class LoaderResult(Record):
     config_key: str = ""
     repeats: int = 0
     batches_per_repeat: int = 0
+    samples_per_repeat: int = 0
     samples_per_s_median: float = float("nan")
     samples_per_s_min: float = float("nan")
     samples_per_s_max: float = float("nan")

@@ -13,6 +13,8 @@ from rich.table import Table
 from dataperf.formats.dataset_dir import Manifest
 
 console = Console()
+if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
+    console = Console(width=180)
 
 MIB = 1024 * 1024
 
@@ -104,7 +106,7 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
                _fmt(r.read_mib_s_median, 1), _fmt(r.ttfb_s_median, 3),
                f"{_fmt(r.batch_wait_ms_p50, 2)}/{_fmt(r.batch_wait_ms_p99, 2)}", cache]
         if step is not None:
-            row.append(verdict_text(r.samples_per_s_median, step.samples_per_s, headroom))
+            row.append(verdict_short(r.samples_per_s_median, step.samples_per_s, headroom))
         t.add_row(*row)
     for r in failed:
         row = [LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", r.cache_mode]
@@ -130,6 +132,13 @@ def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> s
     return f"loader has {ratio:.2f}x headroom{tag}"
 
 
+def verdict_short(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
+    ratio = loader_sps / step_sps
+    if ratio < 1:
+        return f"[red]input-bound by {(1 - ratio) * 100:.0f}%[/red]"
+    return f"{ratio:.2f}x headroom" + ("" if ratio >= headroom else f" (< {headroom:g}x)")
+
+
 def cost_key(r) -> tuple:
     """Cheapest first: fewest workers (DALI: threads), then smallest prefetch, then smallest batch."""
     c = r.config
@@ -152,20 +161,25 @@ def recommendation(results: list, step=None, headroom: float = 1.2) -> str:
     ok = sorted_by_rate(results)
     if not ok:
         return "no trial succeeded; see the errors above"
+    cold = [r for r in ok if r.cache_mode == "cold"]
+    basis = ""
+    if cold and len(cold) < len(ok):
+        # a training set larger than RAM is read cold: judge configs by what storage sustains
+        ok, results, basis = cold, cold, " (judged on cold-cache trials)"
     best = ok[0]
     if step is None:
         near = [r for r in ok if r.samples_per_s_median >= 0.95 * best.samples_per_s_median]
         pick = min(near, key=cost_key)
         return (f"recommended: {LoaderConfig(**pick.config).short()} at {_fmt(pick.samples_per_s_median)} "
-                f"samples/s (within 5% of the best, {_fmt(best.samples_per_s_median)}, at the lowest cost)")
+                f"samples/s (within 5% of the best, {_fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
     pick = cheapest_feeding(results, step.samples_per_s, headroom)
     if pick is None:
         return (f"INPUT-BOUND: no config sustains {headroom:g}x the step rate of {_fmt(step.samples_per_s)} "
                 f"samples/s; the best, {LoaderConfig(**best.config).short()}, is "
-                f"{verdict_text(best.samples_per_s_median, step.samples_per_s, headroom)}")
+                f"{verdict_text(best.samples_per_s_median, step.samples_per_s, headroom)}{basis}")
     return (f"recommended: {LoaderConfig(**pick.config).short()} feeds the model "
             f"({_fmt(pick.samples_per_s_median)} vs {_fmt(step.samples_per_s)} samples/s, "
-            f"{pick.samples_per_s_median / step.samples_per_s:.2f}x)")
+            f"{pick.samples_per_s_median / step.samples_per_s:.2f}x, the cheapest with {headroom:g}x headroom){basis}")
 
 
 def heatmap(results: list, path: Path) -> Path | None:
@@ -184,6 +198,8 @@ def heatmap(results: list, path: Path) -> Path | None:
         groups.setdefault((c["format"], r.cache_mode, c["batch_size"], c["decode"]), []).append(r)
     if not groups:
         return None
+    rates = [r.samples_per_s_median for rs in groups.values() for r in rs]
+    vmin, vmax = min(rates), max(rates)  # one scale for every panel, so colours compare across them
     fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
     for ax, (g, rs) in zip(axes[0], sorted(groups.items()), strict=True):
         workers = sorted({r.config["num_workers"] for r in rs})
@@ -192,10 +208,11 @@ def heatmap(results: list, path: Path) -> Path | None:
         for r in rs:
             i, j = workers.index(r.config["num_workers"]), pfs.index(r.config["prefetch_factor"] or 0)
             grid[i, j] = np.nanmax([grid[i, j], r.samples_per_s_median])
-        im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower")
+        im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower", vmin=vmin, vmax=vmax)
         for (i, j), v in np.ndenumerate(grid):
             if v == v:
-                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="w", fontsize=8)
+                light = (v - vmin) / ((vmax - vmin) or 1) > 0.6
+                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="k" if light else "w", fontsize=8)
         ax.set_xticks(range(len(pfs)), [str(p) if p else "-" for p in pfs])
         ax.set_yticks(range(len(workers)), [str(w) for w in workers])
         ax.set_xlabel("prefetch_factor")

@@ -229,6 +229,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions) -> None:
     s = summarize(sps)
     res.repeats = len(reps)
     res.batches_per_repeat = fewest
+    res.samples_per_repeat = min(r.samples for r in reps)
     res.samples_per_s_median, res.samples_per_s_min = s["median"], s["min"]
     res.samples_per_s_max, res.samples_per_s_spread_pct = s["max"], s["spread_pct"]
     res.samples_per_s_repeats = sps

@@ -1,0 +1,105 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from dataperf import records
+from dataperf import sweep as sw
+from dataperf.cli import cli
+from dataperf.errors import UserError
+from dataperf.runner import TrialOptions
+
+
+def test_grid_skips_prefetch_without_workers():
+    g = sw.Grid(num_workers=[0, 2], prefetch_factor=[2, 4], batch_size=[8, 16], cache=["warm", "cold"])
+    cfgs = list(g.configs("files"))
+    assert len(cfgs) == 2 * 2 * (1 + 2)
+    assert all(c.prefetch_factor is None for c in cfgs if c.num_workers == 0)
+    assert {c.prefetch_factor for c in cfgs if c.num_workers == 2} == {2, 4}
+    assert len({c.key() for c in cfgs}) == len(cfgs)
+
+
+def test_default_workers_reach_twice_the_cores():
+    assert sw.default_workers(2) == [0, 1, 2, 4]
+    assert sw.default_workers(8) == [0, 1, 2, 4, 8, 16]
+
+
+@pytest.mark.parametrize("suffix,text", [
+    (".toml", 'num_workers = [0, 1]\nprefetch_factor = [2]\nbatch_size = 8\nrepeats = 4\n'),
+    (".yaml", "num_workers: [0, 1]\nprefetch_factor: [2]\nbatch_size: 8\nrepeats: 4\n"),
+])
+def test_config_files(tmp_path, suffix, text):
+    p = tmp_path / f"s{suffix}"
+    p.write_text(text)
+    grid, trial = sw.load_grid_file(p)
+    assert grid.num_workers == [0, 1] and grid.batch_size == [8] and trial == {"repeats": 4}
+
+
+def test_config_file_unknown_key(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text("num_wrokers = [1]\n")
+    with pytest.raises(UserError, match="num_wrokers"):
+        sw.load_grid_file(p)
+
+
+ARGS = ["--num-workers", "0,1", "--prefetch-factor", "2", "--batch-size", "8", "--no-collect",
+        "--repeats", "3", "--min-batches", "3", "--warmup-batches", "1"]
+
+
+def test_sweep_cli_writes_records_table_plot_and_recommendation(tmp_path, datasets):
+    out = tmp_path / "res" / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--decode", "--image-size", "32",
+                                 "--out", str(out), *ARGS])
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 2 and all(x["status"] == "ok" for x in lines)
+    assert all(x["samples_per_s_median"] > 0 for x in lines)
+    assert out.with_suffix(".png").stat().st_size > 1000
+    assert "recommended:" in r.output and "loader trials" in r.output
+
+
+def test_sweep_refuses_to_clobber_and_resume_skips_finished(tmp_path, datasets):
+    out = tmp_path / "s.jsonl"
+    base = ["sweep", str(datasets["image-files"]), "--out", str(out), *ARGS]
+    assert CliRunner().invoke(cli, base).exit_code == 0
+    r = CliRunner().invoke(cli, base)
+    assert r.exit_code == 2 and "--resume" in r.output
+    r = CliRunner().invoke(cli, [*base, "--resume"])
+    assert r.exit_code == 0 and "(0 new trials)" in r.output
+    assert len(out.read_text().splitlines()) == 2
+
+
+def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch):
+    out = tmp_path / "s.jsonl"
+    grid = sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8])
+    trials = sw.plan([datasets["image-files"]], grid)
+    real = sw.run_trial
+    calls = []
+
+    def flaky(data, cfg, opts):
+        calls.append(cfg)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(data, cfg, opts)
+
+    monkeypatch.setattr(sw, "run_trial", flaky)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+    with pytest.raises(KeyboardInterrupt):
+        sw.run_sweep(trials, opts, out)
+    assert len(records.load(out)) == 2
+    monkeypatch.setattr(sw, "run_trial", real)
+    done = sw.finished_ids(out)
+    new = sw.run_sweep(trials, opts, out, skip=done)
+    assert len(new) == 1 and new[0].config["num_workers"] == 2
+    assert len(records.load(out)) == 3
+
+
+def test_failed_trial_does_not_stop_the_sweep(tmp_path, datasets):
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--format", "auto,webdataset",
+                                 "--out", str(out), *ARGS])
+    assert r.exit_code == 0, r.output
+    recs = records.load(out)
+    assert sum(x.status == "ok" for x in recs) == 2
+    assert sum(x.status == "failed" for x in recs) == 2
+    assert "use --format files" in r.output
