@@ -300,6 +300,71 @@ def step(model, seq_len, device, optimizer, amp, input_kind, batch_size, image_s
     report.print_step(r)
 
 
+def loader_options(fn):
+    """One loader config (not a grid), shared by e2e, profile and diagnose."""
+    for opt in reversed([
+        click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset", "dali"]), default="auto",
+                     show_default=True),
+        click.option("--batch-size", type=int, default=32, show_default=True),
+        click.option("--num-workers", type=int, default=2, show_default=True),
+        click.option("--prefetch-factor", type=int, default=None),
+        click.option("--pin-memory/--no-pin-memory", default=None, help="[on with CUDA]"),
+        click.option("--persistent-workers", is_flag=True),
+        click.option("--image-size", type=int, default=224, show_default=True),
+        click.option("--cap", "cap_tokens", type=int, default=None, help="truncate token sequences"),
+        click.option("--cache", type=click.Choice(["warm", "cold"]), default="warm", show_default=True),
+        click.option("--dali-threads", type=int, default=2, show_default=True),
+        click.option("--dali-queue", type=int, default=2, show_default=True),
+        click.option("--dali-decode", type=click.Choice(["cpu", "mixed"]), default="cpu", show_default=True),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, image_size,
+                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True):
+    from dataperf.formats.dataset_dir import read_manifest
+    from dataperf.records import LoaderConfig
+
+    if fmt == "auto":
+        fmt = read_manifest(data).format
+    dali = fmt == "dali"
+    return LoaderConfig(format=fmt, batch_size=batch_size, num_workers=0 if dali else num_workers,
+                        prefetch_factor=None if dali else prefetch_factor,
+                        pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
+                        persistent_workers=persistent_workers and not dali, decode=decode, cache=cache,
+                        image_size=image_size, cap_tokens=cap_tokens,
+                        dali_num_threads=dali_threads if dali else None,
+                        dali_prefetch_queue_depth=dali_queue if dali else None,
+                        dali_decode_device=dali_decode if dali else None)
+
+
+@cli.command()
+@click.argument("data", type=click.Path(path_type=Path))
+@loader_options
+@step_options
+@click.option("--steps", type=int, default=20, show_default=True, help="fed steps per repeat")
+@click.option("--repeats", type=int, default=3, show_default=True)
+@click.option("--warmup", type=int, default=3, show_default=True)
+@click.option("--no-predict", is_flag=True, help="skip the separate loader and step measurements")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
+@user_errors
+def e2e(data, model, seq_len, device, optimizer, amp, input_kind, steps, repeats, warmup, no_predict, out,
+        **loader) -> None:
+    """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
+    from dataperf import records, report
+    from dataperf.e2e import run_e2e
+    from dataperf.step import StepOptions
+
+    cfg = make_config(data, device=device, **loader)
+    sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
+                        input=input_kind, results_dir=out.parent if out else None)
+    r = run_e2e(data, cfg, sopts, steps, repeats, warmup, predict=not no_predict)
+    if out:
+        records.append(out, r)
+    report.print_e2e(r)
+
+
 @cli.command("report")
 @click.argument("results", type=click.Path(path_type=Path))
 @click.option("--headroom", type=float, default=1.2, show_default=True)

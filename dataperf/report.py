@@ -318,3 +318,28 @@ def print_step(r) -> None:
     console.print(t)
     for n in r.notes:
         console.print(f"note: {n}")
+
+
+def print_e2e(r) -> None:
+    from dataperf.records import LoaderConfig
+
+    t = Table(title=f"end to end: {LoaderConfig(**r.config).short()} -> {r.model} on {r.device}")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    rows = [("step_ms median (wall, fed)", _fmt(r.step_ms_median, 2)),
+            ("data_wait_ms median", _fmt(r.data_wait_ms_median, 2)),
+            ("h2d_ms median", _fmt(r.h2d_ms_median, 3)),
+            ("compute_ms median", _fmt(r.compute_ms_median, 2)),
+            ("samples_per_s", _fmt(r.samples_per_s, 1)),
+            ("data_stall_fraction", f"{r.data_stall_fraction * 100:.1f}%")]
+    if r.predicted_stall_fraction is not None:
+        rows += [("loader_samples_per_s (alone)", _fmt(r.loader_samples_per_s, 1)),
+                 ("step_samples_per_s (alone)", _fmt(r.step_samples_per_s, 1)),
+                 ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
+    verdict = "input-bound" if r.data_stall_fraction > 0.05 else "not input-bound"
+    console.print(f"{verdict}: the model waited on data {r.data_stall_fraction * 100:.1f}% of the time")
+    for n in r.notes:
+        console.print(f"note: {n}")

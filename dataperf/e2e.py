@@ -1,0 +1,180 @@
+"""End to end: the real loader feeding the real train step. Per step: time waiting on next(loader), the
+host-to-device copy, and compute; the data-stall fraction; and the prediction from separate measurements."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import record_function
+
+from dataperf.errors import UserError
+from dataperf.formats.dataset_dir import read_manifest
+from dataperf.records import LoaderConfig, Record, register, summarize
+from dataperf.runner import TrialOptions, make_batches, run_trial
+from dataperf.step import StepOptions, Trainer, is_oom, measure_step, oom_error
+
+
+@register
+@dataclass
+class E2EResult(Record):
+    kind: str = "e2e"
+    data: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    config_key: str = ""
+    model: str = ""
+    device: str = "cpu"
+    batch_size: int = 0
+    repeats: int = 0
+    steps_per_repeat: int = 0
+    step_ms_median: float = float("nan")
+    step_ms_repeats: list[float] = field(default_factory=list)
+    data_wait_ms_median: float = float("nan")
+    h2d_ms_median: float = float("nan")
+    compute_ms_median: float = float("nan")
+    samples_per_s: float = float("nan")
+    samples_per_s_repeats: list[float] = field(default_factory=list)
+    data_stall_fraction: float = float("nan")
+    data_stall_fraction_repeats: list[float] = field(default_factory=list)
+    padded_seq_len_mean: float | None = None
+    loader_samples_per_s: float | None = None
+    step_samples_per_s: float | None = None
+    predicted_stall_fraction: float | None = None
+
+
+@dataclass
+class StepTimes:
+    wait_s: list[float] = field(default_factory=list)
+    h2d_ms: list[float] = field(default_factory=list)
+    compute_ms: list[float] = field(default_factory=list)
+    samples: int = 0
+    padded_lengths: list[int] = field(default_factory=list)
+
+
+def to_device(batch: dict[str, Any], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    if "x" not in batch:
+        raise UserError("end-to-end runs need decoded batches (the loader was built without --decode)")
+    nb = device.type == "cuda"
+    return batch["x"].to(device, non_blocking=nb), batch["y"].to(device, non_blocking=nb)
+
+
+def train_loop(batches, tr: Trainer, steps: int, on_step: Callable[[], None] | None = None) -> tuple[StepTimes, float]:
+    """Run `steps` real steps fed by the loader (restarting it at epoch ends); returns times and wall seconds.
+
+    On CUDA, copy and compute are timed with CUDA events (read once at the end), so timing adds no syncs.
+    """
+    cuda = tr.device.type == "cuda"
+    t = StepTimes()
+    events = []
+    it = iter(batches)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        tw = time.perf_counter()
+        with record_function("data_wait"):
+            try:
+                b = next(it)
+            except StopIteration:
+                it = iter(batches)
+                b = next(it)
+        t.wait_s.append(time.perf_counter() - tw)
+        if cuda:
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            e[0].record()
+        th = time.perf_counter()
+        with record_function("h2d"):
+            x, y = to_device(b, tr.device)
+        if cuda:
+            e[1].record()
+        else:
+            t.h2d_ms.append((time.perf_counter() - th) * 1000)
+        tc = time.perf_counter()
+        tr.step(x, y)
+        if cuda:
+            e[2].record()
+            events.append(e)
+        else:
+            t.compute_ms.append((time.perf_counter() - tc) * 1000)
+        t.samples += b["n"]
+        if x.dim() == 2:
+            t.padded_lengths.append(int(x.shape[1]))
+        if on_step:
+            on_step()
+    tr.sync()
+    wall = time.perf_counter() - t0
+    for e in events:
+        t.h2d_ms.append(e[0].elapsed_time(e[1]))
+        t.compute_ms.append(e[1].elapsed_time(e[2]))
+    return t, wall
+
+
+def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
+            warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None) -> E2EResult:
+    """Measure the fed loop; with predict, also measure loader and step apart and compare."""
+    if steps <= 0 or repeats <= 0:
+        raise UserError("--steps and --repeats must be positive")
+    m = read_manifest(data)
+    cfg = replace(cfg, decode=True)
+    if cfg.num_workers > 0 and cfg.prefetch_factor is None:
+        cfg = replace(cfg, prefetch_factor=2)
+    sopts = replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
+                    input=sopts.input or ("tokens" if m.kind == "tokens" else "image"))
+    topts = topts or TrialOptions()
+    try:
+        tr = Trainer(sopts)
+        batches = make_batches(data, m, cfg, topts)
+        res = E2EResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
+                        device=str(tr.device), batch_size=cfg.batch_size, repeats=repeats, steps_per_repeat=steps)
+        train_loop(batches, tr, warmup)
+        walls, stalls, sps, waits, h2ds, comps, lens = [], [], [], [], [], [], []
+        for _ in range(repeats):
+            if cfg.cache == "cold":
+                from dataperf import cache
+
+                cache.evict(m.paths(data))
+            t, wall = train_loop(batches, tr, steps)
+            walls.append(wall / steps * 1000)
+            stalls.append(sum(t.wait_s) / wall)
+            sps.append(t.samples / wall)
+            waits += [w * 1000 for w in t.wait_s]
+            h2ds += t.h2d_ms
+            comps += t.compute_ms
+            lens += t.padded_lengths
+    except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
+        if is_oom(e):
+            raise oom_error(e, sopts) from None
+        raise
+    res.step_ms_repeats, res.step_ms_median = walls, summarize(walls)["median"]
+    res.samples_per_s_repeats, res.samples_per_s = sps, summarize(sps)["median"]
+    res.data_stall_fraction_repeats = stalls
+    res.data_stall_fraction = summarize(stalls)["median"]
+    res.data_wait_ms_median = summarize(waits)["median"]
+    res.h2d_ms_median = summarize(h2ds)["median"]
+    res.compute_ms_median = summarize(comps)["median"]
+    if lens:
+        res.padded_seq_len_mean = sum(lens) / len(lens)
+    if cfg.pin_memory and tr.device.type != "cuda":
+        res.notes.append("pin_memory only matters with a CUDA device; it was not used")
+    del tr
+    if predict:
+        _predict(data, cfg, sopts, res, topts)
+    return res
+
+
+def _predict(data: Path, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, topts: TrialOptions) -> None:
+    """Separate loader and step measurements, and the stall they predict: 1 - loader rate / step rate."""
+    lr = run_trial(data, cfg, replace(topts, collect=False))
+    if lr.status != "ok":
+        res.notes.append(f"prediction skipped: loader trial failed: {lr.error}")
+        return
+    seq = round(res.padded_seq_len_mean) if res.padded_seq_len_mean else sopts.seq_len
+    st = measure_step(replace(sopts, seq_len=seq, repeats=3, steps=max(3, res.steps_per_repeat // 2)))
+    res.loader_samples_per_s, res.step_samples_per_s = lr.samples_per_s_median, st.samples_per_s
+    res.predicted_stall_fraction = max(0.0, 1 - lr.samples_per_s_median / st.samples_per_s)
+    gap = res.data_stall_fraction - res.predicted_stall_fraction
+    if gap > 0.1:
+        res.notes.append(f"measured stall exceeds the prediction by {gap * 100:.0f} points: loader workers and "
+                         "the model compete for the same CPU cores (or the loader restarts at epoch ends)")

@@ -1,0 +1,71 @@
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from dataperf.cli import cli
+from dataperf.errors import UserError
+from dataperf.models import load_model
+from dataperf.step import StepOptions, Trainer, measure_step
+
+
+def test_gpt_step_reports_medians_memory_and_tokens():
+    r = measure_step(StepOptions(model="gpt-tiny", batch_size=2, seq_len=32, steps=2, repeats=3, warmup=1))
+    assert r.status == "ok" and r.repeats == 3 and len(r.step_ms_repeats) == 3
+    assert r.step_ms_min <= r.step_ms_median <= r.step_ms_max
+    assert r.samples_per_s == pytest.approx(2 / (r.step_ms_median / 1000))
+    assert r.tokens_per_s == pytest.approx(r.samples_per_s * 32)
+    assert r.peak_mem_mib > 50 and r.peak_rss_mib == r.peak_mem_mib
+    assert r.cuda_max_allocated_mib is None
+
+
+def test_step_really_trains():
+    tr = Trainer(StepOptions(model="cnn-small", batch_size=4, image_size=32))
+    x, y = tr.synthetic_batch()
+    before = [p.detach().clone() for p in tr.model.parameters()]
+    losses = [tr.step(x, y).item() for _ in range(5)]
+    assert losses[-1] < losses[0]
+    assert any(not torch.equal(a, b) for a, b in zip(before, tr.model.parameters(), strict=True))
+
+
+def test_bigger_batch_takes_more_memory():
+    small = measure_step(StepOptions(model="cnn-small", batch_size=2, image_size=64, steps=1, warmup=1))
+    big = measure_step(StepOptions(model="cnn-small", batch_size=64, image_size=64, steps=1, warmup=1))
+    assert big.peak_mem_mib > small.peak_mem_mib
+
+
+def test_user_factory(tmp_path, monkeypatch):
+    (tmp_path / "my_models.py").write_text(
+        "import torch\n"
+        "def mlp():\n"
+        "    m = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3*16*16, 10))\n"
+        "    m.input_kind = 'image'\n"
+        "    return m\n"
+        "def broken():\n"
+        "    raise ValueError('no weights')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = measure_step(StepOptions(model="my_models:mlp", batch_size=4, image_size=16, steps=2, warmup=1))
+    assert r.samples_per_s > 0
+    with pytest.raises(UserError, match="no weights"):
+        load_model("my_models:broken")
+    sys.modules.pop("my_models", None)
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--model", "resnet9000"], "unknown model"),
+    (["--model", "no_such_module_xyz:f"], "cannot import module"),
+    (["--device", "cuda"], "no CUDA device"),
+    (["--optimizer", "zero"], "torchrun"),
+])
+def test_bad_step_input_is_one_clear_line(args, msg):
+    if args == ["--device", "cuda"] and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    r = CliRunner().invoke(cli, ["step", "--model", "gpt-tiny", "--batch-size", "1", "--seq-len", "8", *args])
+    assert r.exit_code == 2 and msg in r.output and "Traceback" not in r.output
+
+
+def test_host_oom_is_a_clear_error():
+    # 2**40 tokens per batch cannot be allocated anywhere; the error must say which knob to turn
+    with pytest.raises(UserError, match="lower --batch-size"):
+        measure_step(StepOptions(model="gpt-tiny", batch_size=2**20, seq_len=2**20, steps=1, warmup=1))
