@@ -268,7 +268,8 @@ def print_collectors(c: dict) -> None:
         if not d:
             continue
         if not d.get("available"):
-            console.print(f"{name}: unavailable: {d.get('why')}")
+            stand_in = f"; {d['fallback']} stand in" if d.get("fallback") else ""
+            console.print(f"{name}: unavailable: {d.get('why')}{stand_in}")
         elif name == "iostat":
             console.print(f"iostat {d.get('device')}: {d.get('intervals')} intervals, "
                           f"{_fmt(d.get('read_mib_s_mean'), 1)} MiB/s, {_fmt(d.get('read_iops_mean'))} r/s, "
@@ -283,12 +284,18 @@ def print_collectors(c: dict) -> None:
 
 
 def print_ebpf(d: dict) -> None:
-    t = Table(title="eBPF read syscalls by process")
+    t = Table(title=f"eBPF read syscalls by process (via {d.get('backend')})")
     for col in ("pid", "comm", "reads", "read_mib"):
         t.add_column(col, justify="right")
     for p in d.get("per_process", []):
         t.add_row(str(p["pid"]), p["comm"], str(p["reads"]), _fmt(p["read_mib"], 2))
     console.print(t)
+    if d.get("skipped"):
+        console.print(f"note: eBPF first choice skipped: {d['skipped']}")
+    hist = d.get("read_size_histogram_bytes") or {}
+    if hist:
+        print_histogram("read() sizes (bytes)", [(int(k.split("-")[0]), int(k.split("-")[1]), v)
+                                                 for k, v in hist.items()])
 
 
 def latest_step(recs: list):

@@ -25,7 +25,8 @@ def test_cheapest_config_that_feeds_with_headroom():
 
 
 def test_recommendation_without_model_prefers_cheap_near_best_and_cold():
-    rs = [loader(1000, 8, 2, "warm"), loader(500, 4, 2, "cold"), loader(490, 2, 2, "cold"), loader(200, 0, None, "cold")]
+    rs = [loader(1000, 8, 2, "warm"), loader(500, 4, 2, "cold"), loader(490, 2, 2, "cold"),
+          loader(200, 0, None, "cold")]
     line = report.recommendation(rs)
     assert "w=2 pf=2" in line and "cold-cache" in line
 
