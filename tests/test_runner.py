@@ -103,3 +103,11 @@ def test_collectors_see_main_and_workers(datasets, tmp_path):
 def test_harness_overhead_is_small_and_positive():
     ms = harness_overhead_ms()
     assert 0 < ms < 1.0
+
+
+def test_dali_missing_is_a_clear_trial_error(datasets, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "nvidia.dali", None)
+    r = run_trial(datasets["image-files"], LoaderConfig(format="dali", batch_size=8, dali_num_threads=1), FAST)
+    assert r.status == "failed" and "DALI is not installed" in r.error and "dataperf[dali]" in r.error
