@@ -271,6 +271,8 @@ def step_options(fn):
         click.option("--amp", type=click.Choice(["bf16"]), default=None, help="autocast dtype"),
         click.option("--input", "input_kind", type=click.Choice(["tokens", "image"]), default=None,
                      help="input of a MODULE:FACTORY model [tokens]"),
+        click.option("--deterministic", is_flag=True,
+                     help="seed everything and torch.use_deterministic_algorithms(True)"),
     ]):
         fn = opt(fn)
     return fn
@@ -285,15 +287,15 @@ def step_options(fn):
 @click.option("--warmup", type=int, default=3, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 @user_errors
-def step(model, seq_len, device, optimizer, amp, input_kind, batch_size, image_size, repeats, steps, warmup,
-         out) -> None:
+def step(model, seq_len, device, optimizer, amp, input_kind, deterministic, batch_size, image_size, repeats, steps,
+         warmup, out) -> None:
     """Median ms/step, samples/s and peak memory of a real train step on synthetic in-memory data."""
     from dataperf import records, report
     from dataperf.step import StepOptions, measure_step
 
     r = measure_step(StepOptions(model=model, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
                                  device=device, optimizer=optimizer, repeats=repeats, steps=steps,
-                                 warmup=warmup, input=input_kind, amp=amp,
+                                 warmup=warmup, input=input_kind, amp=amp, deterministic=deterministic,
                                  results_dir=out.parent if out else None))
     if out:
         records.append(out, r)
@@ -347,22 +349,97 @@ def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
 @click.option("--repeats", type=int, default=3, show_default=True)
 @click.option("--warmup", type=int, default=3, show_default=True)
 @click.option("--no-predict", is_flag=True, help="skip the separate loader and step measurements")
+@click.option("--nan-guard", "nan_guard_dir", type=click.Path(path_type=Path), default=None,
+              help="check every step for NaN/inf; checkpoint into this folder and stop on the first")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 @user_errors
-def e2e(data, model, seq_len, device, optimizer, amp, input_kind, steps, repeats, warmup, no_predict, out,
-        **loader) -> None:
+def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic, steps, repeats, warmup, no_predict,
+        nan_guard_dir, out, **loader) -> None:
     """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
     from dataperf import records, report
     from dataperf.e2e import run_e2e
     from dataperf.step import StepOptions
 
     cfg = make_config(data, device=device, **loader)
+    from dataperf.guards import NonFiniteError
+
     sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
-                        input=input_kind, results_dir=out.parent if out else None)
-    r = run_e2e(data, cfg, sopts, steps, repeats, warmup, predict=not no_predict)
+                        input=input_kind, results_dir=out.parent if out else None, deterministic=deterministic,
+                        nan_guard_dir=nan_guard_dir)
+    try:
+        r = run_e2e(data, cfg, sopts, steps, repeats, warmup, predict=not no_predict)
+    except NonFiniteError as e:
+        raise UserError(str(e)) from None
     if out:
         records.append(out, r)
     report.print_e2e(r)
+
+
+@cli.command("profile")
+@click.argument("data", type=click.Path(path_type=Path))
+@loader_options
+@step_options
+@click.option("--out-dir", type=click.Path(path_type=Path), default=Path("results/profile"), show_default=True)
+@click.option("--top", type=int, default=15, show_default=True, help="rows of the top-ops table")
+@click.option("--nsys", is_flag=True, help="also run under Nsight Systems (nsys) and save its report")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
+@user_errors
+def profile_cmd(data, model, seq_len, device, optimizer, amp, input_kind, deterministic, out_dir, top, nsys, out,
+                **loader) -> None:
+    """torch.profiler (wait=1, warmup=1, active=3) around the fed loop: Chrome trace, top ops, time split."""
+    from dataperf import records, report
+    from dataperf.profile import nsys_wrap, run_profile
+    from dataperf.step import StepOptions
+
+    cfg = make_config(data, device=device, **loader)
+    sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
+                        input=input_kind, deterministic=deterministic)
+    r = run_profile(data, cfg, sopts, out_dir, top)
+    if nsys:
+        _, r.nsys = nsys_wrap(sys.argv[1:], out_dir)
+    if out:
+        records.append(out, r)
+    report.print_profile(r)
+
+
+@cli.command()
+@click.argument("base", type=click.Path(path_type=Path))
+@click.argument("head", type=click.Path(path_type=Path))
+@click.option("--metrics", callback=str_list, default="step_ms,peak_mem_mib,samples_per_s", show_default=True,
+              help="comma list: samples_per_s, step_ms, peak_mem_mib, read_mib_s, data_stall_fraction")
+@click.option("--threshold", default="5%", show_default=True, help="smallest change that counts")
+@user_errors
+def compare(base, head, metrics, threshold) -> None:
+    """Base vs head result files: medians, % change, noise-aware verdict; exit 1 on a regression."""
+    from dataperf import compare as cmp
+    from dataperf import report
+
+    changes = cmp.compare(base, head, metrics, cmp.parse_threshold(threshold))
+    report.print_compare(changes, threshold)
+    if cmp.has_regression(changes):
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--cap", type=int, default=None, help="truncate sequences to this many tokens; shows the effect")
+@click.option("--model", default=None, help="also measure step peak memory at the p99 batch length (and capped)")
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
+@user_errors
+def lengths(data, batch_size, cap, model, device, out) -> None:
+    """Per-batch token-length histogram and p99 (OOM risk from length variance), and what --cap changes."""
+    from dataperf import records, report
+    from dataperf.lengths import analyse, measure_cap_memory
+    from dataperf.step import StepOptions
+
+    r = analyse(data, batch_size, cap)
+    if model:
+        measure_cap_memory(r, StepOptions(model=model, device=device, steps=2, warmup=1))
+    if out:
+        records.append(out, r)
+    report.print_lengths(r)
 
 
 @cli.command("report")

@@ -350,3 +350,67 @@ def print_e2e(r) -> None:
     console.print(f"{verdict}: the model waited on data {r.data_stall_fraction * 100:.1f}% of the time")
     for n in r.notes:
         console.print(f"note: {n}")
+
+
+def print_profile(r) -> None:
+    t = Table(title=f"top ops by {r.sort_by} ({r.model} on {r.device})")
+    for col in ("op", "calls", "self_ms", "cpu_total_ms"):
+        t.add_column(col, justify="left" if col == "op" else "right")
+    for o in r.top_ops:
+        t.add_row(o["name"][:70], str(o["calls"]), _fmt(o["self_ms"], 3), _fmt(o["cpu_total_ms"], 3))
+    console.print(t)
+    split = " / ".join(f"{k} {v:.2f} ms ({r.split_fraction.get(k, 0) * 100:.0f}%)" for k, v in r.split_ms.items())
+    console.print(f"step time split (per active step): {split}")
+    if r.span_ms:
+        console.print("profiler spans per step (host): "
+                      + ", ".join(f"{k} {v:.2f} ms" for k, v in r.span_ms.items()))
+    if r.device.startswith("cuda"):
+        console.print(f"CUDA ops with device time: {r.cuda_kernels_seen}")
+    console.print(f"Chrome trace: {r.trace_path} (open in https://ui.perfetto.dev or chrome://tracing)")
+    if r.nsys:
+        console.print(f"nsys: {r.nsys}")
+
+
+def print_compare(changes: list, threshold: str) -> None:
+    t = Table(title=f"base vs head (threshold {threshold})")
+    for col in ("kind", "config", "metric", "base", "head", "change", "95% CI", "verdict"):
+        t.add_column(col, justify="left" if col in ("kind", "config", "metric", "verdict") else "right")
+    colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white"}
+    for c in changes:
+        t.add_row(c.kind, c.config[:60], c.metric, _fmt(c.base_median, 2), _fmt(c.head_median, 2),
+                  f"{c.change_pct:+.1f}%", f"{c.ci_pct[0]:+.1f}..{c.ci_pct[1]:+.1f}%",
+                  f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
+    console.print(t)
+    n = sum(c.verdict == "regression" for c in changes)
+    console.print(f"{n} regression(s)" if n else "no regression")
+
+
+def print_lengths(r) -> None:
+    from dataperf.formats.inspect import length_histogram
+
+    print_histogram("sample length (tokens)", length_histogram(r.sample_lengths))
+    print_histogram(f"per-batch padded length (tokens, batch {r.batch_size})", length_histogram(r.batch_max_tokens))
+    t = Table(title=f"token lengths {r.data}")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    rows = [("samples", str(r.samples)),
+            ("sample_tokens p50 / p99 / max",
+             f"{r.sample_tokens_p50:.0f} / {r.sample_tokens_p99:.0f} / {r.sample_tokens_max}"),
+            ("batch_max_tokens p50 / p99 / max",
+             f"{r.batch_max_tokens_p50:.0f} / {r.batch_max_tokens_p99:.0f} / {r.batch_max_tokens_max}"),
+            ("padding_waste_pct", f"{r.padding_waste_pct:.1f}")]
+    if r.cap_tokens:
+        rows += [(f"capped at {r.cap_tokens}: batch_max_tokens p99", f"{r.capped_batch_max_tokens_p99:.0f}"),
+                 ("capped padding_waste_pct", f"{r.capped_padding_waste_pct:.1f}"),
+                 ("tokens_dropped_by_cap_pct", f"{r.tokens_dropped_by_cap_pct:.1f}")]
+    if r.step_peak_mem_mib_uncapped is not None:
+        rows.append(("step peak_mem_mib at p99 batch length", _fmt(r.step_peak_mem_mib_uncapped, 1)))
+    if r.step_peak_mem_mib_capped is not None:
+        rows.append(("step peak_mem_mib capped", _fmt(r.step_peak_mem_mib_capped, 1)))
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
+    ratio = r.batch_max_tokens_p99 / r.batch_max_tokens_p50 if r.batch_max_tokens_p50 else 1
+    if ratio > 2:
+        console.print(f"OOM risk: the p99 batch is {ratio:.1f}x longer than the median batch; size memory for "
+                      f"{r.batch_max_tokens_max} tokens per row, or --cap / bucket by length")

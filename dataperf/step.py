@@ -40,6 +40,8 @@ class StepOptions:
     amp: str | None = None  # bf16 autocast
     results_dir: Path | None = None  # where a CUDA OOM memory summary is written
     seed: int = 0
+    deterministic: bool = False
+    nan_guard_dir: Path | None = None  # check every step for NaN/inf, checkpoint there on the first
 
 
 def resolve_device(name: str) -> torch.device:
@@ -107,7 +109,9 @@ class Trainer:
     """One model, its optimizer, and the train step every measurement (step, e2e, profile) shares."""
 
     def __init__(self, opts: StepOptions):
-        torch.manual_seed(opts.seed)
+        from dataperf.guards import NanGuard, seed_everything
+
+        seed_everything(opts.seed, opts.deterministic)
         self.opts = opts
         self.device = resolve_device(opts.device)
         self.model = load_model(opts.model).to(self.device)
@@ -116,6 +120,8 @@ class Trainer:
             raise UserError(f"--input must be tokens or image, got {self.kind!r}")
         self.optimizer = make_optimizer(opts.optimizer, self.model)
         self.params_m = sum(p.numel() for p in self.model.parameters()) / 1e6
+        self.guard = NanGuard(self.model, opts.nan_guard_dir, self.optimizer) if opts.nan_guard_dir else None
+        self.steps_done = 0
 
     def synthetic_batch(self, batch_size: int | None = None, seq_len: int | None = None):
         b = batch_size or self.opts.batch_size
@@ -140,6 +146,9 @@ class Trainer:
                 loss = loss_of(self.model(self.prepare(x)), x, y)
         with record_function("backward"):
             loss.backward()
+        if self.guard is not None:
+            self.guard.check(self.steps_done)
+        self.steps_done += 1
         with record_function("optimizer"):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)

@@ -1,0 +1,110 @@
+"""Base vs head over saved result files: medians, percent change, and a noise-aware verdict for CI gates.
+
+A change is a regression only when it is worse than the threshold AND the repeats' ranges do not overlap:
+a shift that the repeats' own noise could explain is reported as "within noise", never as a regression.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from dataperf import records
+from dataperf.errors import UserError
+
+# metric name -> (field holding every repeat, per record kind), and whether higher is better
+METRICS: dict[str, tuple[dict[str, str], bool]] = {
+    "samples_per_s": ({"loader": "samples_per_s_repeats", "step": "samples_per_s_repeats",
+                       "e2e": "samples_per_s_repeats"}, True),
+    "step_ms": ({"step": "step_ms_repeats", "e2e": "step_ms_repeats"}, False),
+    "peak_mem_mib": ({"step": "peak_mem_mib_repeats"}, False),
+    "read_mib_s": ({"loader": "read_mib_s_repeats"}, True),
+    "data_stall_fraction": ({"e2e": "data_stall_fraction_repeats"}, False),
+}
+DEFAULT_METRICS = ["step_ms", "peak_mem_mib", "samples_per_s"]
+
+
+@dataclass
+class Change:
+    kind: str
+    config: str
+    metric: str
+    base_median: float
+    head_median: float
+    change_pct: float
+    ci_pct: tuple[float, float]
+    ranges_overlap: bool
+    verdict: str  # regression | improvement | within noise | unchanged
+
+
+def parse_threshold(text: str) -> float:
+    t = text.strip().rstrip("%")
+    try:
+        v = float(t)
+    except ValueError:
+        raise UserError(f"--threshold must be a percentage like 5% or 5, got {text!r}") from None
+    if v < 0:
+        raise UserError("--threshold must not be negative")
+    return v
+
+
+def bootstrap_ci_pct(base: list[float], head: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of the percent change of medians (resampling each side's repeats)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        b = statistics.median(rng.choices(base, k=len(base)))
+        h = statistics.median(rng.choices(head, k=len(head)))
+        out.append((h - b) / b * 100 if b else 0.0)
+    out.sort()
+    return out[int(0.025 * n)], out[int(0.975 * n) - 1]
+
+
+def judge(base: list[float], head: list[float], higher_better: bool, threshold_pct: float) -> tuple:
+    b, h = statistics.median(base), statistics.median(head)
+    pct = (h - b) / b * 100 if b else 0.0
+    overlap = min(head) <= max(base) and min(base) <= max(head)
+    worse = pct < 0 if higher_better else pct > 0
+    if abs(pct) <= threshold_pct:
+        verdict = "unchanged"
+    elif overlap:
+        verdict = "within noise"
+    else:
+        verdict = "regression" if worse else "improvement"
+    return b, h, pct, overlap, verdict
+
+
+def _label(r) -> str:
+    return r.config_key or getattr(r, "model", "")
+
+
+def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct: float) -> list[Change]:
+    unknown = [m for m in metrics if m not in METRICS]
+    if unknown:
+        raise UserError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")
+    base = {(r.kind, r.config_key): r for r in records.load(base_path) if r.status == "ok"}
+    head = {(r.kind, r.config_key): r for r in records.load(head_path) if r.status == "ok"}
+    matched = sorted(set(base) & set(head))
+    if not matched:
+        raise UserError(f"no configuration appears in both {base_path} and {head_path}; run the same "
+                        "configs (same seed, same options) for base and head")
+    out = []
+    for key in matched:
+        b, h = base[key], head[key]
+        for m in metrics:
+            fields, higher = METRICS[m]
+            f = fields.get(key[0])
+            if f is None:
+                continue
+            bv, hv = getattr(b, f, None), getattr(h, f, None)
+            if not bv or not hv:
+                continue
+            bm, hm, pct, overlap, verdict = judge(bv, hv, higher, threshold_pct)
+            out.append(Change(key[0], _label(b), m, bm, hm, pct, bootstrap_ci_pct(bv, hv), overlap, verdict))
+    return out
+
+
+def has_regression(changes: list[Change]) -> bool:
+    return any(c.verdict == "regression" for c in changes)

@@ -1,0 +1,94 @@
+"""torch.profiler around the end-to-end loop: Chrome trace, top ops, and step time split into
+data wait / host-to-device copy / compute."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from torch.profiler import ProfilerActivity, profile, schedule
+
+from dataperf.e2e import train_loop
+from dataperf.errors import UserError
+from dataperf.formats.dataset_dir import read_manifest
+from dataperf.records import LoaderConfig, Record, register
+from dataperf.runner import TrialOptions, make_batches
+from dataperf.step import StepOptions, Trainer
+
+WAIT, WARMUP, ACTIVE = 1, 1, 3
+SPANS = ("data_wait", "h2d", "forward", "backward", "optimizer")
+
+
+@register
+@dataclass
+class ProfileResult(Record):
+    kind: str = "profile"
+    data: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    config_key: str = ""
+    model: str = ""
+    device: str = "cpu"
+    trace_path: str = ""
+    sort_by: str = ""
+    top_ops: list[dict[str, Any]] = field(default_factory=list)
+    span_ms: dict[str, float] = field(default_factory=dict)
+    split_ms: dict[str, float] = field(default_factory=dict)
+    split_fraction: dict[str, float] = field(default_factory=dict)
+    cuda_kernels_seen: int = 0
+    nsys: str = ""
+
+
+def run_profile(data: Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path, top: int = 15) -> ProfileResult:
+    m = read_manifest(data)
+    cfg = replace(cfg, decode=True)
+    sopts = replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
+                    input=sopts.input or ("tokens" if m.kind == "tokens" else "image"))
+    tr = Trainer(sopts)
+    batches = make_batches(data, m, cfg, TrialOptions())
+    cuda = tr.device.type == "cuda"
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    trace = out_dir / "trace.json"
+    with profile(activities=acts, schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(trace)), record_shapes=False) as prof:
+        times, _ = train_loop(batches, tr, WAIT + WARMUP + ACTIVE, on_step=prof.step)
+    res = ProfileResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
+                        device=str(tr.device), trace_path=str(trace))
+    avgs = prof.key_averages()
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    res.sort_by = key
+    ops = [e for e in avgs if e.key not in SPANS and not e.key.startswith("ProfilerStep")]
+    ops.sort(key=lambda e: -getattr(e, key, 0))
+    res.top_ops = [{"name": e.key, "calls": e.count, "self_ms": getattr(e, key, 0) / 1000,
+                    "cpu_total_ms": e.cpu_time_total / 1000} for e in ops[:top]]
+    res.span_ms = {e.key: e.cpu_time_total / 1000 / ACTIVE for e in avgs if e.key in SPANS}
+    res.cuda_kernels_seen = sum(1 for e in avgs if cuda and getattr(e, "self_device_time_total", 0) > 0)
+    # the split from the loop's own timers over the active steps (CUDA events on the GPU)
+    act = slice(WAIT + WARMUP, None)
+    wait = sum(times.wait_s[act]) * 1000 / ACTIVE
+    h2d = sum(times.h2d_ms[act]) / ACTIVE
+    comp = sum(times.compute_ms[act]) / ACTIVE
+    total = wait + h2d + comp
+    res.split_ms = {"data_wait": wait, "h2d": h2d, "compute": comp}
+    res.split_fraction = {k: v / total for k, v in res.split_ms.items()} if total else {}
+    return res
+
+
+def nsys_wrap(argv: list[str], out_dir: Path) -> tuple[int, str]:
+    """Re-run this profile command under Nsight Systems; returns (exit code, report path or reason)."""
+    exe = shutil.which("nsys")
+    if exe is None:
+        return 0, "nsys not installed (NVIDIA Nsight Systems); skipped"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = out_dir / "nsys-report"
+    inner = [a for a in argv if a != "--nsys"]
+    rc = subprocess.call([exe, "profile", "-o", str(report), "--force-overwrite", "true", "--trace", "cuda,nvtx,osrt",
+                          sys.executable, "-m", "dataperf", *inner])
+    if rc != 0:
+        raise UserError(f"nsys profile exited with {rc}")
+    return rc, str(report) + ".nsys-rep"
+

@@ -1,0 +1,84 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from dataperf import records
+from dataperf.cli import cli
+from dataperf.compare import compare, judge, parse_threshold
+from dataperf.errors import UserError
+from dataperf.records import StepResult
+from dataperf.step import StepOptions, measure_step
+
+SLEEPY = (
+    "import os, time, torch\n"
+    "class Sleepy(torch.nn.Module):\n"
+    "    input_kind = 'image'\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.lin = torch.nn.Linear(3, 4)\n"
+    "        self.ms = float(os.environ.get('SLEEPY_MS', '20'))\n"
+    "    def forward(self, x):\n"
+    "        time.sleep(self.ms / 1000)\n"
+    "        return self.lin(x.mean((2, 3)))\n"
+    "def make():\n"
+    "    return Sleepy()\n"
+)
+
+
+def test_judge_needs_threshold_and_separated_ranges():
+    assert judge([10, 10.2, 9.9], [12, 12.1, 11.9], False, 5)[-1] == "regression"
+    assert judge([10, 10.2, 9.9], [8, 8.1, 7.9], False, 5)[-1] == "improvement"
+    assert judge([10, 13, 8], [11, 12.5, 9], False, 5)[-1] == "within noise"
+    assert judge([10, 10.1, 9.9], [10.2, 10.3, 10.1], False, 5)[-1] == "unchanged"
+    assert judge([100, 101, 99], [80, 81, 79], True, 5)[-1] == "regression"  # throughput: lower is worse
+
+
+def test_threshold_parsing():
+    assert parse_threshold("5%") == 5 and parse_threshold("2.5") == 2.5
+    with pytest.raises(UserError):
+        parse_threshold("fast")
+
+
+def run_sleepy(tmp_path, monkeypatch, ms, name):
+    (tmp_path / "sleepy_model.py").write_text(SLEEPY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("SLEEPY_MS", str(ms))
+    r = measure_step(StepOptions(model="sleepy_model:make", batch_size=2, image_size=8, steps=5, repeats=3,
+                                 warmup=1, seed=0))
+    out = tmp_path / f"{name}.jsonl"
+    records.append(out, r)
+    return out
+
+
+def test_detects_injected_20pct_slowdown_and_exits_1(tmp_path, monkeypatch):
+    base = run_sleepy(tmp_path, monkeypatch, 20, "base")
+    head = run_sleepy(tmp_path, monkeypatch, 24, "head")
+    changes = compare(base, head, ["step_ms", "samples_per_s"], 5)
+    assert {c.metric: c.verdict for c in changes} == {"step_ms": "regression", "samples_per_s": "regression"}
+    step_ms = next(c for c in changes if c.metric == "step_ms")
+    assert step_ms.change_pct > 12
+    r = CliRunner().invoke(cli, ["compare", str(base), str(head), "--threshold", "5%"])
+    assert r.exit_code == 1 and "regression" in r.output
+
+
+def test_same_config_twice_is_not_flagged(tmp_path, monkeypatch):
+    a = run_sleepy(tmp_path, monkeypatch, 20, "a")
+    b = run_sleepy(tmp_path, monkeypatch, 20, "b")
+    changes = compare(a, b, ["step_ms", "samples_per_s", "peak_mem_mib"], 5)
+    assert changes and not any(c.verdict == "regression" for c in changes)
+    r = CliRunner().invoke(cli, ["compare", str(a), str(b)])
+    assert r.exit_code == 0 and "no regression" in r.output
+
+
+def test_unmatched_files_and_bad_metric(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    records.append(a, StepResult(config_key="x", step_ms_repeats=[1.0, 1.0, 1.0]))
+    records.append(b, StepResult(config_key="y", step_ms_repeats=[1.0, 1.0, 1.0]))
+    with pytest.raises(UserError, match="no configuration appears in both"):
+        compare(a, b, ["step_ms"], 5)
+    with pytest.raises(UserError, match="unknown metric"):
+        compare(a, a, ["speed"], 5)
+    r = CliRunner().invoke(cli, ["compare", str(a), str(tmp_path / "missing.jsonl")])
+    assert r.exit_code == 2 and "not found" in r.output
+    assert json.loads(a.read_text())["kind"] == "step"
