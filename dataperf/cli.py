@@ -442,6 +442,86 @@ def lengths(data, batch_size, cap, model, device, out) -> None:
     report.print_lengths(r)
 
 
+@cli.command()
+@click.argument("data", type=click.Path(path_type=Path))
+@loader_options
+@step_options
+@click.option("--throttle-mib-s", type=float, default=None,
+              help="simulate slow storage for the cold measurement (MiB/s per reader)")
+@click.option("--page-cache-gib", type=float, default=None, help="what-if: predicted stall with this much cache")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
+@trial_options
+@user_errors
+def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, deterministic, throttle_mib_s,
+             page_cache_gib, out, repeats, warmup_batches, max_batches, min_batches, drop_caches, no_collect, ebpf,
+             seed, **loader) -> None:
+    """Where data stalls come from: prep (CPU decode) vs fetch (storage), as shares of step time."""
+    from dataperf import records, report
+    from dataperf.diagnose import diagnose as run_diagnose
+    from dataperf.step import StepOptions
+
+    cfg = make_config(data, device=device, **loader)
+    sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
+                        input=input_kind, deterministic=deterministic, seed=seed)
+    topts = make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no_collect, ebpf, seed)
+    r = run_diagnose(data, cfg, sopts, topts, throttle_mib_s, page_cache_gib)
+    if out:
+        records.append(out, r)
+    report.print_diagnose(r)
+
+
+@cli.command()
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option("--target-samples-per-s", type=float, default=None, help="the rate to sustain")
+@click.option("--model", default=None, help="target = this model's step rate x --headroom")
+@click.option("--seq-len", type=int, default=512, show_default=True)
+@click.option("--device", default="cpu", show_default=True)
+@click.option("--headroom", type=float, default=1.2, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset"]), default="auto")
+@click.option("--batch-size", type=int, default=32, show_default=True, help="starting batch size")
+@click.option("--decode/--no-decode", default=True, show_default=True)
+@click.option("--image-size", type=int, default=224, show_default=True)
+@click.option("--cache", type=click.Choice(["warm", "cold"]), default="cold", show_default=True)
+@click.option("--min-gain", type=float, default=0.10, show_default=True, help="smallest gain worth a step")
+@click.option("--max-workers", type=int, default=None, help="[2 x cores]")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
+@trial_options
+@user_errors
+def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batch_size, decode, image_size, cache,
+         min_gain, max_workers, out, **topts) -> None:
+    """Find a config that sustains a target (or the model's step rate with headroom) without the whole grid."""
+    from dataperf import records, report
+    from dataperf.records import LoaderConfig
+    from dataperf.tune import Tuner
+
+    if (target_samples_per_s is None) == (model is None):
+        raise UserError("give exactly one of --target-samples-per-s or --model")
+    target = target_samples_per_s
+    if model:
+        from dataperf.step import StepOptions, measure_step
+
+        st = measure_step(StepOptions(model=model, batch_size=batch_size, seq_len=seq_len, device=device,
+                                      image_size=image_size))
+        records.append(out, st)
+        target = st.samples_per_s * headroom
+        report.console.print(f"target: {target:.0f} samples/s ({model} step {st.samples_per_s:.0f} x {headroom:g})")
+    if fmt == "auto":
+        from dataperf.formats.dataset_dir import read_manifest
+
+        fmt = read_manifest(data).format
+    base = LoaderConfig(format=fmt, batch_size=batch_size, decode=decode, image_size=image_size, cache=cache)
+
+    def show(step):
+        records.append(out, step.result)
+        report.print_tune_step(step)
+
+    outcome = Tuner(data, base, make_opts(raw_dir=out.parent / "raw", **topts), target, min_gain, max_workers,
+                    on_trial=show).run()
+    report.print_tune(outcome)
+    if not outcome.met and target is not None:
+        sys.exit(1)
+
+
 @cli.command("report")
 @click.argument("results", type=click.Path(path_type=Path))
 @click.option("--headroom", type=float, default=1.2, show_default=True)

@@ -414,3 +414,44 @@ def print_lengths(r) -> None:
     if ratio > 2:
         console.print(f"OOM risk: the p99 batch is {ratio:.1f}x longer than the median batch; size memory for "
                       f"{r.batch_max_tokens_max} tokens per row, or --cap / bucket by length")
+
+
+def print_diagnose(r) -> None:
+    t = Table(title=f"diagnose {r.data} -> {r.model}")
+    t.add_column("measurement")
+    t.add_column("samples_per_s", justify="right")
+    t.add_row("(1) model step, synthetic in-memory data", _fmt(r.step_samples_per_s, 1))
+    t.add_row("(2) loader, warm page cache", _fmt(r.warm_samples_per_s, 1))
+    t.add_row("(3) loader, cold cache", _fmt(r.cold_samples_per_s, 1))
+    console.print(t)
+    console.print(f"share of step time: compute {r.compute_fraction * 100:.0f}%, prep stall "
+                  f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {r.fetch_stall_fraction * 100:.0f}%")
+    console.print(r.sentence)
+    for a in r.advice:
+        console.print(f"  - {a}")
+    w = Table(title="what-if: dataset fraction in page cache")
+    w.add_column("cached_fraction", justify="right")
+    w.add_column("predicted model idle", justify="right")
+    for row in r.what_if:
+        w.add_row(f"{row['cached_fraction'] * 100:.0f}%", f"{row['predicted_stall_fraction'] * 100:.0f}%")
+    console.print(w)
+    for n in r.notes:
+        console.print(f"note: {n}")
+
+
+def print_tune_step(step) -> None:
+    from dataperf.records import LoaderConfig
+
+    r = step.result
+    rate = _fmt(r.samples_per_s_median) if r.status == "ok" else "failed"
+    console.print(f"\\[{step.phase:>10}] {LoaderConfig(**r.config).short():<48} {rate:>10} samples/s  ({step.why})")
+
+
+def print_tune(outcome) -> None:
+    from dataperf.records import LoaderConfig
+
+    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials")
+    if outcome.pick is not None:
+        p = outcome.pick
+        tgt = f" (target {outcome.target_samples_per_s:.0f})" if outcome.target_samples_per_s else ""
+        console.print(f"pick: {LoaderConfig(**p.config).short()} at {_fmt(p.samples_per_s_median)} samples/s{tgt}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from dataperf.formats.dataset_dir import Manifest
 from dataperf.records import LoaderConfig
 
 MIB = 1024 * 1024
+# a sweep tries more workers than cores on purpose: that is one of the things it measures
+warnings.filterwarnings("ignore", message="This DataLoader will create .* worker processes")
 PAYLOAD_EXTS = ("jpg", "jpeg", "png", "npy")
 
 

@@ -1,0 +1,122 @@
+"""Find a loader config that sustains a target rate without running the whole grid: grow workers until the
+gain flattens, then prefetch, then batch size; stop as soon as the target is met or gains stop.
+
+Every trial it runs is returned and recorded; the pick is always one of them (never an extrapolation)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from dataperf.records import LoaderConfig, LoaderResult
+from dataperf.runner import TrialOptions, run_trial
+
+
+@dataclass
+class TuneStep:
+    result: LoaderResult
+    phase: str
+    why: str
+
+
+@dataclass
+class TuneOutcome:
+    steps: list[TuneStep] = field(default_factory=list)
+    pick: LoaderResult | None = None
+    target_samples_per_s: float | None = None
+    met: bool = False
+    stop_reason: str = ""
+
+
+def worker_ladder(max_workers: int) -> list[int]:
+    out, w = [0], 1
+    while w <= max_workers:
+        out.append(w)
+        w *= 2
+    return out
+
+
+class Tuner:
+    def __init__(self, data, base: LoaderConfig, opts: TrialOptions, target: float | None = None,
+                 min_gain: float = 0.10, max_workers: int | None = None, max_batch_doublings: int = 2,
+                 on_trial: Callable[[TuneStep], None] | None = None,
+                 trial: Callable[..., LoaderResult] = run_trial):
+        self.data, self.base, self.opts, self.target = data, base, opts, target
+        self.min_gain = min_gain
+        self.max_workers = max_workers if max_workers is not None else 2 * (os.cpu_count() or 1)
+        self.max_batch_doublings = max_batch_doublings
+        self.on_trial = on_trial
+        self.trial = trial
+        self.out = TuneOutcome(target_samples_per_s=target)
+        self.best: LoaderResult | None = None
+
+    def _run(self, cfg: LoaderConfig, phase: str) -> LoaderResult:
+        r = self.trial(self.data, cfg, self.opts)
+        if r.status != "ok":
+            why = f"failed: {r.error}"
+        elif self.best is None:
+            why = "first measurement"
+        else:
+            gain = r.samples_per_s_median / self.best.samples_per_s_median - 1
+            why = f"{gain * 100:+.0f}% vs best so far"
+        step = TuneStep(r, phase, why)
+        self.out.steps.append(step)
+        if self.on_trial:
+            self.on_trial(step)
+        return r
+
+    def _met(self, r: LoaderResult) -> bool:
+        return self.target is not None and r.status == "ok" and r.samples_per_s_median >= self.target
+
+    def _better(self, r: LoaderResult) -> bool:
+        """Keep r only if it beats the best by the minimum gain (noise-sized gains are not worth a worker)."""
+        if r.status != "ok":
+            return False
+        if self.best is None or r.samples_per_s_median >= self.best.samples_per_s_median * (1 + self.min_gain):
+            self.best = r
+            return True
+        return False
+
+    def _finish(self, reason: str, met: bool) -> TuneOutcome:
+        self.out.stop_reason, self.out.met = reason, met
+        self.out.pick = self.best
+        return self.out
+
+    def run(self) -> TuneOutcome:
+        cfg = self.base
+        # 1. workers, with prefetch at torch's default
+        for w in worker_ladder(self.max_workers):
+            c = replace(cfg, num_workers=w, prefetch_factor=2 if w else None,
+                        persistent_workers=cfg.persistent_workers and w > 0)
+            r = self._run(c, "workers")
+            if self._met(r):
+                self.best = r
+                return self._finish(f"target met with {w} workers", True)
+            if not self._better(r) and self.best is not None:
+                break
+        if self.best is None:
+            return self._finish("every trial failed", False)
+        cfg = LoaderConfig(**self.best.config)
+        # 2. prefetch depth (only meaningful with workers)
+        if cfg.num_workers > 0:
+            for pf in (4, 8):
+                r = self._run(replace(cfg, prefetch_factor=pf), "prefetch")
+                if self._met(r):
+                    self.best = r
+                    return self._finish(f"target met with prefetch_factor={pf}", True)
+                if not self._better(r):
+                    break
+            cfg = LoaderConfig(**self.best.config)
+        # 3. batch size
+        for _ in range(self.max_batch_doublings):
+            r = self._run(replace(cfg, batch_size=cfg.batch_size * 2), "batch_size")
+            if self._met(r):
+                self.best = r
+                return self._finish(f"target met with batch_size={r.config['batch_size']}", True)
+            if not self._better(r):
+                break
+            cfg = LoaderConfig(**self.best.config)
+        if self.target is None:
+            return self._finish("gains stopped (no target given: best found)", False)
+        return self._finish(f"gains stopped below the target of {self.target:.0f} samples/s", False)

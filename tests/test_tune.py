@@ -1,0 +1,46 @@
+from click.testing import CliRunner
+
+from dataperf import records
+from dataperf.cli import cli
+from dataperf.records import LoaderConfig, LoaderResult
+from dataperf.tune import Tuner
+
+
+def fake_trial(rates):
+    """A stand-in storage whose rate depends only on the config, so the search path is checkable."""
+    def trial(data, cfg, opts):
+        key = (cfg.num_workers, cfg.prefetch_factor, cfg.batch_size)
+        return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=rates.get(key, 10.0))
+    return trial
+
+
+def test_stops_when_target_met_with_fewest_workers():
+    rates = {(0, None, 32): 100, (1, 2, 32): 180, (2, 2, 32): 400, (4, 2, 32): 800}
+    out = Tuner("d", LoaderConfig(), None, target=350, trial=fake_trial(rates)).run()
+    assert out.met and out.pick.config["num_workers"] == 2
+    assert [s.result.config["num_workers"] for s in out.steps] == [0, 1, 2]
+
+
+def test_flattening_gain_moves_on_to_prefetch_then_batch():
+    rates = {(0, None, 32): 100, (1, 2, 32): 200, (2, 2, 32): 205, (1, 4, 32): 260, (1, 8, 32): 262,
+             (1, 4, 64): 400, (1, 4, 128): 410}
+    out = Tuner("d", LoaderConfig(), None, target=None, max_workers=8, trial=fake_trial(rates)).run()
+    phases = [(s.phase, s.result.config["num_workers"], s.result.config["prefetch_factor"],
+               s.result.config["batch_size"]) for s in out.steps]
+    assert phases == [("workers", 0, None, 32), ("workers", 1, 2, 32), ("workers", 2, 2, 32),
+                      ("prefetch", 1, 4, 32), ("prefetch", 1, 8, 32), ("batch_size", 1, 4, 64),
+                      ("batch_size", 1, 4, 128)]
+    assert out.pick.config["batch_size"] == 64 and "gains stopped" in out.stop_reason
+
+
+def test_tune_cli_reports_only_measured_configs(tmp_path, datasets):
+    out = tmp_path / "t.jsonl"
+    r = CliRunner().invoke(cli, ["tune", str(datasets["image-files"]), "--target-samples-per-s", "1e9",
+                                 "--batch-size", "8", "--image-size", "16", "--max-workers", "2", "--no-collect",
+                                 "--repeats", "3", "--min-batches", "3", "--out", str(out)])
+    assert r.exit_code == 1, r.output  # an unreachable target is not met
+    measured = {x.config_key for x in records.load(out)}
+    pick_line = next(line for line in r.output.splitlines() if line.startswith("pick: "))
+    assert any(LoaderConfig(**x.config).short() in pick_line for x in records.load(out))
+    assert len(measured) == len(records.load(out)) >= 3
+    assert "stopped: gains stopped below the target" in r.output

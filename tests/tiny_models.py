@@ -1,0 +1,18 @@
+"""Models for tests that need a step much faster than any loader (so the loader is the bottleneck)."""
+
+import torch
+
+
+class Tiny(torch.nn.Module):
+    input_kind = "image"
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 10)
+
+    def forward(self, x):
+        return self.lin(x.mean((2, 3)))
+
+
+def tiny():
+    return Tiny()
