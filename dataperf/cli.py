@@ -232,6 +232,8 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
     trials = sw.plan(list(data), grid)
     if ctx.rank == 0:
         sw.prepare_out(out, resume, overwrite)
+    if ctx.barrier:
+        ctx.barrier()  # no rank reads --out before rank 0 has cleared it
     skip = sw.finished_ids(out) if resume else set()
     opts = make_opts(raw_dir=out.parent / "raw", **topts, rank=ctx.rank, world_size=ctx.world_size,
                      barrier=ctx.barrier, gather=ctx.gather)

@@ -121,6 +121,7 @@ class LoaderResult(Record):
     collectors: dict[str, Any] = field(default_factory=dict)
     world_size: int = 1
     per_rank_samples_per_s: list[float] = field(default_factory=list)
+    per_rank_samples_per_repeat: list[int] = field(default_factory=list)
     slowest_rank: int | None = None
 
 

@@ -97,6 +97,9 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
         t.add_column(col, justify="left" if col == "config" else "right")
     if step is not None:
         t.add_column(f"vs step ({_fmt(step.samples_per_s)} samples/s)")
+    multi = any(getattr(r, "world_size", 1) > 1 for r in results)
+    if multi:
+        t.add_column("per-rank samples/s (slowest)")
     failed = [r for r in results if isinstance(r, LoaderResult) and r.status != "ok"]
     for r in sorted_by_rate(results):
         cfg = LoaderConfig(**r.config)
@@ -107,10 +110,13 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
                f"{_fmt(r.batch_wait_ms_p50, 2)}/{_fmt(r.batch_wait_ms_p99, 2)}", cache]
         if step is not None:
             row.append(verdict_short(r.samples_per_s_median, step.samples_per_s, headroom))
+        if multi:
+            ranks = ", ".join(_fmt(x) for x in r.per_rank_samples_per_s)
+            row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
         t.add_row(*row)
     for r in failed:
         row = [LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", r.cache_mode]
-        t.add_row(*row, *([""] if step is not None else []))
+        t.add_row(*row, *([""] if step is not None else []), *([""] if multi else []))
     return t
 
 

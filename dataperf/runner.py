@@ -147,6 +147,7 @@ def run_trial(data: Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -
 def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any], list[Any]]) -> None:
     """Global samples/s per repeat = all ranks' samples over the slowest rank's time; stragglers named."""
     mine = {"status": res.status, "error": res.error, "rank_sps": res.samples_per_s_median,
+            "rank_samples": res.samples_per_repeat,
             "samples": [r.steady_samples for r in reps], "steady_s": [r.steady_s for r in reps]}
     ranks = gather(mine)
     bad = [(i, r["error"]) for i, r in enumerate(ranks) if r["status"] != "ok"]
@@ -161,6 +162,8 @@ def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any]
     res.samples_per_s_median, res.samples_per_s_min = s["median"], s["min"]
     res.samples_per_s_max, res.samples_per_s_spread_pct = s["max"], s["spread_pct"]
     res.per_rank_samples_per_s = [r["rank_sps"] for r in ranks]
+    res.per_rank_samples_per_repeat = [r["rank_samples"] for r in ranks]
+    res.samples_per_repeat = sum(res.per_rank_samples_per_repeat)
     res.slowest_rank = min(range(len(ranks)), key=lambda i: ranks[i]["rank_sps"])
     fastest = max(res.per_rank_samples_per_s)
     slowest = res.per_rank_samples_per_s[res.slowest_rank]

@@ -1,0 +1,43 @@
+"""Real torch.distributed runs: 2 CPU processes on gloo, launched through torchrun (torch.distributed.run)."""
+
+import os
+import subprocess
+import sys
+
+from dataperf import records
+from dataperf.distributed import strip_nproc
+
+
+def test_strip_nproc():
+    assert strip_nproc(["sweep", "d", "--nproc", "2", "--out", "x"]) == ["sweep", "d", "--out", "x"]
+    assert strip_nproc(["sweep", "--nproc=4", "d"]) == ["sweep", "d"]
+
+
+def run_sweep(data, out, *extra):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "dataperf", "sweep", str(data), "--num-workers", "0,1", "--prefetch-factor", "2",
+           "--batch-size", "4", "--repeats", "3", "--min-batches", "3", "--warmup-batches", "1", "--no-collect",
+           "--out", str(out), *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_two_ranks_split_data_and_gather_to_rank0(tmp_path, datasets):
+    for name in ("image-files", "image-webdataset"):
+        out = tmp_path / f"{name}.jsonl"
+        p = run_sweep(datasets[name], out, "--nproc", "2")
+        assert p.returncode == 0, p.stdout + p.stderr
+        recs = records.load(out)
+        assert len(recs) == 2, "only rank 0 writes, one record per trial"
+        for r in recs:
+            assert r.status == "ok", r.error
+            assert r.world_size == 2 and len(r.per_rank_samples_per_s) == 2
+            assert r.slowest_rank in (0, 1)
+            assert r.per_rank_samples_per_s[r.slowest_rank] == min(r.per_rank_samples_per_s)
+            # each rank read its own split (files: half each; shards: whole shards each), together all 96
+            assert r.samples_per_repeat == 96 and sum(r.per_rank_samples_per_repeat) == 96
+            assert all(0 < n < 96 for n in r.per_rank_samples_per_repeat)
+            if name == "image-files":
+                assert r.per_rank_samples_per_repeat == [48, 48]
+            # global rate: both ranks' samples over the slowest rank's time
+            assert r.samples_per_s_median > max(r.per_rank_samples_per_s) * 0.9
+        assert "recommended:" in p.stdout
