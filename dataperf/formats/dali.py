@@ -124,8 +124,10 @@ def index_files(shards: list[Path]) -> list[Path]:
     the reader does not scan every tar at start-up."""
     import tempfile
 
-    from wds2idx import IndexCreator
-
+    try:
+        from wds2idx import IndexCreator  # shipped beside DALI in its wheel
+    except ImportError:
+        return []  # DALI then infers the index by scanning each tar at start-up
     out = []
     for shard in shards:
         d = shard.parent / ".dali-index"
@@ -160,6 +162,13 @@ def _to_torch(tl, on_gpu: bool):
     import torch
 
     t = tl.as_tensor()
-    if on_gpu:
+    if not on_gpu:
+        return torch.from_numpy(np.array(t))
+    try:
         return torch.from_dlpack(t)
-    return torch.from_numpy(np.array(t))
+    except (TypeError, AttributeError, RuntimeError):  # DALI builds without DLPack export: copy on the device
+        from nvidia.dali.plugin.pytorch import feed_ndarray, to_torch_type
+
+        out = torch.empty(t.shape(), dtype=to_torch_type[t.dtype], device="cuda")
+        feed_ndarray(t, out, cuda_stream=torch.cuda.current_stream())
+        return out

@@ -1,0 +1,171 @@
+"""The GPU paths, measured on a CUDA machine in one run (the lent H200 here; see RESULTS.md):
+
+1. JPEG decode: DALI GPU ("mixed") decode vs DataLoader + PIL on the same WebDataset shards (warm cache)
+2. host-to-device copies: pinned vs pageable memory, and the e2e loop with pin_memory on and off
+3. CUDA peak memory of the built-in GPT step: AdamW vs bitsandbytes Adam8bit vs CPU-offloaded AdamW
+4. torch.profiler CUDA activity around the fed loop
+
+    python benchmarks/gpu_paths.py --out DIR
+
+Each section is written to DIR/gpu_paths.json as soon as it finishes; a failing section records its error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from dataperf.e2e import run_e2e
+from dataperf.formats.generate import ImageSpec, write_dataset
+from dataperf.profile import run_profile
+from dataperf.records import LoaderConfig
+from dataperf.runner import TrialOptions, run_trial
+from dataperf.step import StepOptions, measure_step
+
+RESULTS: dict = {}
+
+
+def save(out: Path) -> None:
+    (out / "gpu_paths.json").write_text(json.dumps(RESULTS, indent=1, default=str))
+
+
+def section(name: str, out: Path):
+    def wrap(fn):
+        t0 = time.perf_counter()
+        try:
+            RESULTS[name] = fn()
+        except Exception as e:
+            RESULTS[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
+        RESULTS[name] = {**RESULTS[name], "wall_s": round(time.perf_counter() - t0, 1)}
+        save(out)
+        print(f"== {name}: {json.dumps(RESULTS[name], default=str)[:1500]}", flush=True)
+        return fn
+    return wrap
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--data", type=Path, default=Path("/tmp/dataperf-gpu/jpeg-wds"))
+    ap.add_argument("--count", type=int, default=4000)
+    a = ap.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    RESULTS["env"] = {"python": sys.version.split()[0], "torch": torch.__version__, "platform": platform.platform(),
+                      "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                      "cpus": os.cpu_count()}
+    if not a.data.exists():
+        write_dataset(a.data, "image", "webdataset", a.count, seed=0, image=ImageSpec(512, 512, 90), shard_mb=64)
+    opts = TrialOptions(repeats=3, warmup_batches=3, collect=False)
+    cores = os.cpu_count() or 1
+
+    @section("decode", a.out)
+    def _decode():
+        rows = []
+        for w in sorted({4, 8, cores}):
+            cfg = LoaderConfig(format="webdataset", batch_size=128, num_workers=w, prefetch_factor=4, decode=True,
+                               image_size=224)
+            r = run_trial(a.data, cfg, opts)
+            rows.append({"backend": f"DataLoader+PIL w={w}", "status": r.status, "error": r.error,
+                         "samples_per_s": r.samples_per_s_median, "repeats": r.samples_per_s_repeats})
+        for dev in ("mixed", "cpu"):
+            for threads in (4, 8):
+                cfg = LoaderConfig(format="dali", batch_size=128, decode=True, image_size=224,
+                                   dali_num_threads=threads, dali_prefetch_queue_depth=2, dali_decode_device=dev)
+                r = run_trial(a.data, cfg, opts)
+                rows.append({"backend": f"DALI decode={dev} threads={threads}", "status": r.status,
+                             "error": r.error, "samples_per_s": r.samples_per_s_median,
+                             "repeats": r.samples_per_s_repeats})
+        ok = [x for x in rows if x["status"] == "ok"]
+        best_dl = max((x for x in ok if x["backend"].startswith("DataLoader")), key=lambda x: x["samples_per_s"],
+                      default=None)
+        best_gpu = max((x for x in ok if "mixed" in x["backend"]), key=lambda x: x["samples_per_s"], default=None)
+        ratio = best_gpu["samples_per_s"] / best_dl["samples_per_s"] if best_dl and best_gpu else None
+        return {"rows": rows, "best_dataloader": best_dl, "best_dali_gpu": best_gpu,
+                "ratio_dali_gpu_over_dataloader": ratio}
+
+    @section("h2d_copy", a.out)
+    def _copy():
+        x = torch.randint(0, 256, (256, 3, 224, 224), dtype=torch.uint8)
+        out = {}
+        for name, src in (("pageable", x), ("pinned", x.pin_memory())):
+            for _ in range(3):
+                src.to("cuda", non_blocking=True)
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(20):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                src.to("cuda", non_blocking=True)
+                e.record()
+                torch.cuda.synchronize()
+                times.append(s.elapsed_time(e))
+            times.sort()
+            ms = times[len(times) // 2]
+            out[name] = {"ms_median": ms, "gib_s": x.numel() / 2**30 / (ms / 1000)}
+        out["ratio_pinned_over_pageable_gib_s"] = out["pinned"]["gib_s"] / out["pageable"]["gib_s"]
+        return out
+
+    @section("e2e_pin_memory", a.out)
+    def _e2e():
+        rows = {}
+        for pin in (False, True):
+            cfg = LoaderConfig(format="webdataset", batch_size=128, num_workers=cores, prefetch_factor=4,
+                               decode=True, image_size=224, pin_memory=pin)
+            r = run_e2e(a.data, cfg, StepOptions(model="cnn-small", device="cuda"), steps=20, repeats=3, warmup=5,
+                        topts=opts)
+            rows["pinned" if pin else "pageable"] = {k: v for k, v in asdict(r).items() if k in (
+                "step_ms_median", "data_wait_ms_median", "h2d_ms_median", "compute_ms_median", "samples_per_s",
+                "data_stall_fraction", "predicted_stall_fraction", "loader_samples_per_s", "step_samples_per_s",
+                "notes")}
+        return rows
+
+    @section("optimizer_memory", a.out)
+    def _mem():
+        rows = {}
+        for opt in ("adamw", "adam8bit", "adamw-cpu-offload"):
+            try:
+                r = measure_step(StepOptions(model="gpt-small", batch_size=16, seq_len=1024, device="cuda",
+                                             optimizer=opt, steps=10, repeats=3, warmup=3))
+                rows[opt] = {"step_ms_median": r.step_ms_median, "peak_mem_mib": r.peak_mem_mib,
+                             "nvml_peak_used_mib": r.nvml_peak_used_mib, "params_m": r.params_m,
+                             "samples_per_s": r.samples_per_s, "peak_mem_mib_repeats": r.peak_mem_mib_repeats}
+            except Exception as e:
+                rows[opt] = {"error": f"{type(e).__name__}: {e}"}
+            torch.cuda.empty_cache()
+        base = rows.get("adamw", {}).get("peak_mem_mib")
+        for row in rows.values():
+            if base and "peak_mem_mib" in row:
+                row["reduction_pct_vs_adamw"] = (1 - row["peak_mem_mib"] / base) * 100
+        return rows
+
+    @section("step_gpt_cuda", a.out)
+    def _step():
+        r = measure_step(StepOptions(model="gpt-small", batch_size=32, seq_len=1024, device="cuda", amp="bf16",
+                                     steps=10, repeats=3, warmup=3))
+        return {k: v for k, v in asdict(r).items() if k in ("step_ms_median", "step_ms_min", "step_ms_max",
+                "samples_per_s", "tokens_per_s", "peak_mem_mib", "cuda_max_allocated_mib", "nvml_peak_used_mib",
+                "notes")}
+
+    @section("profile_cuda", a.out)
+    def _prof():
+        cfg = LoaderConfig(format="webdataset", batch_size=128, num_workers=cores, prefetch_factor=4, decode=True,
+                           image_size=224, pin_memory=True)
+        r = run_profile(a.data, cfg, StepOptions(model="cnn-small", device="cuda"), Path("/tmp/dataperf-gpu/profile"))
+        return {"cuda_kernels_seen": r.cuda_kernels_seen, "sort_by": r.sort_by, "top_ops": r.top_ops[:8],
+                "split_ms": r.split_ms, "split_fraction": r.split_fraction,
+                "trace_mib": Path(r.trace_path).stat().st_size / 2**20}
+
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
