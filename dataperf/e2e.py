@@ -14,7 +14,7 @@ from torch.profiler import record_function
 
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import read_manifest
-from dataperf.records import LoaderConfig, Record, register, summarize
+from dataperf.records import LoaderConfig, Record, percentile, register, summarize
 from dataperf.runner import TrialOptions, make_batches, run_trial
 from dataperf.step import StepOptions, Trainer, is_oom, measure_step, oom_error
 
@@ -34,6 +34,8 @@ class E2EResult(Record):
     step_ms_median: float = float("nan")
     step_ms_repeats: list[float] = field(default_factory=list)
     data_wait_ms_median: float = float("nan")
+    data_wait_ms_p99: float = float("nan")
+    epoch_restarts: int = 0
     h2d_ms_median: float = float("nan")
     compute_ms_median: float = float("nan")
     samples_per_s: float = float("nan")
@@ -62,24 +64,38 @@ def to_device(batch: dict[str, Any], device: torch.device) -> tuple[torch.Tensor
     return batch["x"].to(device, non_blocking=nb), batch["y"].to(device, non_blocking=nb)
 
 
-def train_loop(batches, tr: Trainer, steps: int, on_step: Callable[[], None] | None = None) -> tuple[StepTimes, float]:
-    """Run `steps` real steps fed by the loader (restarting it at epoch ends); returns times and wall seconds.
+class EpochStream:
+    """Batches across epochs, as a training loop sees them: one iterator until the epoch ends, then a new one
+    (for non-persistent workers that restart is real start-up cost, and it is counted)."""
+
+    def __init__(self, batches):
+        self.batches = batches
+        self.it = iter(batches)
+        self.restarts = 0
+
+    def next(self) -> dict[str, Any]:
+        try:
+            return next(self.it)
+        except StopIteration:
+            self.restarts += 1
+            self.it = iter(self.batches)
+            return next(self.it)
+
+
+def train_loop(stream: EpochStream, tr: Trainer, steps: int,
+               on_step: Callable[[], None] | None = None) -> tuple[StepTimes, float]:
+    """Run `steps` real steps fed by the loader; returns times and wall seconds.
 
     On CUDA, copy and compute are timed with CUDA events (read once at the end), so timing adds no syncs.
     """
     cuda = tr.device.type == "cuda"
     t = StepTimes()
     events = []
-    it = iter(batches)
     t0 = time.perf_counter()
     for _ in range(steps):
         tw = time.perf_counter()
         with record_function("data_wait"):
-            try:
-                b = next(it)
-            except StopIteration:
-                it = iter(batches)
-                b = next(it)
+            b = stream.next()
         t.wait_s.append(time.perf_counter() - tw)
         if cuda:
             e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
@@ -125,17 +141,18 @@ def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, 
     topts = topts or TrialOptions()
     try:
         tr = Trainer(sopts)
-        batches = make_batches(data, m, cfg, topts)
+        stream = EpochStream(make_batches(data, m, cfg, topts))
         res = E2EResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                         device=str(tr.device), batch_size=cfg.batch_size, repeats=repeats, steps_per_repeat=steps)
-        train_loop(batches, tr, warmup)
+        train_loop(stream, tr, warmup)
+        stream.restarts = 0
         walls, stalls, sps, waits, h2ds, comps, lens = [], [], [], [], [], [], []
         for _ in range(repeats):
             if cfg.cache == "cold":
                 from dataperf import cache
 
                 cache.evict(m.paths(data))
-            t, wall = train_loop(batches, tr, steps)
+            t, wall = train_loop(stream, tr, steps)
             walls.append(wall / steps * 1000)
             stalls.append(sum(t.wait_s) / wall)
             sps.append(t.samples / wall)
@@ -152,6 +169,8 @@ def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, 
     res.data_stall_fraction_repeats = stalls
     res.data_stall_fraction = summarize(stalls)["median"]
     res.data_wait_ms_median = summarize(waits)["median"]
+    res.data_wait_ms_p99 = percentile(waits, 99)
+    res.epoch_restarts = stream.restarts
     res.h2d_ms_median = summarize(h2ds)["median"]
     res.compute_ms_median = summarize(comps)["median"]
     if lens:
@@ -176,5 +195,7 @@ def _predict(data: Path, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, 
     res.predicted_stall_fraction = max(0.0, 1 - lr.samples_per_s_median / st.samples_per_s)
     gap = res.data_stall_fraction - res.predicted_stall_fraction
     if gap > 0.1:
-        res.notes.append(f"measured stall exceeds the prediction by {gap * 100:.0f} points: loader workers and "
-                         "the model compete for the same CPU cores (or the loader restarts at epoch ends)")
+        why = "loader workers and the model compete for the same CPU cores"
+        if res.epoch_restarts:
+            why += f"; the loader restarted {res.epoch_restarts} times at epoch ends (try --persistent-workers)"
+        res.notes.append(f"measured stall exceeds the prediction by {gap * 100:.0f} points: {why}")

@@ -74,6 +74,7 @@ class CNN(nn.Module):
 BUILTIN = {
     "gpt-small": lambda: GPT(),
     "gpt-tiny": lambda: GPT(d=64, layers=2, heads=2, vocab=32000),
+    "gpt-medium": lambda: GPT(d=1024, layers=12, heads=16, vocab=32000, max_len=2048),
     "cnn-small": lambda: CNN(),
 }
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from dataperf.e2e import train_loop
+from dataperf.e2e import EpochStream, train_loop
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import read_manifest
 from dataperf.records import LoaderConfig, Record, register
@@ -55,7 +55,7 @@ def run_profile(data: Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path
     trace = out_dir / "trace.json"
     with profile(activities=acts, schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(trace)), record_shapes=False) as prof:
-        times, _ = train_loop(batches, tr, WAIT + WARMUP + ACTIVE, on_step=prof.step)
+        times, _ = train_loop(EpochStream(batches), tr, WAIT + WARMUP + ACTIVE, on_step=prof.step)
     res = ProfileResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                         device=str(tr.device), trace_path=str(trace))
     avgs = prof.key_averages()

@@ -340,7 +340,8 @@ def print_e2e(r) -> None:
     t.add_column("figure")
     t.add_column("value", justify="right")
     rows = [("step_ms median (wall, fed)", _fmt(r.step_ms_median, 2)),
-            ("data_wait_ms median", _fmt(r.data_wait_ms_median, 2)),
+            ("data_wait_ms median / p99", f"{_fmt(r.data_wait_ms_median, 2)} / {_fmt(r.data_wait_ms_p99, 2)}"),
+            ("epoch restarts while measured", str(r.epoch_restarts)),
             ("h2d_ms median", _fmt(r.h2d_ms_median, 3)),
             ("compute_ms median", _fmt(r.compute_ms_median, 2)),
             ("samples_per_s", _fmt(r.samples_per_s, 1)),

@@ -85,7 +85,9 @@ class Tuner:
 
     def run(self) -> TuneOutcome:
         cfg = self.base
-        # 1. workers, with prefetch at torch's default
+        # 1. workers, with prefetch at torch's default. One worker often only matches the main process (it
+        # does the same work elsewhere), so the ladder stops after two steps in a row without a gain.
+        misses = 0
         for w in worker_ladder(self.max_workers):
             c = replace(cfg, num_workers=w, prefetch_factor=2 if w else None,
                         persistent_workers=cfg.persistent_workers and w > 0)
@@ -93,7 +95,9 @@ class Tuner:
             if self._met(r):
                 self.best = r
                 return self._finish(f"target met with {w} workers", True)
-            if not self._better(r) and self.best is not None:
+            had_best = self.best is not None
+            misses = 0 if self._better(r) or not had_best else misses + 1
+            if misses >= 2:
                 break
         if self.best is None:
             return self._finish("every trial failed", False)

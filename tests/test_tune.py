@@ -22,14 +22,14 @@ def test_stops_when_target_met_with_fewest_workers():
 
 
 def test_flattening_gain_moves_on_to_prefetch_then_batch():
-    rates = {(0, None, 32): 100, (1, 2, 32): 200, (2, 2, 32): 205, (1, 4, 32): 260, (1, 8, 32): 262,
-             (1, 4, 64): 400, (1, 4, 128): 410}
+    rates = {(0, None, 32): 100, (1, 2, 32): 200, (2, 2, 32): 205, (4, 2, 32): 190, (1, 4, 32): 260,
+             (1, 8, 32): 262, (1, 4, 64): 400, (1, 4, 128): 410}
     out = Tuner("d", LoaderConfig(), None, target=None, max_workers=8, trial=fake_trial(rates)).run()
     phases = [(s.phase, s.result.config["num_workers"], s.result.config["prefetch_factor"],
                s.result.config["batch_size"]) for s in out.steps]
     assert phases == [("workers", 0, None, 32), ("workers", 1, 2, 32), ("workers", 2, 2, 32),
-                      ("prefetch", 1, 4, 32), ("prefetch", 1, 8, 32), ("batch_size", 1, 4, 64),
-                      ("batch_size", 1, 4, 128)]
+                      ("workers", 4, 2, 32), ("prefetch", 1, 4, 32), ("prefetch", 1, 8, 32),
+                      ("batch_size", 1, 4, 64), ("batch_size", 1, 4, 128)]
     assert out.pick.config["batch_size"] == 64 and "gains stopped" in out.stop_reason
 
 
@@ -44,3 +44,10 @@ def test_tune_cli_reports_only_measured_configs(tmp_path, datasets):
     assert any(LoaderConfig(**x.config).short() in pick_line for x in records.load(out))
     assert len(measured) == len(records.load(out)) >= 3
     assert "stopped: gains stopped below the target" in r.output
+
+
+def test_one_flat_step_does_not_end_the_worker_ladder():
+    rates = {(0, None, 32): 100, (1, 2, 32): 101, (2, 2, 32): 190, (4, 2, 32): 185, (8, 2, 32): 186}
+    out = Tuner("d", LoaderConfig(), None, max_workers=16, max_batch_doublings=0, trial=fake_trial(rates)).run()
+    assert [s.result.config["num_workers"] for s in out.steps if s.phase == "workers"] == [0, 1, 2, 4, 8]
+    assert out.pick.config["num_workers"] == 2

@@ -66,7 +66,9 @@ class DaliLoader:
         try:
             pipe.build()
         except RuntimeError as e:
-            raise TrialError(f"DALI pipeline could not be built: {str(e).splitlines()[0]}") from None
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            why = next((ln for ln in lines if "failed" in ln or "install" in ln.lower()), lines[-1] if lines else "")
+            raise TrialError(f"DALI pipeline could not be built: {why[:300]}") from None
         self.pipe = pipe
         self.epoch_samples = pipe.epoch_size(READER)
         if world_size > 1:
