@@ -102,25 +102,31 @@ class Tuner:
         if self.best is None:
             return self._finish("every trial failed", False)
         cfg = LoaderConfig(**self.best.config)
-        # 2. prefetch depth (only meaningful with workers)
+        # 2. prefetch depth (only meaningful with workers): try each, keep the best
         if cfg.num_workers > 0:
             for pf in (4, 8):
                 r = self._run(replace(cfg, prefetch_factor=pf), "prefetch")
                 if self._met(r):
                     self.best = r
                     return self._finish(f"target met with prefetch_factor={pf}", True)
-                if not self._better(r):
-                    break
+                self._better(r)
             cfg = LoaderConfig(**self.best.config)
-        # 3. batch size
-        for _ in range(self.max_batch_doublings):
-            r = self._run(replace(cfg, batch_size=cfg.batch_size * 2), "batch_size")
+        # 3. batch size: per-batch overhead shrinks with size, so every doubling is tried
+        start = cfg
+        for k in range(1, self.max_batch_doublings + 1):
+            r = self._run(replace(start, batch_size=start.batch_size * 2**k), "batch_size")
             if self._met(r):
                 self.best = r
                 return self._finish(f"target met with batch_size={r.config['batch_size']}", True)
-            if not self._better(r):
-                break
-            cfg = LoaderConfig(**self.best.config)
+            self._better(r)
+        cfg = LoaderConfig(**self.best.config)
+        # 4. larger batches can use more workers: one more rung of the ladder at the new batch size
+        if cfg.batch_size != start.batch_size and 0 < cfg.num_workers * 2 <= self.max_workers:
+            r = self._run(replace(cfg, num_workers=cfg.num_workers * 2), "refine")
+            if self._met(r):
+                self.best = r
+                return self._finish(f"target met with {cfg.num_workers * 2} workers", True)
+            self._better(r)
         if self.target is None:
             return self._finish("gains stopped (no target given: best found)", False)
         return self._finish(f"gains stopped below the target of {self.target:.0f} samples/s", False)

@@ -29,7 +29,7 @@ def test_flattening_gain_moves_on_to_prefetch_then_batch():
                s.result.config["batch_size"]) for s in out.steps]
     assert phases == [("workers", 0, None, 32), ("workers", 1, 2, 32), ("workers", 2, 2, 32),
                       ("workers", 4, 2, 32), ("prefetch", 1, 4, 32), ("prefetch", 1, 8, 32),
-                      ("batch_size", 1, 4, 64), ("batch_size", 1, 4, 128)]
+                      ("batch_size", 1, 4, 64), ("batch_size", 1, 4, 128), ("refine", 2, 4, 64)]
     assert out.pick.config["batch_size"] == 64 and "gains stopped" in out.stop_reason
 
 
