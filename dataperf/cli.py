@@ -157,19 +157,10 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
           image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, **topts) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf import records, report
-    from dataperf.formats.dataset_dir import read_manifest
-    from dataperf.records import LoaderConfig
     from dataperf.runner import run_trial
 
-    if fmt == "auto":
-        fmt = read_manifest(data).format
-    dali = fmt == "dali"
-    cfg = LoaderConfig(format=fmt, batch_size=batch_size, num_workers=0 if dali else num_workers,
-                       prefetch_factor=None if dali else prefetch_factor, pin_memory=pin_memory,
-                       persistent_workers=persistent_workers, decode=decode, cache=cache, image_size=image_size,
-                       cap_tokens=cap_tokens, dali_num_threads=dali_threads if dali else None,
-                       dali_prefetch_queue_depth=dali_queue if dali else None,
-                       dali_decode_device=dali_decode if dali else None)
+    cfg = make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers,
+                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode)
     raw = out.parent / "raw" if out else None
     r = run_trial(data, cfg, make_opts(raw_dir=raw, **topts))
     if out:

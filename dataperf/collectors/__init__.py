@@ -33,6 +33,7 @@ class Running:
 
     def __init__(self, collectors: list[Collector]):
         self.collectors = collectors
+        self.results: dict[str, Any] | None = None
 
     def __enter__(self) -> Running:
         for c in self.collectors:
@@ -40,7 +41,8 @@ class Running:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.results = self.results if hasattr(self, "results") else self.stop()
+        if self.results is None:  # the trial failed mid-way: still stop threads and subprocesses
+            self.stop()
 
     def stop(self) -> dict[str, Any]:
         self.results = {c.name: c.stop() for c in self.collectors}

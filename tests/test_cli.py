@@ -1,0 +1,43 @@
+"""The commands as a person runs them: output, exit codes, and records on disk."""
+
+from click.testing import CliRunner
+
+from dataperf import records
+from dataperf.cli import cli
+
+FAST = ["--repeats", "3", "--min-batches", "3", "--warmup-batches", "1"]
+
+
+def test_bench_prints_figures_collectors_and_appends_a_record(tmp_path, datasets):
+    out = tmp_path / "b.jsonl"
+    r = CliRunner().invoke(cli, ["bench", str(datasets["image-files"]), "--num-workers", "1", "--batch-size", "8",
+                                 "--cache", "cold", "--out", str(out), *FAST])
+    assert r.exit_code == 0, r.output
+    for text in ("samples_per_s", "read_mib_s", "processes (/proc/PID/io)", "harness overhead", "cold"):
+        assert text in r.output
+    (rec,) = records.load(out)
+    assert rec.status == "ok" and rec.cache_verified is True and rec.collectors["processes"]["workers_seen"] >= 1
+
+
+def test_bench_impossible_config_exits_1_with_the_reason(datasets):
+    r = CliRunner().invoke(cli, ["bench", str(datasets["image-files"]), "--prefetch-factor", "4", *FAST])
+    assert r.exit_code == 1
+    assert "prefetch_factor needs num_workers > 0" in r.output and "Traceback" not in r.output
+
+
+def test_bench_missing_dataset_is_exit_2(tmp_path):
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "nope")])
+    assert r.exit_code == 2 and r.output.startswith("error: dataset path does not exist")
+
+
+def test_report_gives_the_verdict_from_saved_results(tmp_path, datasets):
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0,1",
+                                 "--prefetch-factor", "2", "--batch-size", "8", "--decode", "--image-size", "32",
+                                 "--no-collect", "--model", "cnn-small", "--out", str(out), *FAST])
+    assert r.exit_code == 0, r.output
+    assert "vs step" in r.output and ("headroom" in r.output or "input-bound" in r.output)
+    r = CliRunner().invoke(cli, ["report", str(out), "--plot", str(tmp_path / "h.png")])
+    assert r.exit_code == 0, r.output
+    assert ("recommended:" in r.output or "INPUT-BOUND" in r.output) and (tmp_path / "h.png").is_file()
+    assert "step cnn-small" in r.output
