@@ -80,11 +80,17 @@ class Repeat:
         return (self.nbytes - first) / MIB / self.steady_s if self.steady_s > 0 else float("nan")
 
 
-def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None) -> Repeat:
+def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
+               on_workers: Callable[[list[int]], None] | None = None) -> Repeat:
     """Iterate once, timing every next(); the same loop measures the no-op baseline."""
     read0 = cache.tree_read_bytes()
     t0 = time.perf_counter()
     it = iter(batches)
+    watch_s = 0.0
+    if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
+        tw = time.perf_counter()
+        on_workers([w.pid for w in getattr(it, "_workers", [])])
+        watch_s = time.perf_counter() - tw  # collector time, not loader time: left out of ttfb_s
     waits: list[float] = []
     samples = nbytes = n = 0
     t_first = t0
@@ -103,7 +109,8 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None) -> Re
         nbytes += b["nbytes"]
     t_end = time.perf_counter()
     del it  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
-    return Repeat(samples, nbytes, n, t_first - t0, t_end - t_first, waits, cache.tree_read_bytes() - read0)
+    return Repeat(samples, nbytes, n, t_first - t0 - watch_s, t_end - t_first, waits,
+                  cache.tree_read_bytes() - read0)
 
 
 _overhead_ms: float | None = None
@@ -210,7 +217,7 @@ def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res
                 res.notes.extend(n for n in cache.evict(paths, opts.drop_caches) if n not in res.notes)
             if opts.barrier:
                 opts.barrier()
-            reps.append(time_epoch(batches, opts.max_batches))
+            reps.append(time_epoch(batches, opts.max_batches, running.watch))
         collected = running.stop()
     res.collectors = collected
     _fill(res, reps, opts)

@@ -44,6 +44,12 @@ class Running:
         if self.results is None:  # the trial failed mid-way: still stop threads and subprocesses
             self.stop()
 
+    def watch(self, pids: list[int]) -> None:
+        """Tell collectors about new loader workers at once, before a short-lived one can exit unseen."""
+        for c in self.collectors:
+            if hasattr(c, "watch"):
+                c.watch(pids)
+
     def stop(self) -> dict[str, Any]:
         self.results = {c.name: c.stop() for c in self.collectors}
         return self.results

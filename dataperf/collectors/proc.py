@@ -81,7 +81,11 @@ class ProcessCollector:
         self.thread: threading.Thread | None = None
 
     def _sample(self) -> None:
-        for p in [self.main, *self._children()]:
+        current = {self.main.pid: self.main, **{c.pid: c for c in self._children()}}
+        for pid, p in list(self.procs.items()):
+            if pid not in current and pid not in self.last:
+                current[pid] = p  # watched worker not yet sampled: try it once
+        for p in current.values():
             proc = self.procs.setdefault(p.pid, p)
             try:
                 with proc.oneshot():
@@ -100,6 +104,15 @@ class ProcessCollector:
             rec["rss_peak"] = max(rec["rss_peak"], rss)
             if cpu is not None:
                 rec["cpu"].append(cpu)
+
+    def watch(self, pids: list[int]) -> None:
+        """Start following these workers now (their counters start at zero at fork)."""
+        for pid in pids:
+            try:
+                self.procs.setdefault(pid, psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+        self._sample()
 
     def _loop(self) -> None:
         while not self.stop_evt.wait(self.interval_s):
