@@ -77,28 +77,47 @@ def judge(base: list[float], head: list[float], higher_better: bool, threshold_p
 
 
 def _label(r) -> str:
+    if isinstance(getattr(r, "config", None), dict) and r.config.get("format"):
+        from dataperf.records import LoaderConfig
+
+        return LoaderConfig(**r.config).short()
     return r.config_key or getattr(r, "model", "")
+
+
+def pooled(path: Path) -> dict[tuple[str, str], tuple[object, dict[str, list[float]]]]:
+    """Records by (kind, config); several runs of one config pool their repeats, so run-to-run drift (other
+    load, clocks, cache state) counts as noise instead of hiding behind one run's tight repeats."""
+    out: dict[tuple[str, str], tuple[object, dict[str, list[float]]]] = {}
+    for r in records.load(path):
+        if r.status != "ok":
+            continue
+        key = (r.kind, r.config_key)
+        _, reps = out.setdefault(key, (r, {}))
+        for fields, _ in METRICS.values():
+            f = fields.get(r.kind)
+            if f and getattr(r, f, None):
+                reps.setdefault(f, []).extend(getattr(r, f))
+    return out
 
 
 def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct: float) -> list[Change]:
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise UserError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")
-    base = {(r.kind, r.config_key): r for r in records.load(base_path) if r.status == "ok"}
-    head = {(r.kind, r.config_key): r for r in records.load(head_path) if r.status == "ok"}
+    base, head = pooled(base_path), pooled(head_path)
     matched = sorted(set(base) & set(head))
     if not matched:
         raise UserError(f"no configuration appears in both {base_path} and {head_path}; run the same "
                         "configs (same seed, same options) for base and head")
     out = []
     for key in matched:
-        b, h = base[key], head[key]
+        (b, b_reps), (_, h_reps) = base[key], head[key]
         for m in metrics:
             fields, higher = METRICS[m]
             f = fields.get(key[0])
             if f is None:
                 continue
-            bv, hv = getattr(b, f, None), getattr(h, f, None)
+            bv, hv = b_reps.get(f), h_reps.get(f)
             if not bv or not hv:
                 continue
             bm, hm, pct, overlap, verdict = judge(bv, hv, higher, threshold_pct)

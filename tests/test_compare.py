@@ -83,3 +83,13 @@ def test_unmatched_files_and_bad_metric(tmp_path):
     r = CliRunner().invoke(cli, ["compare", str(a), str(tmp_path / "missing.jsonl")])
     assert r.exit_code == 2 and "not found" in r.output
     assert json.loads(a.read_text())["kind"] == "step"
+
+
+def test_runs_of_one_config_pool_their_repeats(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    # each run alone is tight, but the two base runs disagree: pooled, the shift is within the noise
+    records.append(a, StepResult(config_key="k", step_ms_repeats=[10.0, 10.1, 10.0]))
+    records.append(a, StepResult(config_key="k", step_ms_repeats=[12.0, 12.1, 12.0]))
+    records.append(b, StepResult(config_key="k", step_ms_repeats=[11.9, 12.0, 12.1]))
+    (c,) = compare(a, b, ["step_ms"], 5)
+    assert c.verdict == "within noise" and c.base_median == pytest.approx(11.05)
