@@ -64,8 +64,10 @@ def test_detects_injected_20pct_slowdown_and_exits_1(tmp_path, monkeypatch):
 
 
 def test_same_config_twice_is_not_flagged(tmp_path, monkeypatch):
-    a = run_sleepy(tmp_path, monkeypatch, 30, "a")
-    b = run_sleepy(tmp_path, monkeypatch, 30, "b")
+    # as scripts/compare_example.sh does: two runs per side, interleaved, pooled by compare
+    for _ in range(2):
+        a = run_sleepy(tmp_path, monkeypatch, 30, "a")
+        b = run_sleepy(tmp_path, monkeypatch, 30, "b")
     changes = compare(a, b, ["step_ms", "samples_per_s", "peak_mem_mib"], 5)
     assert changes and not any(c.verdict == "regression" for c in changes)
     r = CliRunner().invoke(cli, ["compare", str(a), str(b)])
