@@ -6,6 +6,7 @@ the input-bound verdict.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 from dataclasses import dataclass
@@ -236,6 +237,25 @@ def measure_step(opts: StepOptions) -> StepResult:
         raise
 
 
+def timed_steps(tr: Trainer, x: torch.Tensor, y: torch.Tensor, steps: int) -> list[float]:
+    """Milliseconds of each step. A repeat reports the median step, so one preempted step does not move it.
+    On CUDA each step is bracketed by events and read after one final sync, keeping the queue full."""
+    if tr.device.type == "cuda":
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+        ev[0].record()
+        for i in range(steps):
+            tr.step(x, y)
+            ev[i + 1].record()
+        tr.sync()
+        return [ev[i].elapsed_time(ev[i + 1]) for i in range(steps)]
+    out = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        tr.step(x, y)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
 def _measure_step(opts: StepOptions) -> StepResult:
     tr = Trainer(opts)
     x, y = tr.synthetic_batch()
@@ -256,11 +276,7 @@ def _measure_step(opts: StepOptions) -> StepResult:
         if cuda:
             torch.cuda.reset_peak_memory_stats(tr.device)
         with MemorySampler(tr.device) as sampler:
-            t0 = time.perf_counter()
-            for _ in range(opts.steps):
-                tr.step(x, y)
-            tr.sync()
-            ms.append((time.perf_counter() - t0) / opts.steps * 1000)
+            ms.append(statistics.median(timed_steps(tr, x, y, opts.steps)))
         rss.append(sampler.rss_peak / MIB)
         if cuda:
             alloc.append(torch.cuda.max_memory_allocated(tr.device) / MIB)

@@ -38,6 +38,7 @@ def test_two_ranks_split_data_and_gather_to_rank0(tmp_path, datasets):
             assert all(0 < n < 96 for n in r.per_rank_samples_per_repeat)
             if name == "image-files":
                 assert r.per_rank_samples_per_repeat == [48, 48]
-            # global rate: both ranks' samples over the slowest rank's time
-            assert r.samples_per_s_median > max(r.per_rank_samples_per_s) * 0.9
+            # global rate: both ranks' samples over the slowest rank's time, so it lies between the slowest
+            # rank's rate and the sum of all ranks' rates (medians over repeats, hence the tolerance)
+            assert min(r.per_rank_samples_per_s) * 0.9 <= r.samples_per_s_median <= sum(r.per_rank_samples_per_s) * 1.1
         assert "recommended:" in p.stdout
