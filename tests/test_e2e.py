@@ -20,7 +20,7 @@ def test_slow_loader_shows_as_stall(datasets):
     """Throttled storage and no workers: the model must spend most of its time waiting."""
     cfg = LoaderConfig(format="files", batch_size=8, num_workers=0, image_size=16)
     r = run_e2e(datasets["image-files"], cfg, StepOptions(model="cnn-small"), steps=4, repeats=3, warmup=1,
-                predict=False, topts=TrialOptions(throttle_mib_s=0.5))
+                predict=False, topts=TrialOptions(throttle_mib_s=0.1))
     assert r.data_stall_fraction > 0.5
 
 
