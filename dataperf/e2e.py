@@ -196,6 +196,8 @@ def _predict(data: Path, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, 
     gap = res.data_stall_fraction - res.predicted_stall_fraction
     if gap > 0.1:
         why = "loader workers and the model compete for the same CPU cores"
+        if cfg.format == "dali" and cfg.dali_decode_device == "mixed":
+            why = "DALI's GPU decode and the model share the GPU (and the host threads feeding both)"
         if res.epoch_restarts:
             why += f"; the loader restarted {res.epoch_restarts} times at epoch ends (try --persistent-workers)"
         res.notes.append(f"measured stall exceeds the prediction by {gap * 100:.0f} points: {why}")

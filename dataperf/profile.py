@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from dataperf.e2e import EpochStream, train_loop
@@ -65,7 +66,13 @@ def run_profile(data: Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path
     ops.sort(key=lambda e: -getattr(e, key, 0))
     res.top_ops = [{"name": e.key, "calls": e.count, "self_ms": getattr(e, key, 0) / 1000,
                     "cpu_total_ms": e.cpu_time_total / 1000} for e in ops[:top]]
-    res.span_ms = {e.key: e.cpu_time_total / 1000 / ACTIVE for e in avgs if e.key in SPANS}
+    # host-side span times from the CPU events only: on CUDA each span also appears as a GPU annotation,
+    # and averaging by name would mix the two
+    spans: dict[str, float] = {}
+    for e in prof.events():
+        if e.name in SPANS and e.device_type == DeviceType.CPU:
+            spans[e.name] = spans.get(e.name, 0.0) + e.cpu_time_total / 1000 / ACTIVE
+    res.span_ms = spans
     res.cuda_kernels_seen = sum(1 for e in avgs if cuda and getattr(e, "self_device_time_total", 0) > 0)
     # the split from the loop's own timers over the active steps (CUDA events on the GPU)
     act = slice(WAIT + WARMUP, None)

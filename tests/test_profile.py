@@ -17,3 +17,5 @@ def test_profile_exports_trace_with_spans_and_splits_time(datasets, tmp_path):
     assert set(r.split_ms) == {"data_wait", "h2d", "compute"}
     assert abs(sum(r.split_fraction.values()) - 1) < 1e-6
     assert r.split_ms["compute"] > 0
+    assert set(r.span_ms) == {"data_wait", "h2d", "forward", "backward", "optimizer"}
+    assert r.span_ms["forward"] > 0 and r.span_ms["backward"] > 0
