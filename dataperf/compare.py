@@ -23,7 +23,6 @@ METRICS: dict[str, tuple[dict[str, str], bool]] = {
     "read_mib_s": ({"loader": "read_mib_s_repeats"}, True),
     "data_stall_fraction": ({"e2e": "data_stall_fraction_repeats"}, False),
 }
-DEFAULT_METRICS = ["step_ms", "peak_mem_mib", "samples_per_s"]
 
 
 @dataclass
