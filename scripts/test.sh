@@ -7,4 +7,4 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[dev,dali,gpu]'
 ruff check dataperf tests benchmarks scripts
-python -m pytest -q -p no:cacheprovider tests
+python -m pytest -p no:cacheprovider tests
