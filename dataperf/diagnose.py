@@ -10,6 +10,7 @@ from typing import Any
 
 import psutil
 
+from dataperf.e2e import fed
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import read_manifest
 from dataperf.records import LoaderConfig, Record, register
@@ -79,9 +80,8 @@ def advise(bottleneck: str, cfg: LoaderConfig, fmt: str) -> list[str]:
 def diagnose(data: Path, cfg: LoaderConfig, sopts: StepOptions, topts: TrialOptions,
              throttle_mib_s: float | None = None, page_cache_gib: float | None = None) -> DiagnoseResult:
     m = read_manifest(data)
-    cfg = replace(cfg, decode=True)
-    step = measure_step(replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
-                                input=sopts.input or ("tokens" if m.kind == "tokens" else "image")))
+    cfg, sopts = fed(m, cfg, sopts)
+    step = measure_step(sopts)
     warm = run_trial(data, replace(cfg, cache="warm"), replace(topts, throttle_mib_s=None))
     cold = run_trial(data, replace(cfg, cache="cold"), replace(topts, throttle_mib_s=throttle_mib_s))
     for name, r in (("warm", warm), ("cold", cold)):

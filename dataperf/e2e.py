@@ -13,7 +13,7 @@ import torch
 from torch.profiler import record_function
 
 from dataperf.errors import UserError
-from dataperf.formats.dataset_dir import read_manifest
+from dataperf.formats.dataset_dir import Manifest, read_manifest
 from dataperf.records import LoaderConfig, Record, percentile, register, summarize
 from dataperf.runner import TrialOptions, make_batches, run_trial
 from dataperf.step import StepOptions, Trainer, is_oom, measure_step, oom_error
@@ -127,17 +127,21 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
     return t, wall
 
 
+def fed(m: Manifest, cfg: LoaderConfig, sopts: StepOptions) -> tuple[LoaderConfig, StepOptions]:
+    """A loader config that decodes, and step options shaped like its batches (batch size, image size, and
+    the input kind of the dataset), for every measurement where the loader feeds the model."""
+    cfg = replace(cfg, decode=True).explicit()
+    return cfg, replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
+                        input=sopts.input or ("tokens" if m.kind == "tokens" else "image"))
+
+
 def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
             warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None) -> E2EResult:
     """Measure the fed loop; with predict, also measure loader and step apart and compare."""
     if steps <= 0 or repeats <= 0:
         raise UserError("--steps and --repeats must be positive")
     m = read_manifest(data)
-    cfg = replace(cfg, decode=True)
-    if cfg.num_workers > 0 and cfg.prefetch_factor is None:
-        cfg = replace(cfg, prefetch_factor=2)
-    sopts = replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
-                    input=sopts.input or ("tokens" if m.kind == "tokens" else "image"))
+    cfg, sopts = fed(m, cfg, sopts)
     topts = topts or TrialOptions()
     try:
         tr = Trainer(sopts)

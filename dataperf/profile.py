@@ -6,14 +6,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from dataperf.e2e import EpochStream, train_loop
+from dataperf.e2e import EpochStream, fed, train_loop
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import read_manifest
 from dataperf.records import LoaderConfig, Record, register
@@ -45,9 +45,7 @@ class ProfileResult(Record):
 
 def run_profile(data: Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path, top: int = 15) -> ProfileResult:
     m = read_manifest(data)
-    cfg = replace(cfg, decode=True)
-    sopts = replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
-                    input=sopts.input or ("tokens" if m.kind == "tokens" else "image"))
+    cfg, sopts = fed(m, cfg, sopts)
     tr = Trainer(sopts)
     batches = make_batches(data, m, cfg, TrialOptions())
     cuda = tr.device.type == "cuda"

@@ -58,6 +58,13 @@ class LoaderConfig:
     dali_prefetch_queue_depth: int | None = None
     dali_decode_device: str | None = None  # cpu | mixed
 
+    def explicit(self) -> LoaderConfig:
+        """torch's default prefetch_factor (2) written out when workers are used, so records say what ran and
+        a config given with or without it is the same config."""
+        if self.num_workers > 0 and self.prefetch_factor is None:
+            return dataclasses.replace(self, prefetch_factor=2)
+        return self
+
     def key(self) -> str:
         """Stable identity of a config, used to resume sweeps and to match base and head in compare."""
         d = {k: v for k, v in asdict(self).items() if v is not None}

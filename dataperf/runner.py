@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +130,7 @@ def run_trial(data: Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -
     """Measure one config. Trial failures (bad config, crashed worker, corrupt shard) come back as a failed
     record that says why; only problems with the dataset path itself raise UserError."""
     opts = opts or TrialOptions()
-    if cfg.num_workers > 0 and cfg.prefetch_factor is None:
-        cfg = replace(cfg, prefetch_factor=2)  # torch's default, made explicit so records say what ran
+    cfg = cfg.explicit()
     m = read_manifest(data)
     res = LoaderResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), cache_mode=cfg.cache,
                        world_size=opts.world_size)
