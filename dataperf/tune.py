@@ -83,20 +83,29 @@ class Tuner:
         self.out.pick = self.best
         return self.out
 
+    def _try(self, cfg: LoaderConfig, phase: str) -> tuple[bool, bool]:
+        """Run one trial: (target met, kept as the new best)."""
+        r = self._run(cfg, phase)
+        if self._met(r):
+            self.best = r
+            return True, True
+        return False, self._better(r)
+
+    def _target_met(self) -> TuneOutcome:
+        return self._finish(f"target met by {LoaderConfig(**self.best.config).short()}", True)
+
     def run(self) -> TuneOutcome:
         cfg = self.base
         # 1. workers, with prefetch at torch's default. One worker often only matches the main process (it
         # does the same work elsewhere), so the ladder stops after two steps in a row without a gain.
         misses = 0
         for w in worker_ladder(self.max_workers):
-            c = replace(cfg, num_workers=w, prefetch_factor=2 if w else None,
-                        persistent_workers=cfg.persistent_workers and w > 0)
-            r = self._run(c, "workers")
-            if self._met(r):
-                self.best = r
-                return self._finish(f"target met with {w} workers", True)
             had_best = self.best is not None
-            misses = 0 if self._better(r) or not had_best else misses + 1
+            met, kept = self._try(replace(cfg, num_workers=w, prefetch_factor=2 if w else None,
+                                          persistent_workers=cfg.persistent_workers and w > 0), "workers")
+            if met:
+                return self._target_met()
+            misses = 0 if kept or not had_best else misses + 1
             if misses >= 2:
                 break
         if self.best is None:
@@ -105,28 +114,19 @@ class Tuner:
         # 2. prefetch depth (only meaningful with workers): try each, keep the best
         if cfg.num_workers > 0:
             for pf in (4, 8):
-                r = self._run(replace(cfg, prefetch_factor=pf), "prefetch")
-                if self._met(r):
-                    self.best = r
-                    return self._finish(f"target met with prefetch_factor={pf}", True)
-                self._better(r)
+                if self._try(replace(cfg, prefetch_factor=pf), "prefetch")[0]:
+                    return self._target_met()
             cfg = LoaderConfig(**self.best.config)
         # 3. batch size: per-batch overhead shrinks with size, so every doubling is tried
         start = cfg
         for k in range(1, self.max_batch_doublings + 1):
-            r = self._run(replace(start, batch_size=start.batch_size * 2**k), "batch_size")
-            if self._met(r):
-                self.best = r
-                return self._finish(f"target met with batch_size={r.config['batch_size']}", True)
-            self._better(r)
+            if self._try(replace(start, batch_size=start.batch_size * 2**k), "batch_size")[0]:
+                return self._target_met()
         cfg = LoaderConfig(**self.best.config)
         # 4. larger batches can use more workers: one more rung of the ladder at the new batch size
         if cfg.batch_size != start.batch_size and 0 < cfg.num_workers * 2 <= self.max_workers:
-            r = self._run(replace(cfg, num_workers=cfg.num_workers * 2), "refine")
-            if self._met(r):
-                self.best = r
-                return self._finish(f"target met with {cfg.num_workers * 2} workers", True)
-            self._better(r)
+            if self._try(replace(cfg, num_workers=cfg.num_workers * 2), "refine")[0]:
+                return self._target_met()
         if self.target is None:
             return self._finish("gains stopped (no target given: best found)", False)
         return self._finish(f"gains stopped below the target of {self.target:.0f} samples/s", False)
