@@ -228,8 +228,14 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
     skip = sw.finished_ids(out) if resume else set()
     opts = make_opts(raw_dir=out.parent / "raw", **topts, rank=ctx.rank, world_size=ctx.world_size,
                      barrier=ctx.barrier, gather=ctx.gather)
-    with report.progress_bar(f"sweep ({len(trials)} trials)", len(trials), enabled=ctx.rank == 0) as advance:
-        results = sw.run_sweep(trials, opts, out, skip, on_result=lambda r: advance(1))
+    try:
+        with report.progress_bar(f"sweep ({len(trials)} trials)", len(trials), enabled=ctx.rank == 0) as advance:
+            results = sw.run_sweep(trials, opts, out, skip, on_result=lambda r: advance(1))
+    except KeyboardInterrupt:
+        kept = len(sw.finished_ids(out)) if ctx.rank == 0 else 0
+        click.echo(f"interrupted: {kept} finished trials are kept in {out}; run the same command with --resume "
+                   "to skip them", err=True)
+        sys.exit(130)
     ctx.close()
     if ctx.rank != 0:
         return

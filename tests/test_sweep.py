@@ -103,3 +103,21 @@ def test_failed_trial_does_not_stop_the_sweep(tmp_path, datasets):
     assert sum(x.status == "ok" for x in recs) == 2
     assert sum(x.status == "failed" for x in recs) == 2
     assert "use --format files" in r.output
+
+
+def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
+    out = tmp_path / "s.jsonl"
+    real = sw.run_trial
+    calls = []
+
+    def interrupted(data, cfg, opts):
+        calls.append(cfg)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(data, cfg, opts)
+
+    monkeypatch.setattr(sw, "run_trial", interrupted)
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), *ARGS])
+    assert r.exit_code == 130
+    assert "1 finished trials are kept" in r.output and "--resume" in r.output
+    assert len(records.load(out)) == 1
