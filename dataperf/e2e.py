@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch.profiler import record_function
 
+from dataperf import cache
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import Manifest, read_manifest
 from dataperf.records import LoaderConfig, Record, percentile, register, summarize
@@ -153,8 +154,6 @@ def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, 
         walls, stalls, sps, waits, h2ds, comps, lens = [], [], [], [], [], [], []
         for _ in range(repeats):
             if cfg.cache == "cold":
-                from dataperf import cache
-
                 cache.evict(m.paths(data))
             t, wall = train_loop(stream, tr, steps)
             walls.append(wall / steps * 1000)

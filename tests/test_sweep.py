@@ -69,20 +69,26 @@ def test_sweep_refuses_to_clobber_and_resume_skips_finished(tmp_path, datasets):
     assert len(out.read_text().splitlines()) == 2
 
 
+def interrupt_on_trial(monkeypatch, n: int):
+    """Make the sweep's n-th trial raise KeyboardInterrupt (Ctrl-C); returns the real run_trial."""
+    real = sw.run_trial
+    calls = []
+
+    def interrupted(data, cfg, opts):
+        calls.append(cfg)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(data, cfg, opts)
+
+    monkeypatch.setattr(sw, "run_trial", interrupted)
+    return real
+
+
 def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch):
     out = tmp_path / "s.jsonl"
     grid = sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8])
     trials = sw.plan([datasets["image-files"]], grid)
-    real = sw.run_trial
-    calls = []
-
-    def flaky(data, cfg, opts):
-        calls.append(cfg)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(data, cfg, opts)
-
-    monkeypatch.setattr(sw, "run_trial", flaky)
+    real = interrupt_on_trial(monkeypatch, 3)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
     with pytest.raises(KeyboardInterrupt):
         sw.run_sweep(trials, opts, out)
@@ -107,16 +113,7 @@ def test_failed_trial_does_not_stop_the_sweep(tmp_path, datasets):
 
 def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
     out = tmp_path / "s.jsonl"
-    real = sw.run_trial
-    calls = []
-
-    def interrupted(data, cfg, opts):
-        calls.append(cfg)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(data, cfg, opts)
-
-    monkeypatch.setattr(sw, "run_trial", interrupted)
+    interrupt_on_trial(monkeypatch, 2)
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), *ARGS])
     assert r.exit_code == 130
     assert "1 finished trials are kept" in r.output and "--resume" in r.output
