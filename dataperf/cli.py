@@ -414,6 +414,7 @@ def compare(base, head, metrics, threshold) -> None:
     from dataperf import report
 
     changes = cmp.compare(base, head, metrics, cmp.parse_threshold(threshold))
+    report.print_env_differences(cmp.env_differences(base, head))
     report.print_compare(changes, threshold)
     if cmp.has_regression(changes):
         sys.exit(1)
@@ -532,6 +533,7 @@ def report_cmd(results, headroom, plot) -> None:
 
     recs = records.load(results)
     step = report.latest_step(recs)
+    report.print_env(recs)
     report.console.print(report.loader_table(recs, step, headroom))
     report.print_failures(recs)
     if step is not None:

@@ -126,3 +126,14 @@ def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct:
 
 def has_regression(changes: list[Change]) -> bool:
     return any(c.verdict == "regression" for c in changes)
+
+
+def env_differences(base_path: Path, head_path: Path) -> list[tuple[str, object, object]]:
+    """Provenance keys (machine, versions, filesystem) in which base and head differ: figures measured on
+    different machines or software are not a like-for-like comparison, whatever the verdict says."""
+    from dataperf import provenance
+
+    def first_env(path: Path) -> dict:
+        return next((r.env for r in records.load(path) if r.env), {})
+
+    return provenance.differences(first_env(base_path), first_env(head_path))

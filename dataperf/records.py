@@ -16,7 +16,7 @@ from typing import Any
 
 from dataperf.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: every record carries `env` (provenance); 1 is upgraded on read
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -97,6 +97,7 @@ class Record:
     status: str = "ok"  # ok | failed
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    env: dict[str, Any] = field(default_factory=dict)  # where it came from: dataperf.provenance.collect()
 
 
 @dataclass
@@ -184,8 +185,18 @@ def to_json(rec: Record) -> str:
     return json.dumps(_clean(asdict(rec)), sort_keys=True)
 
 
+def stamp(rec: Record) -> Record:
+    """Fill the record's provenance (machine, versions, commit, command, filesystem under its data) if unset."""
+    if not rec.env:
+        from dataperf import provenance
+
+        rec.env = provenance.collect(getattr(rec, "data", None))
+    return rec
+
+
 def append(path: str | os.PathLike, rec: Record) -> None:
     """Append one record and fsync, so finished trials survive a crash of the rest of the sweep."""
+    stamp(rec)
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     with open(p, "a", encoding="utf-8") as f:
@@ -199,14 +210,22 @@ def from_dict(d: dict[str, Any]) -> Record:
     cls = RECORD_TYPES.get(kind)
     if cls is None:
         raise UserError(f"unknown record kind {kind!r}; is this a dataperf results file?")
+    d = upgrade(d)
     if d.get("schema_version") != SCHEMA_VERSION:
         raise UserError(
-            f"record has schema_version {d.get('schema_version')}, this dataperf reads {SCHEMA_VERSION}; "
-            "re-run the measurement with this version"
+            f"record has schema_version {d.get('schema_version')}, this dataperf reads up to {SCHEMA_VERSION}; "
+            "upgrade dataperf to read it"
         )
     names = {f.name for f in dataclasses.fields(cls)}
     kwargs = {k: (float("nan") if v is None and _is_float_field(cls, k) else v) for k, v in d.items() if k in names}
     return cls(**kwargs)
+
+
+def upgrade(d: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older record up to SCHEMA_VERSION instead of refusing it (as asv migrates its results)."""
+    if d.get("schema_version") == 1:
+        d = {**d, "schema_version": 2, "env": d.get("env") or {}}
+    return d
 
 
 def _is_float_field(cls: type, name: str) -> bool:

@@ -462,3 +462,32 @@ def print_tune(outcome) -> None:
         p = outcome.pick
         tgt = f" (target {outcome.target_samples_per_s:.0f})" if outcome.target_samples_per_s else ""
         console.print(f"pick: {LoaderConfig(**p.config).short()} at {_fmt(p.samples_per_s_median)} samples/s{tgt}")
+
+
+def print_env(recs: list) -> None:
+    """Where the results came from, once at the top; a warning when the file mixes machines or versions."""
+    from dataperf import provenance
+
+    envs = [r.env for r in recs if getattr(r, "env", None)]
+    if not envs:
+        console.print("provenance: not recorded (results written by dataperf before schema 2)")
+        return
+    e = envs[0]
+    gpu = f", GPU {e['gpu_model']} (driver {e['gpu_driver']})" if e.get("gpu_model") else ", no GPU"
+    console.print(f"machine: {e.get('host')}: {e.get('cpu_count')} x {e.get('cpu_model')}, "
+                  f"{e.get('mem_total_gib')} GiB, kernel {e.get('kernel')}{gpu}")
+    commit = e.get("dataperf_commit") or "no commit"
+    console.print(f"software: python {e.get('python')}, torch {e.get('torch')}, webdataset {e.get('webdataset')}, "
+                  f"DALI {e.get('dali') or '-'}, dataperf {e.get('dataperf')} ({commit})")
+    if e.get("fs_type"):
+        console.print(f"storage: {e['fs_type']} on {e.get('fs_device')}")
+    mixed = sorted({k for other in envs[1:] for k, _, _ in provenance.differences(e, other)})
+    if mixed:
+        console.print(f"[yellow]warning: this file mixes results from different {', '.join(mixed)}; "
+                      "figures from different machines or versions are not comparable[/yellow]")
+
+
+def print_env_differences(diffs: list[tuple[str, object, object]]) -> None:
+    for k, b, h in diffs:
+        console.print(f"[yellow]warning: base and head differ in {k}: {b!r} vs {h!r}; the comparison is not "
+                      "like for like[/yellow]")
