@@ -227,3 +227,16 @@ def test_sweep_command_starts_from_the_scripts_settings(tmp_path):
                           "--decode --pin-memory on --persistent-workers on")
     assert "above 1,200" in cmd and "not a dataperf dataset" not in cmd
     assert sweep_command(dict(ld, data_path=None), cores=2).startswith("dataperf sweep DATA ")
+
+
+def test_nsys_absent_is_a_note_and_no_command_is_a_user_error(tmp_path):
+    import shutil
+
+    p = watch(tmp_path, sys.executable, "-c", "print('plain job')", args=("--nsys",))
+    assert p.returncode == 0 and p.stdout == "plain job\n", p.stderr
+    if shutil.which("nsys") is None:
+        assert "nsys not installed" in p.stderr
+    (r,) = records.load(tmp_path / "watch.jsonl")
+    assert not r.hook_loaded, "a job that never imports torch gives no hook data, and says so"
+    bad = subprocess.run([sys.executable, "-m", "dataperf", "watch"], capture_output=True, text=True, env=env())
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.splitlines()) == 1
