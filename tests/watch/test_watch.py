@@ -52,9 +52,8 @@ class Slow(torch.nn.Module):
 dist = int(os.environ.get("WORLD_SIZE", "1")) > 1
 model = Slow()
 sampler = None
-if dist:
+if dist:  # no DDP: an all-reduce would charge one rank's data wait to the other's step (see the README)
     torch.distributed.init_process_group("gloo")
-    model = torch.nn.parallel.DistributedDataParallel(model)
     sampler = torch.utils.data.distributed.DistributedSampler(Sleepy(os.getcwd()), shuffle=False)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 loader = DataLoader(Sleepy(os.getcwd()), batch_size={BS}, num_workers={W}, sampler=sampler)
@@ -67,6 +66,7 @@ for step, (x, _) in enumerate(loader):
 print("trained", {STEPS}, "steps \\u2713", os.environ.get("USER_SITE_RAN", ""))
 print("to stderr", file=sys.stderr)
 if dist:
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
 '''
