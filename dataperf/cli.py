@@ -534,6 +534,10 @@ def report_cmd(results, headroom, plot) -> None:
     recs = records.load(results)
     step = report.latest_step(recs)
     report.print_env(recs)
+    if any(r.kind == "watch" for r in recs):
+        report.print_watch(recs)
+        if not report.ok_loaders(recs) and step is None:
+            return
     report.console.print(report.loader_table(recs, step, headroom))
     report.print_failures(recs)
     if step is not None:
@@ -542,6 +546,45 @@ def report_cmd(results, headroom, plot) -> None:
         report.heatmap(recs, plot)
         report.console.print(f"heatmap: {plot}")
     report.console.print(report.recommendation(recs, step, headroom))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+@click.option("--pid", type=int, default=None, help="attach the collectors to this running job (no hooks)")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/watch.jsonl"), show_default=True,
+              help="append one watch record per rank to this .jsonl")
+@click.option("--label", default=None, help="name of the job in --out, matched by compare [the command line]")
+@click.option("--ebpf", is_flag=True, help="count read syscalls per process of the job with eBPF (bcc/bpftrace)")
+@click.option("--nsys", is_flag=True, help="run the command under Nsight Systems when installed")
+@user_errors
+def watch(cmd, pid, out, label, ebpf, nsys) -> None:
+    """Your own training run, unmodified: `dataperf watch -- python train.py` (or `-- torchrun ...`).
+
+    Per rank: step time, data wait, samples/s, data-stall fraction (GPU idle on CUDA), the DataLoader settings
+    the script built, the hook's own cost; collectors on the job's process tree; exits with the job's code.
+    """
+    from dataperf import records, report
+    from dataperf.watch import launch, results
+
+    cmd = list(cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if bool(cmd) == (pid is not None):
+        raise UserError("give either a command after `--` (dataperf watch -- python train.py) or --pid PID")
+    raw = out.parent / "raw"
+    if pid is not None:
+        w = launch.attach(pid, raw, ebpf, on_started=lambda: click.echo(
+            f"watching pid {pid} and its process tree (collectors only); Ctrl-C stops watching", err=True))
+    else:
+        w = launch.run(cmd, raw, ebpf, nsys, results.data_path_of)
+    recs = results.build(w, cmd or [f"pid {pid}"], label)
+    for r in recs:
+        records.append(out, r)
+    with report.to_stderr():
+        report.print_watch(recs)
+        report.console.print(f"results: {out} ({len(recs)} watch record(s)); per-step hook lines: {w.hook_dir}")
+    if w.exit_code is not None:
+        sys.exit(w.exit_code)
 
 
 def main() -> None:

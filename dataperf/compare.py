@@ -17,11 +17,11 @@ from dataperf.errors import UserError
 # metric name -> (field holding every repeat, per record kind), and whether higher is better
 METRICS: dict[str, tuple[dict[str, str], bool]] = {
     "samples_per_s": ({"loader": "samples_per_s_repeats", "step": "samples_per_s_repeats",
-                       "e2e": "samples_per_s_repeats"}, True),
-    "step_ms": ({"step": "step_ms_repeats", "e2e": "step_ms_repeats"}, False),
+                       "e2e": "samples_per_s_repeats", "watch": "samples_per_s_repeats"}, True),
+    "step_ms": ({"step": "step_ms_repeats", "e2e": "step_ms_repeats", "watch": "step_ms_repeats"}, False),
     "peak_mem_mib": ({"step": "peak_mem_mib_repeats"}, False),
     "read_mib_s": ({"loader": "read_mib_s_repeats"}, True),
-    "data_stall_fraction": ({"e2e": "data_stall_fraction_repeats"}, False),
+    "data_stall_fraction": ({"e2e": "data_stall_fraction_repeats", "watch": "data_stall_fraction_repeats"}, False),
 }
 
 

@@ -251,3 +251,45 @@ def load(path: str | os.PathLike) -> list[Record]:
             raise UserError(f"{p}:{i}: not valid JSON ({e.msg}); the file is damaged") from None
         out.append(from_dict(d))
     return out
+
+
+@dataclass
+class WatchResult(Record):
+    """One rank of the user's own training job, watched by `dataperf watch` (hooks in the job, collectors on
+    its process tree). Steps after the first are the steady window; the first step (worker start-up, first
+    batch) is kept apart. `*_repeats` are consecutive blocks of that window, so `compare` can gate a job."""
+
+    kind: str = "watch"
+    command: list[str] = field(default_factory=list)
+    config_key: str = ""
+    rank: int | None = None
+    world_size: int = 1
+    pid: int | None = None
+    exit_code: int | None = None
+    hook_loaded: bool = False
+    steps_total: int = 0
+    steps_measured: int = 0
+    first_step_ms: float = float("nan")
+    step_ms_median: float = float("nan")
+    step_ms_p99: float = float("nan")
+    step_ms_repeats: list[float] = field(default_factory=list)
+    data_wait_ms_median: float = float("nan")
+    data_wait_ms_p99: float = float("nan")
+    samples_per_s: float = float("nan")
+    samples_per_s_repeats: list[float] = field(default_factory=list)
+    run_samples_per_s: float = float("nan")
+    model_samples_per_s: float = float("nan")
+    data_stall_fraction: float = float("nan")
+    data_stall_fraction_repeats: list[float] = field(default_factory=list)
+    gpu_idle_fraction: float | None = None
+    gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
+    hook_us_per_step_median: float = float("nan")
+    hook_overhead_pct: float = float("nan")
+    loaders: list[dict[str, Any]] = field(default_factory=list)
+    worker_pids: list[int] = field(default_factory=list)
+    data_path: str | None = None
+    next_step: str = ""
+    collectors: dict[str, Any] = field(default_factory=dict)
+
+
+RECORD_TYPES["watch"] = WatchResult

@@ -491,3 +491,88 @@ def print_env_differences(diffs: list[tuple[str, object, object]]) -> None:
     for k, b, h in diffs:
         console.print(f"[yellow]warning: base and head differ in {k}: {b!r} vs {h!r}; the comparison is not "
                       "like for like[/yellow]")
+
+
+@contextlib.contextmanager
+def to_stderr() -> Iterator[None]:
+    """Print on stderr for a while: `dataperf watch` leaves the job's stdout exactly as the job wrote it."""
+    global console
+    saved = console
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, width=180)
+    try:
+        yield
+    finally:
+        console = saved
+
+
+def watch_verdict(r) -> str:
+    """Input-bound or not, from the host's wait on the DataLoader and, on CUDA, the GPU's idle share."""
+    if r.steps_measured == 0:
+        return "no verdict: no optimizer steps were measured"
+    gpu = "" if r.gpu_idle_fraction is None else f"; GPU idle {r.gpu_idle_fraction * 100:.1f}% of the time"
+    stall = r.data_stall_fraction * 100
+    if r.data_stall_fraction > 0.05:
+        return f"input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
+    return f"not input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
+
+
+def print_watch(recs: list) -> None:
+    """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step."""
+    from dataperf.records import WatchResult
+
+    ws = [r for r in recs if isinstance(r, WatchResult)]
+    if not ws:
+        return
+    t = Table(title=f"watch: {' '.join(ws[0].command)[:100]}")
+    t.add_column("figure")
+    for r in ws:
+        t.add_column("job" if r.rank is None else f"rank {r.rank}", justify="right")
+    pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
+    rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
+            ("first_step_ms (start-up, first batch)", lambda r: _fmt(r.first_step_ms, 1)),
+            ("step_ms median / p99", lambda r: f"{_fmt(r.step_ms_median, 2)} / {_fmt(r.step_ms_p99, 2)}"),
+            ("data_wait_ms median / p99",
+             lambda r: f"{_fmt(r.data_wait_ms_median, 2)} / {_fmt(r.data_wait_ms_p99, 2)}"),
+            ("samples_per_s (steady / whole run)",
+             lambda r: f"{_fmt(r.samples_per_s, 1)} / {_fmt(r.run_samples_per_s, 1)}"),
+            ("model_samples_per_s (when fed)", lambda r: _fmt(r.model_samples_per_s, 1)),
+            ("data_stall_fraction", lambda r: pct(r.data_stall_fraction)),
+            ("gpu_idle_fraction (CUDA events)", lambda r: pct(r.gpu_idle_fraction) if r.gpu_idle_fraction is not None
+             else "n/a (no CUDA)"),
+            ("hook cost us/step (% of step)", lambda r: f"{_fmt(r.hook_us_per_step_median, 1)} "
+             f"({_fmt(r.hook_overhead_pct, 3)}%)"),
+            ("exit code", lambda r: str(r.exit_code))]
+    for name, fn in rows:
+        t.add_row(name, *[fn(r) for r in ws])
+    console.print(t)
+    for r in ws:
+        who = "job" if r.rank is None else f"rank {r.rank}"
+        for ld in r.loaders:
+            console.print(f"{who} DataLoader: {ld.get('dataset_type')} bs={ld.get('batch_size')} "
+                          f"workers={ld.get('num_workers')} prefetch={ld.get('prefetch_factor')} "
+                          f"pin={ld.get('pin_memory')} persistent={ld.get('persistent_workers')} "
+                          f"batches={ld.get('batches')} iterators={ld.get('iterators')} path={ld.get('data_path')}")
+        if r.hook_loaded:
+            console.print(f"{who}: {watch_verdict(r)}")
+    for r in ws:
+        if r.collectors:
+            print_collectors(r.collectors)
+            nv = r.collectors.get("nvml", {})
+            if nv.get("available"):
+                for g in nv["gpus"]:
+                    console.print(f"GPU {g['index']} {g['name']}: peak {g['peak_used_mib']:,.0f} of "
+                                  f"{g['total_mib']:,.0f} MiB used (NVML, {len(g['used_mib_windows'])} x "
+                                  f"{nv['window_s']:g} s windows)")
+            elif nv:
+                console.print(f"nvml: unavailable: {nv.get('why')}")
+    seen = set()
+    for r in ws:
+        for n in r.notes:
+            if n not in seen:
+                seen.add(n)
+                console.print(f"note: {n}")
+    steps = {r.next_step for r in ws if r.next_step}
+    for s in steps:
+        console.print(f"next: {s}")

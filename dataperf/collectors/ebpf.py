@@ -36,7 +36,16 @@ static inline int ours(void) {
     u32 tgid = bpf_get_current_pid_tgid() >> 32;
     if (tgid == ROOT_TGID) return 1;
     struct task_struct *t = (struct task_struct *)bpf_get_current_task();
-    return t->real_parent->tgid == ROOT_TGID;  /* DataLoader workers are direct children */
+    /* DataLoader workers are children; under torchrun (or a wrapper script) ranks and their workers sit
+       up to four levels below the root */
+    struct task_struct *p = t->real_parent;
+    if (p->tgid == ROOT_TGID) return 1;
+    p = p->real_parent;
+    if (p->tgid == ROOT_TGID) return 1;
+    p = p->real_parent;
+    if (p->tgid == ROOT_TGID) return 1;
+    p = p->real_parent;
+    return p->tgid == ROOT_TGID;
 }
 static inline int enter(void) {
     if (!ours()) return 0;
@@ -82,13 +91,17 @@ def import_bcc():
     return None
 
 
+OURS = ("(pid == ROOT_TGID || curtask->real_parent->tgid == ROOT_TGID"
+        " || curtask->real_parent->real_parent->tgid == ROOT_TGID"
+        " || curtask->real_parent->real_parent->real_parent->tgid == ROOT_TGID"
+        " || curtask->real_parent->real_parent->real_parent->real_parent->tgid == ROOT_TGID)")
 BPFTRACE = """
 tracepoint:syscalls:sys_exit_read, tracepoint:syscalls:sys_exit_pread64
-/pid == ROOT_TGID || curtask->real_parent->tgid == ROOT_TGID/ { @reads[pid, comm] = count(); }
+/OURS/ { @reads[pid, comm] = count(); }
 tracepoint:syscalls:sys_exit_read, tracepoint:syscalls:sys_exit_pread64
-/(pid == ROOT_TGID || curtask->real_parent->tgid == ROOT_TGID) && args->ret > 0/
+/OURS && args->ret > 0/
 { @bytes[pid, comm] = sum(args->ret); @sizes = hist(args->ret); }
-"""
+""".replace("OURS", OURS)
 
 # our own helpers are children too; they are not the loader
 NOT_LOADER = {"bpftrace", "iostat", "pidstat", "sadc"}
@@ -119,12 +132,13 @@ def _summary(backend: str, rows: list[dict[str, Any]], hist: dict[str, int]) -> 
 
 class _Bcc:
     name = "bcc"
+    root_pid: int | None = None
 
     def start(self) -> None:
         bcc = import_bcc()
         if bcc is None:
             raise RuntimeError("bcc not installed (apt-get install python3-bpfcc)")
-        text = PROGRAM.replace("ROOT_TGID", str(os.getpid())).encode()
+        text = PROGRAM.replace("ROOT_TGID", str(self.root_pid or os.getpid())).encode()
         with tempfile.TemporaryFile() as err:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -161,6 +175,7 @@ class _Bpftrace:
 
     name = "bpftrace"
     attach_timeout_s = 20.0
+    root_pid: int | None = None
 
     def start(self) -> None:
         exe = shutil.which("bpftrace")
@@ -169,7 +184,7 @@ class _Bpftrace:
         fd, out = tempfile.mkstemp(prefix="dataperf-bpftrace-", suffix=".json")
         os.close(fd)
         self.out = Path(out)
-        prog = BPFTRACE.replace("ROOT_TGID", str(os.getpid()))
+        prog = BPFTRACE.replace("ROOT_TGID", str(self.root_pid or os.getpid()))
         self.proc = subprocess.Popen([exe, "-f", "json", "-o", out, "-e", prog], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + self.attach_timeout_s
@@ -216,8 +231,11 @@ class EbpfReadCollector:
 
     name = "ebpf"
 
-    def __init__(self, backends: list | None = None) -> None:
+    def __init__(self, backends: list | None = None, root_pid: int | None = None) -> None:
+        """root_pid: whose process tree to count (default this process; `dataperf watch --pid` another)."""
         self.backends = backends if backends is not None else [_Bcc(), _Bpftrace()]
+        for b in self.backends:
+            b.root_pid = root_pid
         self.active = None
         self.why: str | None = None
 

@@ -24,39 +24,38 @@ def device_of(path: Path) -> str | None:
 
 
 class DiskCollector:
-    """Read MiB/s, read IOPS and utilisation of the dataset's device over the trial."""
+    """Read MiB/s, read IOPS and utilisation of the dataset's device over the trial.
+
+    With data None (`dataperf watch`, which learns the dataset from the job), set `dev` before stop().
+    """
 
     name = "disk"
 
-    def __init__(self, data: Path):
-        self.dev = device_of(data)
+    def __init__(self, data: Path | None):
+        self.dev = device_of(data) if data is not None else None
         self.t0 = 0.0
         self.c0: Any = None
 
-    def _counters(self):
-        if self.dev is None:
-            return None
-        return psutil.disk_io_counters(perdisk=True).get(self.dev)
-
     def start(self) -> None:
         self.t0 = time.perf_counter()
-        self.c0 = self._counters()
+        self.c0 = psutil.disk_io_counters(perdisk=True)
 
     def stop(self) -> dict[str, Any]:
         dt = time.perf_counter() - self.t0
-        c1 = self._counters()
-        if self.c0 is None or c1 is None:
+        c0 = (self.c0 or {}).get(self.dev) if self.dev else None
+        c1 = psutil.disk_io_counters(perdisk=True).get(self.dev) if self.dev else None
+        if c0 is None or c1 is None:
             return {"available": False, "why": f"no block device found for the dataset (device {self.dev})"}
         out = {
             "available": True,
             "device": self.dev,
-            "read_mib_s": (c1.read_bytes - self.c0.read_bytes) / MIB / dt,
-            "read_iops": (c1.read_count - self.c0.read_count) / dt,
-            "read_mib": (c1.read_bytes - self.c0.read_bytes) / MIB,
+            "read_mib_s": (c1.read_bytes - c0.read_bytes) / MIB / dt,
+            "read_iops": (c1.read_count - c0.read_count) / dt,
+            "read_mib": (c1.read_bytes - c0.read_bytes) / MIB,
         }
         busy = getattr(c1, "busy_time", None)
         if busy is not None:
-            out["util_pct"] = min(100.0, (busy - self.c0.busy_time) / (dt * 1000) * 100)
+            out["util_pct"] = min(100.0, (busy - c0.busy_time) / (dt * 1000) * 100)
         return out
 
 
@@ -64,15 +63,19 @@ class ProcessCollector:
     """Per-process read syscalls, bytes, CPU% and peak RSS for the main process and every worker.
 
     Samples in a thread every `interval_s`, keeping the last reading of each pid, so workers that exit
-    before the trial ends (non-persistent workers) are still counted.
+    before the trial ends (non-persistent workers) are still counted. `root_pid` follows another process
+    tree (`dataperf watch`); `since_fork` says that root was started for this measurement, so all its I/O
+    counts. A root that has exited but is not yet reaped (a zombie) still gives its final counters, which
+    include every descendant it reaped.
     """
 
     name = "processes"
     ignore = frozenset({"iostat", "pidstat", "sadc"})  # our own sysstat collectors, not the loader
 
-    def __init__(self, interval_s: float = 0.1):
+    def __init__(self, interval_s: float = 0.1, root_pid: int | None = None, since_fork: bool = False):
         self.interval_s = interval_s
-        self.main = psutil.Process()
+        self.main = psutil.Process(root_pid)
+        self.since_fork = since_fork
         self.procs: dict[int, psutil.Process] = {}
         self.first: dict[int, Any] = {}
         self.last: dict[int, dict[str, Any]] = {}
@@ -87,13 +90,18 @@ class ProcessCollector:
                 current[pid] = p  # watched worker not yet sampled: try it once
         for p in current.values():
             proc = self.procs.setdefault(p.pid, p)
+            io = None
             try:
+                io = proc.io_counters()  # a zombie still has these (its final counts); not the rest
                 with proc.oneshot():
-                    io = proc.io_counters()
                     cpu = proc.cpu_percent(None)
                     rss = proc.memory_info().rss
                     name = proc.name()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            except psutil.ZombieProcess:
+                if io is not None and proc.pid in self.last:
+                    self.last[proc.pid]["io"] = io
+                continue
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             if proc.pid not in self.first:
                 # a child forked during the trial starts with zeroed counters, so its whole count is ours
@@ -119,7 +127,7 @@ class ProcessCollector:
             self._sample()
 
     def start(self) -> None:
-        self.born_before = {self.main.pid} | {c.pid for c in self._children()}
+        self.born_before = {c.pid for c in self._children()} | (set() if self.since_fork else {self.main.pid})
         self._sample()
         self.thread = threading.Thread(target=self._loop, daemon=True, name="dataperf-proc")
         self.thread.start()

@@ -92,18 +92,29 @@ class IostatCollector(_SysstatTool):
     name = "iostat"
     binary = "iostat"
 
-    def __init__(self, data: Path, raw_dir: Path | None, tag: str):
+    def __init__(self, data: Path | None, raw_dir: Path | None, tag: str):
+        """data None: every device is logged, and the one reported is `dev` if set before stop() (watch learns
+        the dataset from the job), else the device that read the most."""
         super().__init__(raw_dir, tag)
-        self.dev = device_of(data)
+        self.all_devices = data is None
+        self.dev = None if data is None else device_of(data)
 
     def args(self) -> list[str] | None:
+        if self.all_devices:
+            return ["iostat", "-dxk", "-y", "1"]
         return None if self.dev is None else ["iostat", "-dxk", "-y", "1", self.dev]
 
     def stop(self) -> dict[str, Any]:
         text = self.finish()
         if text is None:
             return self.unavailable()
-        rows = [r for r in parse_table(text, "Device") if r.get("Device") == self.dev]
+        table = parse_table(text, "Device")
+        if self.dev is None and table:
+            read: dict[str, float] = {}
+            for r in table:
+                read[r["Device"]] = read.get(r["Device"], 0.0) + (_f(r.get("rkB/s")) or 0.0)
+            self.dev = max(read, key=read.get)
+        rows = [r for r in table if r.get("Device") == self.dev]
         out: dict[str, Any] = {"available": True, "device": self.dev, "raw_log": str(self.log),
                                "intervals": len(rows)}
         if not rows:
@@ -125,13 +136,26 @@ class PidstatCollector(_SysstatTool):
     name = "pidstat"
     binary = "pidstat"
 
+    def __init__(self, raw_dir: Path | None, tag: str, root_pid: int | None = None):
+        super().__init__(raw_dir, tag)
+        self.root_pid = root_pid or os.getpid()
+        self.known: set[int] = set()
+
+    def watch(self, pids: list[int]) -> None:
+        """Processes of this tree that may be gone by stop() (a watched job's workers and ranks)."""
+        self.known.update(pids)
+
     def args(self) -> list[str] | None:
         return ["pidstat", "-h", "-u", "-d", "1"]
 
     def stop(self) -> dict[str, Any]:
         import psutil
 
-        mine = {os.getpid()} | {c.pid for c in psutil.Process().children(recursive=True)}
+        mine = {self.root_pid} | self.known
+        try:
+            mine |= {c.pid for c in psutil.Process(self.root_pid).children(recursive=True)}
+        except psutil.NoSuchProcess:
+            pass
         text = self.finish()
         if text is None:
             return self.unavailable()

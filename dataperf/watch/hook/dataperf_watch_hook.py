@@ -1,0 +1,350 @@
+"""What `dataperf watch` measures inside the user's job (stdlib and torch only: the job's Python may not have
+dataperf installed, and importing it would change the job).
+
+Nothing happens until the job imports torch; then, without editing the script:
+- every `next()` on a DataLoader iterator is timed, and each DataLoader's settings are recorded at its first
+  `iter()` (batch size, workers, prefetch, pin memory, persistent workers, dataset type and path);
+- torch's global optimizer step post-hook marks step boundaries: step time, data wait and samples per step;
+- on CUDA, two events per step (after the step's first batch arrives, and at the step's end) give the GPU's
+  busy time per step, read back only once complete, so the hook adds no synchronisation;
+- the hook's own time is measured per step and written beside it.
+
+One JSON-lines file per process that steps (its rank from torchrun's RANK), written as the job runs and
+flushed at least every FLUSH_S, so a crash loses at most that much.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import time
+from collections import deque
+
+ENV_DIR = "DATAPERF_WATCH_DIR"
+FLUSH_S = 0.5
+PATH_ATTRS = ("root", "path", "data_path", "data_dir", "root_dir", "directory", "folder", "urls")
+_perf = time.perf_counter  # waits and step times: wall clock
+_cpu = time.thread_time  # the hook's own cost: CPU time of the training thread, so a GIL hand-off to the
+# DataLoader's feeder or pin-memory thread in the middle of a hook is not charged to the hook
+
+
+class _State:
+    """Per process. A forked DataLoader worker inherits a copy; `owner` keeps it from writing."""
+
+    def __init__(self, out_dir: str):
+        self.out_dir = out_dir
+        self.owner = os.getpid()
+        self.t0 = _perf()
+        self.f = None
+        self.last_flush = 0.0
+        self.loaders: dict[int, dict] = {}
+        self.loader_batches: dict[int, int] = {}
+        self.loader_iters: dict[int, int] = {}
+        self.worker_pids: set[int] = set()
+        self.primary_opt: int | None = None
+        self.step_n = 0
+        self.step_start: float | None = None  # end of the previous step, or the first next() of the job
+        self.wait_s = 0.0
+        self.batches = 0
+        self.samples = 0
+        self.hook_s = 0.0
+        self.cuda_start = None
+        self.cuda_pending: deque = deque()
+        self.cuda_prev_end = None
+        self.call_cost_s = _calibrate(_perf) + _calibrate(_cpu)  # the clock calls the hook cannot time
+
+    def write(self, rec: dict, now: float) -> None:
+        self.write_line(json.dumps(rec, default=str) + "\n", now)
+
+    def write_line(self, line: str, now: float) -> None:
+        """Buffered, flushed every FLUSH_S: a per-step write syscall would cost more than the rest."""
+        if os.getpid() != self.owner:
+            return
+        if self.f is None:
+            rank = os.environ.get("RANK")
+            name = f"rank{rank if rank is not None else '-'}.pid{os.getpid()}.jsonl"
+            self.f = open(os.path.join(self.out_dir, name), "a", encoding="utf-8")  # noqa: SIM115
+            self.f.write(json.dumps(_start_line()) + "\n")
+        self.f.write(line)
+        if now - self.last_flush > FLUSH_S:
+            self.f.flush()
+            self.last_flush = now
+
+
+STATE: _State | None = None
+
+
+def _calibrate(clock, n: int = 2000) -> float:
+    """CPU cost of one clock call, charged to the hook for the part of each wrapper its timers cannot see."""
+    t = _cpu()
+    for _ in range(n):
+        clock()
+    return (_cpu() - t) / n
+
+
+def _start_line() -> dict:
+    import torch
+
+    return {"t": "start", "pid": os.getpid(), "ppid": os.getppid(), "rank": os.environ.get("RANK"),
+            "local_rank": os.environ.get("LOCAL_RANK"), "world_size": os.environ.get("WORLD_SIZE"),
+            "argv": sys.argv, "torch": torch.__version__, "executable": sys.executable, "unix_s": time.time()}
+
+
+def report_failure(what: str, e: BaseException) -> None:
+    """One line in the watch folder saying what could not be measured, for the launcher to print."""
+    d = os.environ.get(ENV_DIR)
+    if not d:
+        return
+    with open(os.path.join(d, f"error.pid{os.getpid()}.jsonl"), "a", encoding="utf-8") as f:
+        f.write(json.dumps({"t": "error", "what": what, "why": f"{type(e).__name__}: {e}", "pid": os.getpid(),
+                            "rank": os.environ.get("RANK")}) + "\n")
+
+
+def install() -> None:
+    """Wait for `import torch`, then patch. Importing torch here would slow and change non-torch jobs."""
+    if not os.environ.get(ENV_DIR) or os.environ.get("DATAPERF_WATCH_DISABLE"):
+        return
+    if "torch" in sys.modules:
+        _patch(sys.modules["torch"])
+        return
+    sys.meta_path.insert(0, _TorchFinder())
+
+
+class _TorchFinder:
+    """A meta-path finder that lets the real import of torch run, then patches it once it is loaded."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        real = spec.loader.exec_module
+
+        def exec_module(module):
+            real(module)
+            try:
+                _patch(module)
+            except Exception as e:
+                report_failure("patch torch", e)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _patch(torch) -> None:
+    global STATE
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.utils.data import dataloader as dl
+
+    STATE = _State(os.environ[ENV_DIR])
+    real_iter = dl.DataLoader.__iter__
+    real_next = dl._BaseDataLoaderIter.__next__
+
+    def __iter__(self):
+        it = real_iter(self)
+        c = _cpu()
+        try:
+            _on_iter(self, it, _perf())
+        except Exception as e:
+            _fail_once("DataLoader settings", e)
+        STATE.hook_s += _cpu() - c + STATE.call_cost_s
+        return it
+
+    def __next__(self):
+        t0 = _perf()
+        try:
+            batch = real_next(self)
+        except StopIteration:
+            _on_next(self, t0, None)
+            raise
+        _on_next(self, t0, batch)
+        return batch
+
+    dl.DataLoader.__iter__ = __iter__
+    dl._BaseDataLoaderIter.__next__ = __next__
+    register_optimizer_step_post_hook(_on_step)
+    atexit.register(_at_exit)
+
+
+_failed: set[str] = set()
+
+
+def _fail_once(what: str, e: BaseException) -> None:
+    if what not in _failed:
+        _failed.add(what)
+        report_failure(what, e)
+
+
+def _on_iter(loader, it, t: float) -> None:
+    s = STATE
+    lid = id(loader)
+    it._dataperf_id = lid
+    s.loader_iters[lid] = s.loader_iters.get(lid, 0) + 1
+    if lid not in s.loaders:
+        s.loaders[lid] = info = _settings(loader)
+        info["id"] = lid
+        s.write({"t": "loader", **info}, t)
+    workers = [w.pid for w in getattr(it, "_workers", []) if getattr(w, "pid", None)]
+    new = [p for p in workers if p not in s.worker_pids]
+    if new:
+        s.worker_pids.update(new)
+        s.write({"t": "workers", "loader": lid, "pids": new}, t)
+
+
+def _settings(loader) -> dict:
+    ds = loader.dataset
+    bs = loader.batch_size
+    if bs is None and getattr(loader, "batch_sampler", None) is not None:
+        bs = getattr(loader.batch_sampler, "batch_size", None)
+    import torch.utils.data as tud
+
+    try:
+        n = len(ds)
+    except Exception:
+        n = None
+    return {"batch_size": bs, "num_workers": loader.num_workers, "prefetch_factor": loader.prefetch_factor,
+            "pin_memory": bool(loader.pin_memory), "persistent_workers": bool(loader.persistent_workers),
+            "drop_last": bool(loader.drop_last),
+            "dataset_type": f"{type(ds).__module__}.{type(ds).__qualname__}",
+            "iterable": isinstance(ds, tud.IterableDataset), "dataset_len": n,
+            "sampler_type": type(loader.sampler).__qualname__ if loader.sampler is not None else None,
+            "data_path": _data_path(ds)}
+
+
+def _data_path(ds, depth: int = 0):
+    """The folder or file a dataset reads, from the attributes datasets commonly keep it in."""
+    for a in PATH_ATTRS:
+        v = getattr(ds, a, None)
+        if isinstance(v, list | tuple) and v:
+            v = v[0]
+        if isinstance(v, str | os.PathLike):
+            return os.path.abspath(os.fspath(v))
+    inner = getattr(ds, "dataset", None)  # Subset, wrappers
+    if inner is not None and inner is not ds and depth < 3:
+        return _data_path(inner, depth + 1)
+    return None
+
+
+def _count(batch) -> int | None:
+    """Samples in a batch: the leading dimension of its first tensor (shallow: tensor, sequence or dict)."""
+    x = batch
+    for _ in range(3):
+        shape = getattr(x, "shape", None)
+        if shape is not None:
+            return int(shape[0]) if len(shape) else None
+        if isinstance(x, dict):
+            x = next(iter(x.values()), None)
+        elif isinstance(x, list | tuple):
+            x = x[0] if x else None
+        else:
+            return None
+    return None
+
+
+def _on_next(it, t0: float, batch) -> None:
+    t1 = _perf()
+    c = _cpu()
+    s = STATE
+    try:
+        if s.step_start is None:
+            s.step_start = t0
+        s.wait_s += t1 - t0
+        if batch is not None:
+            s.batches += 1
+            lid = getattr(it, "_dataperf_id", None)
+            s.loader_batches[lid] = s.loader_batches.get(lid, 0) + 1
+            n = _count(batch)
+            if n is None:
+                n = s.loaders.get(lid, {}).get("batch_size") or 0
+            s.samples += n
+            if s.cuda_start is None and _cuda_ready():
+                s.cuda_start = _event()
+    except Exception as e:
+        _fail_once("DataLoader next()", e)
+    s.hook_s += _cpu() - c + 2 * s.call_cost_s  # two: this call's clocks and t0's
+
+
+def _cuda_ready() -> bool:
+    import torch
+
+    return torch.cuda.is_initialized()  # never initialise CUDA ourselves
+
+
+def _event():
+    import torch
+
+    e = torch.cuda.Event(enable_timing=True)
+    e.record()
+    return e
+
+
+def _on_step(opt, args, kwargs) -> None:
+    t = _perf()
+    c = _cpu()
+    s = STATE
+    try:
+        if s.primary_opt is None:
+            s.primary_opt = id(opt)  # with several optimizers, the first one to step marks the boundaries
+        if id(opt) != s.primary_opt:
+            s.hook_s += _cpu() - c + s.call_cost_s
+            return
+        s.step_n += 1
+        step_ms = "null" if s.step_start is None else repr((t - s.step_start) * 1000)
+        line = (f'{{"t": "step", "n": {s.step_n}, "end_s": {t - s.t0!r}, "step_ms": {step_ms}, '
+                f'"wait_ms": {s.wait_s * 1000!r}, "batches": {s.batches}, "samples": {s.samples}, "hook_us": ')
+        if _cuda_ready():
+            s.cuda_pending.append((s.step_n, s.cuda_start, _event()))
+            s.cuda_start = None
+            _drain_cuda(t, block=False)
+        s.step_start = t
+        s.wait_s, s.batches, s.samples = 0.0, 0, 0
+        cw = _cpu()
+        hook_us = (s.hook_s + cw - c + s.call_cost_s) * 1e6
+        s.hook_s = 0.0
+        s.write_line(f"{line}{hook_us!r}}}\n", t)
+        s.hook_s = _cpu() - cw  # writing this line is charged to the next step
+    except Exception as e:
+        _fail_once("optimizer step hook", e)
+
+
+def _drain_cuda(now: float, block: bool) -> None:
+    """Busy time (first batch in -> step end) and wall (previous step end -> step end) on the GPU timeline,
+    for every finished step; an unfinished one waits for a later call, so no host sync is added."""
+    s = STATE
+    while s.cuda_pending:
+        n, start, end = s.cuda_pending[0]
+        if block:
+            end.synchronize()
+        elif not end.query():
+            return
+        s.cuda_pending.popleft()
+        if start is not None:  # a step without a DataLoader batch has no busy span, only an end
+            rec = {"t": "cuda", "n": n, "busy_ms": start.elapsed_time(end)}
+            if s.cuda_prev_end is not None:
+                rec["wall_ms"] = s.cuda_prev_end.elapsed_time(end)
+            s.write(rec, now)
+        s.cuda_prev_end = end
+
+
+def _at_exit() -> None:
+    s = STATE
+    if s is None or os.getpid() != s.owner or (s.f is None and not s.loaders and not s.step_n):
+        return
+    t = _perf()
+    try:
+        _drain_cuda(t, block=True)
+    except Exception as e:
+        _fail_once("CUDA events", e)
+    s.write({"t": "end", "steps": s.step_n, "loader_batches": {str(k): v for k, v in s.loader_batches.items()},
+             "loader_iters": {str(k): v for k, v in s.loader_iters.items()},
+             "tail": {"wait_ms": s.wait_s * 1000, "batches": s.batches, "samples": s.samples}}, t)
+    if s.f is not None:
+        s.f.flush()
+        s.f.close()
+        s.f = None
