@@ -20,7 +20,9 @@ METRICS: dict[str, tuple[dict[str, str], bool]] = {
                        "e2e": "samples_per_s_repeats"}, True),
     "step_ms": ({"step": "step_ms_repeats", "e2e": "step_ms_repeats"}, False),
     "peak_mem_mib": ({"step": "peak_mem_mib_repeats"}, False),
-    "read_mib_s": ({"loader": "read_mib_s_repeats"}, True),
+    "payload_mib_s": ({"loader": "payload_mib_s_repeats"}, True),
+    "storage_read_mib_s": ({"loader": "storage_read_mib_s_repeats"}, True),
+    "epoch_samples_per_s": ({"loader": "epoch_samples_per_s_repeats"}, True),
     "data_stall_fraction": ({"e2e": "data_stall_fraction_repeats"}, False),
 }
 
