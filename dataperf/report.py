@@ -301,7 +301,7 @@ def print_trial(r) -> None:
     else:
         print_failures([r])
     for n in r.notes:
-        console.print(f"note: {n}")
+        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
 
 
 def print_collectors(c: dict) -> None:
@@ -446,13 +446,19 @@ def print_compare(changes: list, threshold: str) -> None:
     t = Table(title=f"base vs head (threshold {threshold})")
     for col in ("kind", "config", "metric", "base", "head", "change", "95% CI", "verdict"):
         t.add_column(col, justify="left" if col in ("kind", "config", "metric", "verdict") else "right")
-    colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white"}
+    colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white",
+              "too few repeats": "yellow"}
     for c in changes:
         t.add_row(c.kind, c.config[:60], c.metric, _fmt(c.base_median, 2), _fmt(c.head_median, 2),
                   f"{c.change_pct:+.1f}%", f"{c.ci_pct[0]:+.1f}..{c.ci_pct[1]:+.1f}%",
                   f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
     console.print(t)
     n = sum(c.verdict == "regression" for c in changes)
+    console.print("verdict: regression when the whole 95% CI is beyond the threshold on the worse side")
+    few = sum(c.verdict == "too few repeats" for c in changes)
+    if few:
+        console.print(f"note: {few} row(s) have fewer than 5 repeats a side: no verdict (measure with --repeats 5, "
+                      "or pool several runs in one file)")
     console.print(f"{n} regression(s)" if n else "no regression")
 
 
@@ -495,8 +501,10 @@ def print_diagnose(r) -> None:
     t.add_row("(2) loader, warm page cache", _fmt(r.warm_samples_per_s, 1))
     t.add_row("(3) loader, cold cache", _fmt(r.cold_samples_per_s, 1))
     console.print(t)
+    fetch = "not measured (cold not verified)" if r.fetch_stall_fraction != r.fetch_stall_fraction else \
+        f"{r.fetch_stall_fraction * 100:.0f}%"
     console.print(f"share of step time: compute {r.compute_fraction * 100:.0f}%, prep stall "
-                  f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {r.fetch_stall_fraction * 100:.0f}%")
+                  f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {fetch}")
     console.print(r.sentence)
     for a in r.advice:
         console.print(f"  - {a}")
