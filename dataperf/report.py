@@ -324,6 +324,9 @@ def print_collectors(c: dict) -> None:
             t.add_row(str(p["pid"]), p["role"] + (" (exited)" if p["exited"] else ""), str(p["read_syscalls"]),
                       _fmt(p["storage_read_mib"], 2), _fmt(p["cpu_pct_mean"], 0), _fmt(p["rss_peak_mib"], 0))
         console.print(t)
+        console.print("note: read_syscalls count every read(), worker result pipes and the collectors' own /proc "
+                      "reads included, not only dataset reads; exited workers' rows hold their last sample "
+                      "(totals are right via main)")
         if procs.get("main_includes_exited_workers"):
             console.print("note: the main row includes exited workers' counts (the kernel folds a reaped "
                           "child's I/O into its parent)")
@@ -432,6 +435,9 @@ def print_profile(r) -> None:
     console.print(t)
     split = " / ".join(f"{k} {v:.2f} ms ({r.split_fraction.get(k, 0) * 100:.0f}%)" for k, v in r.split_ms.items())
     console.print(f"step time split (per active step): {split}")
+    console.print("note: these steps start on a fresh loader and are served from the batches its workers "
+                  "already queued (workers x prefetch), so data_wait here is a lower bound; dataperf e2e "
+                  "measures the stall")
     if r.span_ms:
         console.print("profiler spans per step (host): "
                       + ", ".join(f"{k} {v:.2f} ms" for k, v in r.span_ms.items()))

@@ -128,10 +128,14 @@ class PidstatCollector(_SysstatTool):
     def args(self) -> list[str] | None:
         return ["pidstat", "-h", "-u", "-d", "1"]
 
+    def watch(self, pids: list[int]) -> None:
+        """Remember every worker: non-persistent ones have exited by stop() and would be dropped (audit M8)."""
+        self.seen = getattr(self, "seen", set()) | set(pids)
+
     def stop(self) -> dict[str, Any]:
         import psutil
 
-        mine = {os.getpid()} | {c.pid for c in psutil.Process().children(recursive=True)}
+        mine = {os.getpid()} | {c.pid for c in psutil.Process().children(recursive=True)} | getattr(self, "seen", set())
         text = self.finish()
         if text is None:
             return self.unavailable()
