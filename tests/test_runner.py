@@ -39,7 +39,8 @@ def test_cold_cache_is_verified_by_storage_reads_of_the_files_own_bytes(datasets
     assert r.status == "ok", r.error
     assert r.cache_mode == "cold"
     assert r.cache_verified is True, r.notes
-    files_mib = sum(p.stat().st_size for p in datasets[name].iterdir() if p.name != "manifest.json") / 2**20
+    files_mib = sum(p.stat().st_size for p in datasets[name].iterdir()
+                    if p.is_file() and p.name != "manifest.json") / 2**20
     assert r.file_mib_per_repeat == pytest.approx(files_mib)
     assert all(mib >= 0.9 * files_mib for mib in r.storage_read_mib_per_repeat)
     assert r.resident_after_evict_pct <= 10
