@@ -2,10 +2,14 @@
 # The CLI on a CUDA machine, end to end (what RESULTS.md records): e2e with pinned/pageable memory and
 # persistent workers, DALI GPU decode feeding the model, profile, diagnose, and a sweep with the verdict.
 #   benchmarks/gpu_cli.sh DATA OUTDIR
+# DATA is made if missing, with 32 shards: at least the 16 workers used below, so no worker sits idle (H2).
 set -uo pipefail
 D=$1
 OUT=$2
 mkdir -p "$OUT"
+if [ ! -f "$D/manifest.json" ]; then
+  python3 -m dataperf shards make --count 4000 --image-size 512 --quality 90 --shards 32 --out "$D"
+fi
 quiet() { grep -v -iE "nvjpeg2k|nvtiff|nvJPEG2000|If using nvImageCodec"; }
 run() { echo "\$ dataperf $*"; python3 -m dataperf "$@" 2>&1 | quiet; echo; }
 common=(--batch-size 128 --image-size 224 --model cnn-small --device cuda)

@@ -57,8 +57,10 @@ def section(name: str, out: Path, only: set[str]):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--data", type=Path, default=Path("/tmp/dataperf-gpu/jpeg-wds"))
+    ap.add_argument("--data", type=Path, default=None, help="[/tmp/dataperf-gpu/jpeg-wds-<shards>sh]")
     ap.add_argument("--count", type=int, default=4000)
+    ap.add_argument("--shards", type=int, default=None,
+                    help="shard count [2 x cores]: at least the most workers used, so none sits idle (audit H2)")
     ap.add_argument("--only", default="", help="comma list of sections to run [all]")
     a = ap.parse_args()
     only = set(filter(None, a.only.split(",")))
@@ -66,10 +68,13 @@ def main() -> int:
     RESULTS["env"] = {"python": sys.version.split()[0], "torch": torch.__version__, "platform": platform.platform(),
                       "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
                       "cpus": os.cpu_count()}
-    if not a.data.exists():
-        write_dataset(a.data, "image", "webdataset", a.count, seed=0, image=ImageSpec(512, 512, 90), shard_mb=64)
-    opts = TrialOptions(repeats=3, warmup_batches=3, collect=False)
     cores = os.cpu_count() or 1
+    shards = a.shards or 2 * cores
+    a.data = a.data or Path(f"/tmp/dataperf-gpu/jpeg-wds-{shards}sh")
+    if not a.data.exists():
+        write_dataset(a.data, "image", "webdataset", a.count, seed=0, image=ImageSpec(512, 512, 90), shards=shards)
+    RESULTS["env"]["data"] = {"path": str(a.data), "shards": shards, "count": a.count}
+    opts = TrialOptions(repeats=5, warmup_batches=3, collect=False)
 
     @section("decode", a.out, only)
     def _decode():
@@ -79,7 +84,9 @@ def main() -> int:
                                image_size=224)
             r = run_trial(a.data, cfg, opts)
             rows.append({"backend": f"DataLoader+PIL w={w}", "status": r.status, "error": r.error,
-                         "samples_per_s": r.samples_per_s_median, "repeats": r.samples_per_s_repeats})
+                         "samples_per_s": r.samples_per_s_median, "repeats": r.samples_per_s_repeats,
+                         "epoch_samples_per_s": r.epoch_samples_per_s_median, "shards": r.shards,
+                         "active_workers": r.active_workers, "notes": r.notes})
         for dev in ("mixed", "cpu"):
             for threads in (4, 8):
                 cfg = LoaderConfig(format="dali", batch_size=128, decode=True, image_size=224,
@@ -87,7 +94,7 @@ def main() -> int:
                 r = run_trial(a.data, cfg, opts)
                 rows.append({"backend": f"DALI decode={dev} threads={threads}", "status": r.status,
                              "error": r.error, "samples_per_s": r.samples_per_s_median,
-                             "repeats": r.samples_per_s_repeats})
+                             "repeats": r.samples_per_s_repeats, "epoch_samples_per_s": r.epoch_samples_per_s_median})
         ok = [x for x in rows if x["status"] == "ok"]
         best_dl = max((x for x in ok if x["backend"].startswith("DataLoader")), key=lambda x: x["samples_per_s"],
                       default=None)
@@ -128,8 +135,9 @@ def main() -> int:
                         topts=opts)
             rows["pinned" if pin else "pageable"] = {k: v for k, v in asdict(r).items() if k in (
                 "step_ms_median", "data_wait_ms_median", "h2d_ms_median", "compute_ms_median", "samples_per_s",
-                "data_stall_fraction", "predicted_stall_fraction", "loader_samples_per_s", "step_samples_per_s",
-                "notes")}
+                "data_stall_fraction", "gpu_idle_fraction", "host_wait_fraction", "stall_basis",
+                "predicted_stall_fraction", "loader_samples_per_s", "loader_epoch_samples_per_s",
+                "predicted_loader_samples_per_s", "step_samples_per_s", "epoch_restarts", "notes")}
         return rows
 
     @section("optimizer_memory", a.out, only)

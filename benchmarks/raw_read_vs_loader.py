@@ -89,16 +89,21 @@ def main() -> int:
         for pf in ([None] if w == 0 else [2, 4]):
             cfg = LoaderConfig(format=m.format, batch_size=64, num_workers=w, prefetch_factor=pf, cache="cold")
             r = run_trial(data, cfg, opts)
-            if r.status == "ok" and (best is None or r.read_mib_s_median > best.read_mib_s_median):
+            # like by like: bytes the loader made storage deliver (/proc read_bytes, tar overhead included)
+            # against bytes fio read; only verified cold trials are storage reads at all
+            if r.status == "ok" and r.cache_verified and (
+                    best is None or r.storage_read_mib_s_median > best.storage_read_mib_s_median):
                 best = r
-            print(f"  {cfg.short():<40} {r.read_mib_s_median:8.1f} MiB/s  cache_verified={r.cache_verified}")
+            print(f"  {cfg.short():<40} storage {r.storage_read_mib_s_median:8.1f} MiB/s  payload "
+                  f"{r.payload_mib_s_median:8.1f} MiB/s  cache_verified={r.cache_verified}")
     print(f"dataset: {data} ({m.total_bytes / MIB:.0f} MiB in {len(paths)} files)")
     print(f"raw read ({ref}): {raw:.1f} MiB/s" + (f"; python O_DIRECT: {py:.1f} MiB/s" if fio else ""))
     if best is None:
-        print("no loader trial succeeded")
+        print("no verified cold loader trial")
         return 1
-    print(f"best cold loader: {LoaderConfig(**best.config).short()} at {best.read_mib_s_median:.1f} MiB/s")
-    print(f"ratio loader / raw = {best.read_mib_s_median / raw:.2f}")
+    print(f"best cold loader: {LoaderConfig(**best.config).short()} at {best.storage_read_mib_s_median:.1f} MiB/s "
+          "read from storage (whole epoch, start-up included)")
+    print(f"ratio loader storage reads / raw = {best.storage_read_mib_s_median / raw:.2f}")
     return 0
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import mmap
 import os
 from pathlib import Path
 
 import psutil
 
 CHUNK = 4 * 1024 * 1024
+PAGE = mmap.PAGESIZE
+_PROT_READ, _MAP_SHARED = 0x1, 0x01
 
 
 def evict(paths: list[Path], drop_caches: bool = False) -> list[str]:
@@ -61,3 +66,47 @@ def tree_read_bytes(proc: psutil.Process | None = None) -> int:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     return total
+
+
+def file_bytes(paths: list[Path]) -> int:
+    """The files' own sizes (st_size): tar headers and every member included, what storage must deliver."""
+    return sum(p.stat().st_size for p in paths)
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+    return libc
+
+
+def resident_bytes(paths: list[Path]) -> int | None:
+    """Bytes of these files now in the page cache, from mincore(2) on a fresh read-only mapping (mapping
+    faults no page in, so asking does not change the answer). None where mincore is not available."""
+    try:
+        libc = _libc()
+    except OSError:
+        return None
+    total = 0
+    for p in paths:
+        size = p.stat().st_size
+        if size == 0:
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                return None
+            try:
+                pages = (size + PAGE - 1) // PAGE
+                vec = (ctypes.c_ubyte * pages)()
+                if libc.mincore(addr, size, vec) != 0:
+                    return None
+                total += sum(1 for v in vec if v & 1) * PAGE
+            finally:
+                libc.munmap(addr, size)
+        finally:
+            os.close(fd)
+    return min(total, file_bytes(paths))

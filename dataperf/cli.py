@@ -43,6 +43,8 @@ def shards() -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="output folder [shards/KIND-FORMAT]")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--shard-mb", type=float, default=64.0, show_default=True, help="target tar shard size")
+@click.option("--shards", "n_shards", type=int, default=None,
+              help="exact shard count instead of --shard-mb (at least workers x ranks: extra workers idle)")
 @click.option("--image-size", type=int, default=256, show_default=True, help="JPEG width and height in pixels")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG quality")
 @click.option("--median-len", type=int, default=512, show_default=True, help="median token sequence length")
@@ -52,8 +54,8 @@ def shards() -> None:
 @click.option("--vocab", type=int, default=32000, show_default=True)
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
 @user_errors
-def shards_make(kind, fmt, count, out, seed, shard_mb, image_size, quality, median_len, sigma, min_len, max_len,
-                vocab, overwrite) -> None:
+def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, image_size, quality, median_len, sigma, min_len,
+                max_len, vocab, overwrite) -> None:
     """Generate a synthetic dataset: JPEG images or token sequences with a long-tailed length distribution."""
     from dataperf import report
     from dataperf.formats.generate import ImageSpec, TokenSpec, write_dataset
@@ -63,7 +65,7 @@ def shards_make(kind, fmt, count, out, seed, shard_mb, image_size, quality, medi
         m = write_dataset(out, kind, fmt, count, seed,
                           ImageSpec(image_size, image_size, quality),
                           TokenSpec(median_len, sigma, min_len, max_len, vocab),
-                          shard_mb, overwrite, advance)
+                          shard_mb, overwrite, advance, shards=n_shards)
     report.print_made(out, m)
 
 
@@ -71,15 +73,17 @@ def shards_make(kind, fmt, count, out, seed, shard_mb, image_size, quality, medi
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("out", type=click.Path(path_type=Path))
 @click.option("--shard-mb", type=float, default=64.0, show_default=True)
+@click.option("--shards", "n_shards", type=int, default=None,
+              help="exact shard count instead of --shard-mb (at least workers x ranks: extra workers idle)")
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
 @user_errors
-def shards_convert(src, out, shard_mb, overwrite) -> None:
+def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
     """Pack a folder of per-sample files (grouped by basename, like WebDataset keys) into tar shards."""
     from dataperf import report
     from dataperf.formats.convert import convert
 
     with report.progress_bar("packing", None) as advance:
-        m = convert(src, out, shard_mb, overwrite, advance)
+        m = convert(src, out, shard_mb, overwrite, advance, shards=n_shards)
     report.print_made(out, m)
 
 
@@ -111,7 +115,8 @@ def str_list(ctx, param, value):
 def trial_options(fn):
     """Options of how a trial measures, shared by bench, sweep and tune."""
     for opt in reversed([
-        click.option("--repeats", type=int, default=3, show_default=True, help="measured repeats (>= 3)"),
+        click.option("--repeats", type=int, default=5, show_default=True,
+                     help="measured repeats (>= 5 for compare's interval to mean something)"),
         click.option("--warmup-batches", type=int, default=2, show_default=True),
         click.option("--max-batches", type=int, default=None, help="batches per repeat [whole epoch]"),
         click.option("--min-batches", type=int, default=5, show_default=True,
@@ -181,7 +186,7 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--batch-size", callback=int_list, default="32", show_default=True)
 @click.option("--pin-memory", type=click.Choice(["off", "on", "both"]), default="off", show_default=True)
 @click.option("--persistent-workers", type=click.Choice(["off", "on", "both"]), default="off", show_default=True)
-@click.option("--decode/--no-decode", default=False, show_default=True)
+@click.option("--decode/--no-decode", default=None, help="decode samples [on with --model, else off]")
 @click.option("--image-size", type=int, default=224, show_default=True)
 @click.option("--cap", "cap_tokens", type=int, default=None, help="truncate token sequences to this length")
 @click.option("--cache", type=click.Choice(["warm", "cold", "both"]), default="warm", show_default=True)
@@ -210,6 +215,8 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
     if nproc:
         sys.exit(distributed.launch_self(nproc, sys.argv[1:]))
     both = {"off": [False], "on": [True], "both": [False, True]}
+    if decode is None:
+        decode = model is not None  # a model eats decoded samples: its verdict needs decoded loader rates
     grid = sw.Grid(formats=formats, num_workers=num_workers or sw.default_workers(),
                    prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
                    persistent_workers=both[persistent_workers], decode=[decode],
@@ -251,6 +258,9 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
     all_results = records.load(out)
     report.console.print(report.loader_table(all_results, step, headroom))
     report.print_failures(all_results)
+    for line in [report.idle_warning(all_results), *report.verdict_caveats(all_results, step)]:
+        if line:
+            report.console.print(line)
     png = report.heatmap(all_results, plot or out.with_suffix(".png"))
     if png:
         report.console.print(f"heatmap: {png}")
@@ -281,7 +291,7 @@ def step_options(fn):
 @step_options
 @click.option("--batch-size", type=int, default=8, show_default=True)
 @click.option("--image-size", type=int, default=224, show_default=True)
-@click.option("--repeats", type=int, default=3, show_default=True)
+@click.option("--repeats", type=int, default=5, show_default=True)
 @click.option("--steps", type=int, default=10, show_default=True, help="timed steps per repeat")
 @click.option("--warmup", type=int, default=3, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
@@ -345,15 +355,17 @@ def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
 @loader_options
 @step_options
 @click.option("--steps", type=int, default=20, show_default=True, help="fed steps per repeat")
-@click.option("--repeats", type=int, default=3, show_default=True)
+@click.option("--repeats", type=int, default=5, show_default=True)
 @click.option("--warmup", type=int, default=3, show_default=True)
 @click.option("--no-predict", is_flag=True, help="skip the separate loader and step measurements")
+@click.option("--sync-each-step", is_flag=True,
+              help="CUDA: synchronize after every step, so host wait equals GPU idle (slower; default: events)")
 @click.option("--nan-guard", "nan_guard_dir", type=click.Path(path_type=Path), default=None,
               help="check every step for NaN/inf; checkpoint into this folder and stop on the first")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 @user_errors
 def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic, steps, repeats, warmup, no_predict,
-        nan_guard_dir, out, **loader) -> None:
+        sync_each_step, nan_guard_dir, out, **loader) -> None:
     """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
     from dataperf import records, report
     from dataperf.e2e import run_e2e
@@ -366,7 +378,7 @@ def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic,
                         input=input_kind, results_dir=out.parent if out else None, deterministic=deterministic,
                         nan_guard_dir=nan_guard_dir)
     try:
-        r = run_e2e(data, cfg, sopts, steps, repeats, warmup, predict=not no_predict)
+        r = run_e2e(data, cfg, sopts, steps, repeats, warmup, predict=not no_predict, sync_each_step=sync_each_step)
     except NonFiniteError as e:
         raise UserError(str(e)) from None
     if out:
@@ -405,7 +417,8 @@ def profile_cmd(data, model, seq_len, device, optimizer, amp, input_kind, determ
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
 @click.option("--metrics", callback=str_list, default="step_ms,peak_mem_mib,samples_per_s", show_default=True,
-              help="comma list: samples_per_s, step_ms, peak_mem_mib, read_mib_s, data_stall_fraction")
+              help="comma list: samples_per_s, epoch_samples_per_s, step_ms, peak_mem_mib, payload_mib_s, "
+                   "storage_read_mib_s, data_stall_fraction")
 @click.option("--threshold", default="5%", show_default=True, help="smallest change that counts")
 @user_errors
 def compare(base, head, metrics, threshold) -> None:
@@ -540,6 +553,9 @@ def report_cmd(results, headroom, plot) -> None:
             return
     report.console.print(report.loader_table(recs, step, headroom))
     report.print_failures(recs)
+    for line in [report.idle_warning(recs), *report.verdict_caveats(recs, step)]:
+        if line:
+            report.console.print(line)
     if step is not None:
         report.print_step(step)
     if plot:

@@ -1,7 +1,10 @@
 """Base vs head over saved result files: medians, percent change, and a noise-aware verdict for CI gates.
 
-A change is a regression only when it is worse than the threshold AND the repeats' ranges do not overlap:
-a shift that the repeats' own noise could explain is reported as "within noise", never as a regression.
+The verdict is read off the interval that is printed: a 95% bootstrap interval of the percent change of
+medians. A regression is a change whose whole interval lies beyond the threshold on the worse side; an
+interval inside +-threshold is "unchanged"; anything else is "within noise". With fewer than MIN_REPEATS
+repeats a side the bootstrap is degenerate, so no verdict is given ("too few repeats").
+benchmarks/compare_noise.py measures the false-alarm rate and the smallest slowdown detected.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ METRICS: dict[str, tuple[dict[str, str], bool]] = {
                        "e2e": "samples_per_s_repeats", "watch": "samples_per_s_repeats"}, True),
     "step_ms": ({"step": "step_ms_repeats", "e2e": "step_ms_repeats", "watch": "step_ms_repeats"}, False),
     "peak_mem_mib": ({"step": "peak_mem_mib_repeats"}, False),
-    "read_mib_s": ({"loader": "read_mib_s_repeats"}, True),
+    "payload_mib_s": ({"loader": "payload_mib_s_repeats"}, True),
+    "storage_read_mib_s": ({"loader": "storage_read_mib_s_repeats"}, True),
+    "epoch_samples_per_s": ({"loader": "epoch_samples_per_s_repeats"}, True),
     "data_stall_fraction": ({"e2e": "data_stall_fraction_repeats", "watch": "data_stall_fraction_repeats"}, False),
 }
 
@@ -34,8 +39,7 @@ class Change:
     head_median: float
     change_pct: float
     ci_pct: tuple[float, float]
-    ranges_overlap: bool
-    verdict: str  # regression | improvement | within noise | unchanged
+    verdict: str  # regression | improvement | within noise | unchanged | too few repeats
 
 
 def parse_threshold(text: str) -> float:
@@ -49,7 +53,10 @@ def parse_threshold(text: str) -> float:
     return v
 
 
-def bootstrap_ci_pct(base: list[float], head: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+MIN_REPEATS = 5
+
+
+def bootstrap_ci_pct(base: list[float], head: list[float], n: int = 4000, seed: int = 0) -> tuple[float, float]:
     """95% bootstrap interval of the percent change of medians (resampling each side's repeats)."""
     rng = random.Random(seed)
     out = []
@@ -62,17 +69,20 @@ def bootstrap_ci_pct(base: list[float], head: list[float], n: int = 2000, seed: 
 
 
 def judge(base: list[float], head: list[float], higher_better: bool, threshold_pct: float) -> tuple:
+    """(base median, head median, % change, 95% CI of the % change, verdict) -- the verdict from that CI."""
     b, h = statistics.median(base), statistics.median(head)
     pct = (h - b) / b * 100 if b else 0.0
-    overlap = min(head) <= max(base) and min(base) <= max(head)
-    worse = pct < 0 if higher_better else pct > 0
-    if abs(pct) <= threshold_pct:
+    lo, hi = ci = bootstrap_ci_pct(base, head)
+    if min(len(base), len(head)) < MIN_REPEATS:
+        verdict = "too few repeats"
+    elif lo > threshold_pct or hi < -threshold_pct:
+        up = lo > threshold_pct  # the whole interval is above +threshold (or below -threshold)
+        verdict = "improvement" if up == higher_better else "regression"
+    elif -threshold_pct <= lo and hi <= threshold_pct:
         verdict = "unchanged"
-    elif overlap:
-        verdict = "within noise"
     else:
-        verdict = "regression" if worse else "improvement"
-    return b, h, pct, overlap, verdict
+        verdict = "within noise"
+    return b, h, pct, ci, verdict
 
 
 def _label(r) -> str:
@@ -119,8 +129,8 @@ def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct:
             bv, hv = b_reps.get(f), h_reps.get(f)
             if not bv or not hv:
                 continue
-            bm, hm, pct, overlap, verdict = judge(bv, hv, higher, threshold_pct)
-            out.append(Change(key[0], _label(b), m, bm, hm, pct, bootstrap_ci_pct(bv, hv), overlap, verdict))
+            bm, hm, pct, ci, verdict = judge(bv, hv, higher, threshold_pct)
+            out.append(Change(key[0], _label(b), m, bm, hm, pct, ci, verdict))
     return out
 
 

@@ -40,6 +40,7 @@ class DiagnoseResult(Record):
     advice: list[str] = field(default_factory=list)
     what_if: list[dict[str, float]] = field(default_factory=list)
     dataset_mib: float = float("nan")
+    cold_cache_verified: bool | None = None  # issue 11: an unverified cold trial is not used as cold
 
 
 def stall_split(step_sps: float, warm_sps: float, cold_sps: float) -> tuple[float, float, float]:
@@ -91,13 +92,23 @@ def diagnose(data: Path, cfg: LoaderConfig, sopts: StepOptions, topts: TrialOpti
                          step_samples_per_s=step.samples_per_s, warm_samples_per_s=warm.samples_per_s_median,
                          cold_samples_per_s=cold.samples_per_s_median, dataset_mib=m.total_bytes / 2**20)
     res.notes += [f"warm: {n}" for n in warm.notes] + [f"cold: {n}" for n in cold.notes]
+    res.cold_cache_verified = bool(cold.cache_verified)
+    cold_sps = cold.samples_per_s_median
+    if not res.cold_cache_verified:
+        # an unverified cold trial read from page cache: it says nothing about storage, so fetch is not measured
+        res.cold_samples_per_s = cold_sps = float("nan")
+        res.notes.append("cold cache not verified, so the fetch stall was not measured; the verdict rests on "
+                         "the prep stall alone")
     res.compute_fraction, res.prep_stall_fraction, res.fetch_stall_fraction = stall_split(
-        step.samples_per_s, warm.samples_per_s_median, cold.samples_per_s_median)
+        step.samples_per_s, warm.samples_per_s_median,
+        cold_sps if res.cold_cache_verified else warm.samples_per_s_median)
     prep, fetch = res.prep_stall_fraction, res.fetch_stall_fraction
     if prep + fetch < NEGLIGIBLE:
         res.bottleneck = "none"
-        res.sentence = (f"not input-bound: the loader outruns the model even from cold storage "
-                        f"({cold.samples_per_s_median:.0f} vs {step.samples_per_s:.0f} samples/s)")
+        src = "even from cold storage" if res.cold_cache_verified else "from page cache (cold not verified)"
+        rate = cold_sps if res.cold_cache_verified else warm.samples_per_s_median
+        res.sentence = (f"not input-bound: the loader outruns the model {src} "
+                        f"({rate:.0f} vs {step.samples_per_s:.0f} samples/s)")
     elif prep >= fetch:
         res.bottleneck = "prep"
         res.sentence = (f"bottleneck: prep (CPU decode/collate) costs {prep * 100:.0f}% of step time: even from "
@@ -106,13 +117,16 @@ def diagnose(data: Path, cfg: LoaderConfig, sopts: StepOptions, topts: TrialOpti
     else:
         res.bottleneck = "fetch"
         res.sentence = (f"bottleneck: fetch (storage) costs {fetch * 100:.0f}% of step time: cold-cache reads "
-                        f"drop the loader from {warm.samples_per_s_median:.0f} to {cold.samples_per_s_median:.0f} "
+                        f"drop the loader from {warm.samples_per_s_median:.0f} to {cold_sps:.0f} "
                         "samples/s")
+    if not res.cold_cache_verified:
+        res.fetch_stall_fraction = float("nan")
     res.advice = advise(res.bottleneck, cfg, m.format)
     fractions = list(WHAT_IF_FRACTIONS)
     if page_cache_gib is not None:
         fractions.append(min(1.0, page_cache_gib * 1024 / res.dataset_mib))
-    res.what_if = [{"cached_fraction": f, "predicted_stall_fraction": predicted_stall(
-        step.samples_per_s, warm.samples_per_s_median, cold.samples_per_s_median, f)} for f in fractions]
+    if res.cold_cache_verified:
+        res.what_if = [{"cached_fraction": f, "predicted_stall_fraction": predicted_stall(
+            step.samples_per_s, warm.samples_per_s_median, cold_sps, f)} for f in fractions]
     res.notes.append("loader and model were measured apart; on a shared CPU they also compete for cores")
     return res

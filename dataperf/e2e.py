@@ -1,5 +1,9 @@
 """End to end: the real loader feeding the real train step. Per step: time waiting on next(loader), the
-host-to-device copy, and compute; the data-stall fraction; and the prediction from separate measurements."""
+host-to-device copy, and compute; the data-stall fraction; and the prediction from separate measurements.
+
+The stall is the compute device's idle share. On CUDA the step only enqueues work, so host time spent waiting
+for a batch overlaps GPU compute: idle = 1 - sum(h2d + compute, from CUDA events) / wall, with host wait kept
+beside it. On CPU the step is synchronous, so the device is idle exactly while the host waits."""
 
 from __future__ import annotations
 
@@ -47,6 +51,16 @@ class E2EResult(Record):
     loader_samples_per_s: float | None = None
     step_samples_per_s: float | None = None
     predicted_stall_fraction: float | None = None
+    # stall definitions (issue 11, README "Measurement"): data_stall_fraction is the device-idle share
+    host_wait_fraction: float = float("nan")  # host time in next(loader) / wall
+    host_wait_fraction_repeats: list[float] = field(default_factory=list)
+    gpu_idle_fraction: float | None = None  # CUDA: 1 - sum(h2d + compute events) / wall; None on CPU
+    gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
+    stall_basis: str = ""  # what data_stall_fraction was computed from
+    sync_each_step: bool = False
+    loader_epoch_samples_per_s: float | None = None  # the loader alone, start-up included
+    loader_startup_s: float | None = None  # the loader alone: one epoch start's cost
+    predicted_loader_samples_per_s: float | None = None  # steady rate with this run's epoch restarts paid
 
 
 @dataclass
@@ -83,11 +97,19 @@ class EpochStream:
             return next(self.it)
 
 
+def idle_fraction(busy_ms: list[float], wall_s: float) -> float:
+    """The device's idle share of the wall time, from what it was busy with (h2d + compute per step)."""
+    if wall_s <= 0:
+        return float("nan")
+    return min(1.0, max(0.0, 1 - sum(busy_ms) / 1000 / wall_s))
+
+
 def train_loop(stream: EpochStream, tr: Trainer, steps: int,
-               on_step: Callable[[], None] | None = None) -> tuple[StepTimes, float]:
+               on_step: Callable[[], None] | None = None, sync_each_step: bool = False) -> tuple[StepTimes, float]:
     """Run `steps` real steps fed by the loader; returns times and wall seconds.
 
-    On CUDA, copy and compute are timed with CUDA events (read once at the end), so timing adds no syncs.
+    On CUDA, copy and compute are timed with CUDA events (read once at the end), so timing adds no syncs;
+    with sync_each_step the host also waits for each step, so host wait equals GPU idle (at some cost).
     """
     cuda = tr.device.type == "cuda"
     t = StepTimes()
@@ -113,6 +135,8 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
         if cuda:
             e[2].record()
             events.append(e)
+            if sync_each_step:
+                tr.sync()
         else:
             t.compute_ms.append((time.perf_counter() - tc) * 1000)
         t.samples += b["n"]
@@ -137,7 +161,8 @@ def fed(m: Manifest, cfg: LoaderConfig, sopts: StepOptions) -> tuple[LoaderConfi
 
 
 def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
-            warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None) -> E2EResult:
+            warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None,
+            sync_each_step: bool = False) -> E2EResult:
     """Measure the fed loop; with predict, also measure loader and step apart and compare."""
     if steps <= 0 or repeats <= 0:
         raise UserError("--steps and --repeats must be positive")
@@ -149,15 +174,20 @@ def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, 
         stream = EpochStream(make_batches(data, m, cfg, topts))
         res = E2EResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                         device=str(tr.device), batch_size=cfg.batch_size, repeats=repeats, steps_per_repeat=steps)
+        cuda = tr.device.type == "cuda"
+        res.sync_each_step = sync_each_step and cuda
         train_loop(stream, tr, warmup)
         stream.restarts = 0
-        walls, stalls, sps, waits, h2ds, comps, lens = [], [], [], [], [], [], []
+        walls, stalls, host, idle, sps, waits, h2ds, comps, lens = [], [], [], [], [], [], [], [], []
         for _ in range(repeats):
             if cfg.cache == "cold":
                 cache.evict(m.paths(data))
-            t, wall = train_loop(stream, tr, steps)
+            t, wall = train_loop(stream, tr, steps, sync_each_step=res.sync_each_step)
             walls.append(wall / steps * 1000)
-            stalls.append(sum(t.wait_s) / wall)
+            host.append(sum(t.wait_s) / wall)
+            if cuda:
+                idle.append(idle_fraction([h + c for h, c in zip(t.h2d_ms, t.compute_ms, strict=True)], wall))
+            stalls.append(idle[-1] if cuda else host[-1])
             sps.append(t.samples / wall)
             waits += [w * 1000 for w in t.wait_s]
             h2ds += t.h2d_ms
@@ -171,6 +201,20 @@ def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, 
     res.samples_per_s_repeats, res.samples_per_s = sps, summarize(sps)["median"]
     res.data_stall_fraction_repeats = stalls
     res.data_stall_fraction = summarize(stalls)["median"]
+    res.host_wait_fraction_repeats = host
+    res.host_wait_fraction = summarize(host)["median"]
+    if idle:
+        res.gpu_idle_fraction_repeats, res.gpu_idle_fraction = idle, summarize(idle)["median"]
+        res.stall_basis = ("GPU idle: 1 - (h2d + compute CUDA events) / wall, one sync per step" if res.sync_each_step
+                           else "GPU idle: 1 - (h2d + compute CUDA events) / wall")
+        if cfg.format == "dali" and cfg.dali_decode_device == "mixed":
+            res.notes.append("DALI's GPU decode runs on its own stream, outside the h2d/compute events: GPU idle "
+                             "is the model's idle share, not the whole GPU's")
+    else:
+        res.stall_basis = "host wait / wall (synchronous CPU step: the device is idle exactly while it waits)"
+    if cfg.cache == "cold":
+        res.notes.append("cold e2e: the page cache is evicted between repeats while batches are already "
+                         "prefetched, and is not verified; use diagnose for a verified cold figure")
     res.data_wait_ms_median = summarize(waits)["median"]
     res.data_wait_ms_p99 = percentile(waits, 99)
     res.epoch_restarts = stream.restarts
@@ -195,12 +239,24 @@ def _predict(data: Path, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, 
     seq = round(res.padded_seq_len_mean) if res.padded_seq_len_mean else sopts.seq_len
     st = measure_step(replace(sopts, seq_len=seq, repeats=3, steps=max(3, res.steps_per_repeat // 2)))
     res.loader_samples_per_s, res.step_samples_per_s = lr.samples_per_s_median, st.samples_per_s
-    res.predicted_stall_fraction = max(0.0, 1 - lr.samples_per_s_median / st.samples_per_s)
+    res.loader_epoch_samples_per_s, res.loader_startup_s = lr.epoch_samples_per_s_median, lr.startup_s_median
+    res.predicted_loader_samples_per_s = fed_loader_rate(lr.samples_per_s_median, lr.startup_s_median,
+                                                         res.steps_per_repeat * res.batch_size,
+                                                         res.epoch_restarts / max(res.repeats, 1))
+    res.predicted_stall_fraction = max(0.0, 1 - res.predicted_loader_samples_per_s / st.samples_per_s)
     gap = res.data_stall_fraction - res.predicted_stall_fraction
     if gap > 0.1:
         why = "loader workers and the model compete for the same CPU cores"
         if cfg.format == "dali" and cfg.dali_decode_device == "mixed":
             why = "DALI's GPU decode and the model share the GPU (and the host threads feeding both)"
-        if res.epoch_restarts:
+        if res.epoch_restarts and not cfg.persistent_workers:
             why += f"; the loader restarted {res.epoch_restarts} times at epoch ends (try --persistent-workers)"
         res.notes.append(f"measured stall exceeds the prediction by {gap * 100:.0f} points: {why}")
+
+
+def fed_loader_rate(steady_sps: float, startup_s: float, samples: float, restarts: float) -> float:
+    """The loader rate a fed run of `samples` samples sees when it also pays `restarts` epoch starts."""
+    if not steady_sps or steady_sps != steady_sps:
+        return float("nan")
+    startup = startup_s if startup_s == startup_s else 0.0
+    return samples / (samples / steady_sps + restarts * startup)

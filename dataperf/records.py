@@ -116,16 +116,28 @@ class LoaderResult(Record):
     samples_per_s_max: float = float("nan")
     samples_per_s_spread_pct: float = float("nan")
     samples_per_s_repeats: list[float] = field(default_factory=list)
-    read_mib_s_median: float = float("nan")
-    read_mib_s_repeats: list[float] = field(default_factory=list)
     ttfb_s_median: float = float("nan")
     batch_wait_ms_p50: float = float("nan")
     batch_wait_ms_p99: float = float("nan")
-    harness_overhead_ms_per_batch: float = float("nan")
     cache_mode: str = "warm"
     cache_verified: bool | None = None
     storage_read_mib_per_repeat: list[float] = field(default_factory=list)
     dataset_mib_read_per_repeat: float = float("nan")
+    # measurement definitions (issue 11; README "Measurement" defines each)
+    epoch_samples_per_s_median: float = float("nan")  # whole epoch, iter() to the last batch, start-up included
+    epoch_samples_per_s_repeats: list[float] = field(default_factory=list)
+    startup_s_median: float = float("nan")  # epoch time beyond what the steady rate needs for its samples
+    payload_mib_s_median: float = float("nan")  # sample payload (jpg/npy bytes) over the steady window
+    payload_mib_s_repeats: list[float] = field(default_factory=list)
+    storage_read_mib_s_median: float = float("nan")  # /proc read_bytes over the whole epoch
+    storage_read_mib_s_repeats: list[float] = field(default_factory=list)
+    file_mib_per_repeat: float = float("nan")  # the files' own bytes (st_size) the repeat's samples live in
+    resident_after_evict_pct: float | None = None  # cold: worst repeat, mincore after eviction
+    shards: int | None = None  # webdataset tar shards; None for other formats
+    active_workers: int | None = None  # workers that delivered >= 1 sample (fewest over repeats); None: DALI
+    harness_overhead_ms_per_batch: float = float("nan")  # no-op DataLoader, same workers, collectors running
+    harness_overhead_pct: float = float("nan")  # of this trial's steady batch time
+    collector_watch_ms_median: float = float("nan")  # registering worker pids with collectors, in ttfb
     collectors: dict[str, Any] = field(default_factory=dict)
     world_size: int = 1
     per_rank_samples_per_s: list[float] = field(default_factory=list)

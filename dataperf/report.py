@@ -93,7 +93,9 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
     from dataperf.records import LoaderConfig, LoaderResult
 
     t = Table(title=title)
-    for col in ("config", "samples_per_s median \\[min-max]", "read_mib_s", "ttfb_s", "wait_ms p50/p99", "cache"):
+    cols = ("config", "steady samples/s median \\[min-max]", "epoch samples/s", "MiB/s payload/storage", "ttfb_s",
+            "wait_ms p50/p99", "workers active/shards", "cache")
+    for col in cols:
         t.add_column(col, justify="left" if col == "config" else "right")
     if step is not None:
         t.add_column(f"vs step ({_fmt(step.samples_per_s)} samples/s)")
@@ -106,18 +108,63 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
         cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
         row = [cfg.short(),
                f"{_fmt(r.samples_per_s_median)} \\[{_fmt(r.samples_per_s_min)}-{_fmt(r.samples_per_s_max)}]",
-               _fmt(r.read_mib_s_median, 1), _fmt(r.ttfb_s_median, 3),
-               f"{_fmt(r.batch_wait_ms_p50, 2)}/{_fmt(r.batch_wait_ms_p99, 2)}", cache]
+               _fmt(r.epoch_samples_per_s_median),
+               f"{_fmt(r.payload_mib_s_median, 1)}/{_fmt(r.storage_read_mib_s_median, 1)}",
+               _fmt(r.ttfb_s_median, 3), f"{_fmt(r.batch_wait_ms_p50, 2)}/{_fmt(r.batch_wait_ms_p99, 2)}",
+               workers_cell(r), cache]
         if step is not None:
-            row.append(verdict_short(r.samples_per_s_median, step.samples_per_s, headroom))
+            row.append(verdict_short(r.samples_per_s_median, step.samples_per_s, headroom) if cfg.decode
+                       else "no verdict (undecoded)")
         if multi:
             ranks = ", ".join(_fmt(x) for x in r.per_rank_samples_per_s)
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
         t.add_row(*row)
     for r in failed:
-        row = [LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", r.cache_mode]
+        row = [LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", "", "", r.cache_mode]
         t.add_row(*row, *([""] if step is not None else []), *([""] if multi else []))
     return t
+
+
+def workers_cell(r) -> str:
+    """'active/configured' workers and the shard count; idle workers in red (they read nothing)."""
+    w = r.config.get("num_workers", 0)
+    if r.active_workers is None or not w:
+        cell = "-"
+    else:
+        cell = f"{r.active_workers}/{w}" + (" [red]idle[/red]" if r.active_workers < w else "")
+    return cell + (f" ({r.shards} sh)" if r.shards is not None else "")
+
+
+def idle_warning(results: list) -> str | None:
+    """One line for a whole table: trials whose workers were partly idle, and the fix."""
+    idle = [r for r in ok_loaders(results) if r.active_workers is not None
+            and r.active_workers < r.config.get("num_workers", 0)]
+    if not idle:
+        return None
+    worst = max(r.config["num_workers"] * max(r.world_size, 1) for r in idle)
+    shards = {r.shards for r in idle}
+    return (f"warning: idle workers in {len(idle)} trial(s): more workers than shards ({sorted(shards)} shards) "
+            f"left some reading nothing; their rates are shard-limited. Reshard to at least {worst} shards "
+            f"(workers x ranks): dataperf shards convert SRC OUT --shards {worst}")
+
+
+def verdict_caveats(results: list, step) -> list[str]:
+    """What the loader-vs-step verdict cannot see, stated where it applies (audit M9, H4)."""
+    out = []
+    ok = ok_loaders(results)
+    if step is None:
+        return out
+    if any(not r.config.get("decode") for r in ok):
+        out.append("note: undecoded trials get no verdict: a model eats decoded samples (sweep --model decodes "
+                   "unless --no-decode is given)")
+    if str(step.device).startswith("cpu"):
+        out.append("note: loader and model step were measured apart on this CPU; training runs them together "
+                   "on the same cores, so the fed rate is lower than either (check with dataperf e2e)")
+    sizes = sorted({r.config.get("batch_size") for r in ok} - {step.batch_size})
+    if sizes:
+        out.append(f"note: the step was measured at batch {step.batch_size}; loader trials at batch {sizes} are "
+                   "compared per sample with it, which assumes the step's per-sample cost does not change")
+    return out
 
 
 def print_failures(results: list) -> None:
@@ -155,8 +202,9 @@ def cost_key(r) -> tuple:
 
 
 def cheapest_feeding(results: list, step_sps: float, headroom: float = 1.2):
-    """The smallest config whose median rate sustains the step rate with headroom, or None."""
-    feeding = [r for r in ok_loaders(results) if r.samples_per_s_median >= headroom * step_sps]
+    """The smallest decoded config whose median rate sustains the step rate with headroom, or None."""
+    feeding = [r for r in ok_loaders(results) if r.samples_per_s_median >= headroom * step_sps
+               and r.config.get("decode")]
     return min(feeding, key=cost_key) if feeding else None
 
 
@@ -167,11 +215,18 @@ def recommendation(results: list, step=None, headroom: float = 1.2) -> str:
     ok = sorted_by_rate(results)
     if not ok:
         return "no trial succeeded; see the errors above"
-    cold = [r for r in ok if r.cache_mode == "cold"]
-    basis = ""
+    cold = [r for r in ok if r.cache_mode == "cold" and r.cache_verified]
+    unverified = sum(1 for r in ok if r.cache_mode == "cold" and not r.cache_verified)
+    basis = f" ({unverified} cold trial(s) not verified as cold: judged as warm)" if unverified else ""
     if cold and len(cold) < len(ok):
         # a training set larger than RAM is read cold: judge configs by what storage sustains
-        ok, results, basis = cold, cold, " (judged on cold-cache trials)"
+        ok, results, basis = cold, cold, " (judged on verified cold-cache trials)"
+    if step is not None:
+        decoded = [r for r in ok if r.config.get("decode")]
+        if not decoded:
+            return ("no verdict: every trial moved undecoded bytes, and a model eats decoded samples; rerun the "
+                    "sweep with --decode")
+        ok = decoded
     best = ok[0]
     if step is None:
         near = [r for r in ok if r.samples_per_s_median >= 0.95 * best.samples_per_s_median]
@@ -236,14 +291,17 @@ def print_trial(r) -> None:
     """One trial in full: figures, collectors, notes."""
     console.print(loader_table([r], title=f"bench {r.data}"))
     if r.status == "ok":
-        console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; samples/s per repeat "
-                      f"{[round(x) for x in r.samples_per_s_repeats]}; harness overhead "
-                      f"{r.harness_overhead_ms_per_batch * 1000:.1f} us/batch")
+        console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
+                      f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
+                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {_fmt(r.startup_s_median, 3)} s")
+        console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
+                      f"{_fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {_fmt(r.harness_overhead_pct, 1)}% "
+                      "of this trial's batch time")
         print_collectors(r.collectors)
     else:
         print_failures([r])
     for n in r.notes:
-        console.print(f"note: {n}")
+        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
 
 
 def print_collectors(c: dict) -> None:
@@ -266,6 +324,9 @@ def print_collectors(c: dict) -> None:
             t.add_row(str(p["pid"]), p["role"] + (" (exited)" if p["exited"] else ""), str(p["read_syscalls"]),
                       _fmt(p["storage_read_mib"], 2), _fmt(p["cpu_pct_mean"], 0), _fmt(p["rss_peak_mib"], 0))
         console.print(t)
+        console.print("note: read_syscalls count every read(), worker result pipes and the collectors' own /proc "
+                      "reads included, not only dataset reads; exited workers' rows hold their last sample "
+                      "(totals are right via main)")
         if procs.get("main_includes_exited_workers"):
             console.print("note: the main row includes exited workers' counts (the kernel folds a reaped "
                           "child's I/O into its parent)")
@@ -345,16 +406,22 @@ def print_e2e(r) -> None:
             ("h2d_ms median", _fmt(r.h2d_ms_median, 3)),
             ("compute_ms median", _fmt(r.compute_ms_median, 2)),
             ("samples_per_s", _fmt(r.samples_per_s, 1)),
-            ("data_stall_fraction", f"{r.data_stall_fraction * 100:.1f}%")]
+            ("host_wait_fraction", f"{r.host_wait_fraction * 100:.1f}%")]
+    if r.gpu_idle_fraction is not None:
+        rows.append(("gpu_idle_fraction", f"{r.gpu_idle_fraction * 100:.1f}%"))
+    rows.append(("data_stall_fraction (device idle)", f"{r.data_stall_fraction * 100:.1f}%"))
     if r.predicted_stall_fraction is not None:
-        rows += [("loader_samples_per_s (alone)", _fmt(r.loader_samples_per_s, 1)),
+        rows += [("loader_samples_per_s (alone, steady)", _fmt(r.loader_samples_per_s, 1)),
+                 ("loader epoch samples/s (alone, start-up incl.)", _fmt(r.loader_epoch_samples_per_s, 1)),
+                 ("loader rate with this run's epoch restarts", _fmt(r.predicted_loader_samples_per_s, 1)),
                  ("step_samples_per_s (alone)", _fmt(r.step_samples_per_s, 1)),
                  ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
     for row in rows:
         t.add_row(*row)
     console.print(t)
     verdict = "input-bound" if r.data_stall_fraction > 0.05 else "not input-bound"
-    console.print(f"{verdict}: the model waited on data {r.data_stall_fraction * 100:.1f}% of the time")
+    console.print(f"{verdict}: the model's device sat idle waiting for data {r.data_stall_fraction * 100:.1f}% of "
+                  f"the time ({r.stall_basis})")
     for n in r.notes:
         console.print(f"note: {n}")
 
@@ -368,6 +435,9 @@ def print_profile(r) -> None:
     console.print(t)
     split = " / ".join(f"{k} {v:.2f} ms ({r.split_fraction.get(k, 0) * 100:.0f}%)" for k, v in r.split_ms.items())
     console.print(f"step time split (per active step): {split}")
+    console.print("note: these steps start on a fresh loader and are served from the batches its workers "
+                  "already queued (workers x prefetch), so data_wait here is a lower bound; dataperf e2e "
+                  "measures the stall")
     if r.span_ms:
         console.print("profiler spans per step (host): "
                       + ", ".join(f"{k} {v:.2f} ms" for k, v in r.span_ms.items()))
@@ -382,13 +452,19 @@ def print_compare(changes: list, threshold: str) -> None:
     t = Table(title=f"base vs head (threshold {threshold})")
     for col in ("kind", "config", "metric", "base", "head", "change", "95% CI", "verdict"):
         t.add_column(col, justify="left" if col in ("kind", "config", "metric", "verdict") else "right")
-    colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white"}
+    colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white",
+              "too few repeats": "yellow"}
     for c in changes:
         t.add_row(c.kind, c.config[:60], c.metric, _fmt(c.base_median, 2), _fmt(c.head_median, 2),
                   f"{c.change_pct:+.1f}%", f"{c.ci_pct[0]:+.1f}..{c.ci_pct[1]:+.1f}%",
                   f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
     console.print(t)
     n = sum(c.verdict == "regression" for c in changes)
+    console.print("verdict: regression when the whole 95% CI is beyond the threshold on the worse side")
+    few = sum(c.verdict == "too few repeats" for c in changes)
+    if few:
+        console.print(f"note: {few} row(s) have fewer than 5 repeats a side: no verdict (measure with --repeats 5, "
+                      "or pool several runs in one file)")
     console.print(f"{n} regression(s)" if n else "no regression")
 
 
@@ -431,8 +507,10 @@ def print_diagnose(r) -> None:
     t.add_row("(2) loader, warm page cache", _fmt(r.warm_samples_per_s, 1))
     t.add_row("(3) loader, cold cache", _fmt(r.cold_samples_per_s, 1))
     console.print(t)
+    fetch = "not measured (cold not verified)" if r.fetch_stall_fraction != r.fetch_stall_fraction else \
+        f"{r.fetch_stall_fraction * 100:.0f}%"
     console.print(f"share of step time: compute {r.compute_fraction * 100:.0f}%, prep stall "
-                  f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {r.fetch_stall_fraction * 100:.0f}%")
+                  f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {fetch}")
     console.print(r.sentence)
     for a in r.advice:
         console.print(f"  - {a}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,17 @@ from dataperf.records import LoaderConfig, LoaderResult, percentile, summarize
 
 MIB = 1024 * 1024
 HIGH_SPREAD_PCT = 15.0
-COLD_VERIFY_FRACTION = 0.5
+COLD_MIN_READ_FRACTION = 0.9  # a cold repeat reads at least 90% of the files' own bytes from storage
+COLD_MAX_RESIDENT_FRACTION = 0.1  # and at most 10% of them are still in page cache after eviction
+WARM_MAX_READ_FRACTION = 0.1
+NOOP_BATCHES = 200
 
 
 @dataclass
 class TrialOptions:
     """How a trial measures (not what it measures: that is the LoaderConfig)."""
 
-    repeats: int = 3
+    repeats: int = 5
     warmup_batches: int = 2
     max_batches: int | None = None  # per repeat; None = one whole epoch
     min_batches: int = 5
@@ -37,6 +41,7 @@ class TrialOptions:
     ebpf: bool = False
     raw_dir: Path | None = None
     throttle_mib_s: float | None = None  # simulated slow storage (diagnose's fetch what-if, tests)
+    sample_cost_s: float | None = None  # a fixed sleep per sample (known-answer tests, planted slowdowns)
     seed: int = 0
     rank: int = 0
     world_size: int = 1
@@ -52,7 +57,39 @@ def make_batches(root: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions)
         return DaliLoader(root, m, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
     from dataperf.formats.loaders import make_loader
 
-    return make_loader(root, m, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed)
+    return make_loader(root, m, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed,
+                       opts.sample_cost_s)
+
+
+@dataclass
+class Arrival:
+    """One batch as the consumer saw it: when (seconds after iter() began), from which worker, how much."""
+
+    t_s: float
+    worker: int
+    samples: int
+    nbytes: int
+
+
+def steady_rate(arrivals: list[Arrival], field: str = "samples") -> float:
+    """Steady rate: the sum over workers of each worker's own rate between its first and its last batch.
+
+    A worker's first batch carries its start-up (process spawn, imports, first file open) and its window
+    ends at its last batch, so start-up and the end-of-epoch tail (workers that ran out of work) are
+    excluded at both ends. For samples that each cost a fixed time s, a worker's batches arrive every B*s,
+    so each worker's rate is exactly 1/s and W workers give W/s, however staggered their starts. The main
+    process (num_workers=0) and DALI are one stream (worker -1). NaN when no worker delivered 2 batches.
+    """
+    by: dict[int, list[Arrival]] = {}
+    for a in arrivals:
+        by.setdefault(a.worker, []).append(a)
+    total, any_ok = 0.0, False
+    for seq in by.values():
+        if len(seq) < 2 or seq[-1].t_s <= seq[0].t_s:
+            continue
+        total += sum(getattr(a, field) for a in seq[1:]) / (seq[-1].t_s - seq[0].t_s)
+        any_ok = True
+    return total if any_ok else float("nan")
 
 
 @dataclass
@@ -61,28 +98,51 @@ class Repeat:
     nbytes: int
     batches: int
     ttfb_s: float
-    steady_s: float
+    epoch_s: float  # iter() to the end of the epoch (StopIteration or max_batches), start-up included
     waits_s: list[float]
     storage_read_bytes: int
-
-    @property
-    def steady_samples(self) -> float:
-        """Samples after the first batch (the first one's wait is startup, reported as ttfb_s)."""
-        return self.samples - (self.samples / self.batches if self.batches else 0)
+    arrivals: list[Arrival] = dataclass_field(default_factory=list)
+    watch_s: float = 0.0
+    resident_after_evict_bytes: int | None = None
 
     @property
     def samples_per_s(self) -> float:
-        return self.steady_samples / self.steady_s if self.steady_s > 0 else float("nan")
+        return steady_rate(self.arrivals)
 
     @property
-    def read_mib_s(self) -> float:
-        first = self.nbytes / self.batches if self.batches else 0
-        return (self.nbytes - first) / MIB / self.steady_s if self.steady_s > 0 else float("nan")
+    def steady_samples(self) -> float:
+        """Samples of the steady window (every worker's first batch left out)."""
+        firsts: dict[int, int] = {}
+        for a in self.arrivals:
+            firsts.setdefault(a.worker, a.samples)
+        return self.samples - sum(firsts.values())
+
+    @property
+    def steady_s(self) -> float:
+        """The steady window's length, as the time those steady samples take at the steady rate."""
+        r = self.samples_per_s
+        return self.steady_samples / r if r == r and r > 0 else float("nan")
+
+    @property
+    def epoch_samples_per_s(self) -> float:
+        return self.samples / self.epoch_s if self.epoch_s > 0 else float("nan")
+
+    @property
+    def payload_mib_s(self) -> float:
+        return steady_rate(self.arrivals, "nbytes") / MIB
+
+    @property
+    def storage_read_mib_s(self) -> float:
+        return self.storage_read_bytes / MIB / self.epoch_s if self.epoch_s > 0 else float("nan")
+
+    @property
+    def active_workers(self) -> set[int]:
+        return {a.worker for a in self.arrivals if a.worker >= 0 and a.samples > 0}
 
 
 def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
                on_workers: Callable[[list[int]], None] | None = None) -> Repeat:
-    """Iterate once, timing every next(); the same loop measures the no-op baseline."""
+    """Iterate once, timing every next(); the same loop measures the no-op baseline (harness overhead)."""
     read0 = cache.tree_read_bytes()
     t0 = time.perf_counter()
     it = iter(batches)
@@ -90,8 +150,9 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
     if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
         tw = time.perf_counter()
         on_workers([w.pid for w in getattr(it, "_workers", [])])
-        watch_s = time.perf_counter() - tw  # collector time, not loader time: left out of ttfb_s
+        watch_s = time.perf_counter() - tw  # kept in ttfb and epoch time (workers run on meanwhile), recorded
     waits: list[float] = []
+    arrivals: list[Arrival] = []
     samples = nbytes = n = 0
     t_first = t0
     while max_batches is None or n < max_batches:
@@ -107,23 +168,43 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
         n += 1
         samples += b["n"]
         nbytes += b["nbytes"]
+        arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"]))
     t_end = time.perf_counter()
     del it  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
-    return Repeat(samples, nbytes, n, t_first - t0 - watch_s, t_end - t_first, waits,
-                  cache.tree_read_bytes() - read0)
+    return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, waits, cache.tree_read_bytes() - read0,
+                  arrivals, watch_s)
 
 
-_overhead_ms: float | None = None
+class _NoOp(torch.utils.data.Dataset):
+    """Samples that cost nothing: what is left of a batch's time is the DataLoader and the timing loop."""
+
+    def __len__(self) -> int:
+        return NOOP_BATCHES
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"nbytes": 0, "y": 0, "payload": b""}
 
 
-def harness_overhead_ms() -> float:
-    """Per-batch cost of the timing loop itself, over ready-made batches: the floor of any measurement."""
-    global _overhead_ms
-    if _overhead_ms is None:
-        ready = [{"n": 1, "nbytes": 1}] * 20000
-        r = time_epoch(ready, None)
-        _overhead_ms = (r.ttfb_s + r.steady_s) / r.batches * 1000
-    return _overhead_ms
+_overhead: dict[tuple, float] = {}
+
+
+def harness_overhead_ms(cfg: LoaderConfig) -> float:
+    """Per-batch time of the same timing loop over a no-op DataLoader with cfg's workers and prefetch (called
+    while the trial's collectors still run, so their cost is in it): the floor under any batch time this
+    harness can report. Measured once per (workers, prefetch, persistent) per process."""
+    from dataperf.formats.loaders import collate
+
+    key = (cfg.num_workers, cfg.prefetch_factor, cfg.persistent_workers)
+    if key not in _overhead:
+        kw: dict[str, Any] = {}
+        if cfg.num_workers > 0:
+            kw = {"prefetch_factor": cfg.prefetch_factor or 2, "persistent_workers": cfg.persistent_workers}
+        dl = torch.utils.data.DataLoader(_NoOp(), batch_size=1, num_workers=cfg.num_workers, collate_fn=collate,
+                                         **kw)
+        r = time_epoch(dl, None)
+        rate = r.samples_per_s  # batches of 1: samples/s is batches/s
+        _overhead[key] = 1000 / rate if rate == rate and rate > 0 else float("nan")
+    return _overhead[key]
 
 
 def run_trial(data: Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -> LoaderResult:
@@ -204,7 +285,8 @@ def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res
     elif cfg.cache != "cold":
         raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
     batches = make_batches(data, m, cfg, opts)
-    # warm-up: worker start, imports, first decode; its numbers are discarded
+    # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
+    # Non-persistent workers start again in every repeat: that cost is in epoch_samples_per_s, not hidden.
     if opts.warmup_batches > 0:
         time_epoch(batches, opts.warmup_batches)
     reps: list[Repeat] = []
@@ -212,14 +294,20 @@ def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res
         else []
     with Running(collectors) as running:
         for _ in range(opts.repeats):
+            resident = None
             if cfg.cache == "cold":
                 res.notes.extend(n for n in cache.evict(paths, opts.drop_caches) if n not in res.notes)
+                resident = cache.resident_bytes(paths)
             if opts.barrier:
                 opts.barrier()
-            reps.append(time_epoch(batches, opts.max_batches, running.watch))
+            rep = time_epoch(batches, opts.max_batches, running.watch)
+            rep.resident_after_evict_bytes = resident
+            reps.append(rep)
+        if cfg.format != "dali":
+            res.harness_overhead_ms_per_batch = harness_overhead_ms(cfg)
         collected = running.stop()
     res.collectors = collected
-    _fill(res, reps, opts)
+    _fill(res, reps, opts, m, paths, cfg)
     return reps
 
 
@@ -229,12 +317,16 @@ def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
     return hashlib.sha1(cfg.key().encode()).hexdigest()[:10] + (f"-r{opts.rank}" if opts.world_size > 1 else "")
 
 
-def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions) -> None:
+def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, m: Manifest, paths: list[Path],
+          cfg: LoaderConfig) -> None:
     fewest = min(r.batches for r in reps)
     if fewest < opts.min_batches:
         raise TrialError(f"only {fewest} batches per repeat, fewer than the minimum {opts.min_batches}: "
                          "use more samples, a smaller batch_size, or a larger --max-batches")
     sps = [r.samples_per_s for r in reps]
+    if any(x != x for x in sps):
+        raise TrialError("no worker delivered two batches in a repeat, so there is no steady window: use more "
+                         "samples, a smaller batch_size, or fewer workers")
     s = summarize(sps)
     res.repeats = len(reps)
     res.batches_per_repeat = fewest
@@ -242,30 +334,76 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions) -> None:
     res.samples_per_s_median, res.samples_per_s_min = s["median"], s["min"]
     res.samples_per_s_max, res.samples_per_s_spread_pct = s["max"], s["spread_pct"]
     res.samples_per_s_repeats = sps
-    res.read_mib_s_repeats = [r.read_mib_s for r in reps]
-    res.read_mib_s_median = summarize(res.read_mib_s_repeats)["median"]
+    res.epoch_samples_per_s_repeats = [r.epoch_samples_per_s for r in reps]
+    res.epoch_samples_per_s_median = summarize(res.epoch_samples_per_s_repeats)["median"]
+    res.startup_s_median = summarize([max(0.0, r.epoch_s - r.samples / r.samples_per_s) for r in reps])["median"]
+    res.payload_mib_s_repeats = [r.payload_mib_s for r in reps]
+    res.payload_mib_s_median = summarize(res.payload_mib_s_repeats)["median"]
+    res.storage_read_mib_s_repeats = [r.storage_read_mib_s for r in reps]
+    res.storage_read_mib_s_median = summarize(res.storage_read_mib_s_repeats)["median"]
     res.ttfb_s_median = summarize([r.ttfb_s for r in reps])["median"]
+    res.collector_watch_ms_median = summarize([r.watch_s * 1000 for r in reps])["median"]
     waits = [w * 1000 for r in reps for w in r.waits_s[1:]]
     res.batch_wait_ms_p50, res.batch_wait_ms_p99 = percentile(waits, 50), percentile(waits, 99)
-    res.harness_overhead_ms_per_batch = harness_overhead_ms()
+    batch_ms = 1000 * res.samples_per_repeat / max(fewest, 1) / res.samples_per_s_median
+    res.harness_overhead_pct = res.harness_overhead_ms_per_batch / batch_ms * 100 if batch_ms > 0 else float("nan")
     res.storage_read_mib_per_repeat = [r.storage_read_bytes / MIB for r in reps]
     res.dataset_mib_read_per_repeat = summarize([r.nbytes / MIB for r in reps])["median"]
+    _fill_workers(res, reps, m, cfg, opts)
     if s["spread_pct"] > HIGH_SPREAD_PCT:
         res.notes.append(f"high spread: repeats differ by {s['spread_pct']:.0f}% of the median; "
                          "treat this config's figure as noisy (more repeats, a quieter machine)")
+    _verify_cache(res, reps, m, paths, opts)
+
+
+def _fill_workers(res: LoaderResult, reps: list[Repeat], m: Manifest, cfg: LoaderConfig,
+                  opts: TrialOptions) -> None:
+    """Shard count and workers that delivered samples; one 'idle' warning naming the fix when some did not."""
+    res.shards = len(m.shards) if m.format == "webdataset" else None
+    if cfg.format == "dali":
+        return
+    res.active_workers = min(len(r.active_workers) for r in reps)
+    w = cfg.num_workers
+    if w > 0 and res.active_workers < w:
+        need = w * opts.world_size
+        have = f"{res.shards} shards for " if res.shards is not None else ""
+        ranks = f" x {opts.world_size} ranks" if opts.world_size > 1 else ""
+        res.notes.append(
+            f"warning: idle workers: only {res.active_workers} of {w} DataLoader workers delivered samples "
+            f"({have}{w} workers{ranks}); reshard to at least {need} shards "
+            f"(dataperf shards convert SRC OUT --shards {need}, or dataperf shards make --shards {need})")
+
+
+def _verify_cache(res: LoaderResult, reps: list[Repeat], m: Manifest, paths: list[Path], opts: TrialOptions) -> None:
+    """Cold: every repeat read >= 90% of the files' own bytes (st_size, scaled to the share of the epoch it
+    read) from storage, and mincore found <= 10% of them resident after eviction. Warm: <= 10% read."""
+    per_rank = cache.file_bytes(paths) / max(opts.world_size, 1)
+    count = m.count / max(opts.world_size, 1)
+    expected = [per_rank * min(1.0, r.samples / count) if count else per_rank for r in reps]
+    res.file_mib_per_repeat = summarize([e / MIB for e in expected])["median"]
+    got = [round(x, 2) for x in res.storage_read_mib_per_repeat]
     if res.cache_mode == "cold":
-        ok = all(r.storage_read_bytes >= COLD_VERIFY_FRACTION * r.nbytes for r in reps)
-        res.cache_verified = ok
-        if not ok:
-            res.notes.append(
-                "cold cache NOT verified: storage read_bytes per repeat "
-                f"{[round(x, 2) for x in res.storage_read_mib_per_repeat]} MiB for "
-                f"{res.dataset_mib_read_per_repeat:.2f} MiB of samples; the page cache was not dropped "
-                "(filesystem ignores fadvise?) so this is effectively a warm measurement")
+        resident = [r.resident_after_evict_bytes for r in reps]
+        known = [x for x in resident if x is not None]
+        total = max(cache.file_bytes(paths), 1)
+        res.resident_after_evict_pct = max(known) / total * 100 if known else None
+        read_ok = all(r.storage_read_bytes >= COLD_MIN_READ_FRACTION * e for r, e in zip(reps, expected, strict=True))
+        evicted = bool(known) and max(known) <= COLD_MAX_RESIDENT_FRACTION * total
+        res.cache_verified = read_ok and evicted
+        if not res.cache_verified:
+            why = []
+            if not read_ok:
+                why.append(f"storage read {got} MiB per repeat, under 90% of the {res.file_mib_per_repeat:.2f} MiB "
+                           "of files read")
+            if not evicted:
+                why.append("mincore unavailable" if not known else
+                           f"{res.resident_after_evict_pct:.0f}% of the files stayed in page cache after eviction")
+            res.notes.append("cold cache NOT verified: " + "; ".join(why) + " (the files are mapped by another "
+                             "process, sit on tmpfs/RAM, or the filesystem ignores fadvise): this is not a "
+                             "cold measurement, and diagnose and the recommendation will not use it as one")
     else:
-        ok = all(r.storage_read_bytes <= (1 - COLD_VERIFY_FRACTION) * r.nbytes for r in reps)
-        res.cache_verified = ok
-        if not ok:
-            res.notes.append("warm cache NOT verified: repeats still read "
-                             f"{[round(x, 2) for x in res.storage_read_mib_per_repeat]} MiB from storage "
-                             "(dataset larger than free page cache?)")
+        res.cache_verified = all(r.storage_read_bytes <= WARM_MAX_READ_FRACTION * e
+                                 for r, e in zip(reps, expected, strict=True))
+        if not res.cache_verified:
+            res.notes.append(f"warm cache NOT verified: repeats still read {got} MiB from storage, over 10% of "
+                             f"the {res.file_mib_per_repeat:.2f} MiB of files (dataset larger than free page cache?)")

@@ -13,10 +13,10 @@ def test_round_trip_keeps_values_and_nan(tmp_path):
     records.append(p, StepResult(model="m", step_ms_median=3.0))
     a, b = records.load(p)
     assert isinstance(a, LoaderResult) and a.samples_per_s_repeats == [12.0, 12.5, 13.0]
-    assert a.read_mib_s_median != a.read_mib_s_median  # NaN written as null comes back as NaN
+    assert a.payload_mib_s_median != a.payload_mib_s_median  # NaN written as null comes back as NaN
     assert isinstance(b, StepResult) and b.step_ms_median == 3.0
     line = json.loads(p.read_text().splitlines()[0])
-    assert line["schema_version"] == records.SCHEMA_VERSION and line["read_mib_s_median"] is None
+    assert line["schema_version"] == records.SCHEMA_VERSION and line["payload_mib_s_median"] is None
 
 
 def test_truncated_last_line_is_skipped(tmp_path):

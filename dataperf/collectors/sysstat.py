@@ -142,7 +142,8 @@ class PidstatCollector(_SysstatTool):
         self.known: set[int] = set()
 
     def watch(self, pids: list[int]) -> None:
-        """Processes of this tree that may be gone by stop() (a watched job's workers and ranks)."""
+        """Remember processes of this tree that may be gone by stop(): non-persistent DataLoader workers (audit M8),
+        a watched job's workers and ranks."""
         self.known.update(pids)
 
     def args(self) -> list[str] | None:

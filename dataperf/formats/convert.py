@@ -29,7 +29,7 @@ def group_files(src: Path) -> list[tuple[str, list[tuple[str, Path]]]]:
 
 def convert(
     src: Path, out: Path, shard_mb: float = 64.0, overwrite: bool = False,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None, shards: int | None = None,
 ) -> Manifest:
     if not src.exists():
         raise UserError(f"source folder does not exist: {src}")
@@ -42,6 +42,10 @@ def convert(
         raise UserError(f"no files found under {src}; nothing to convert")
     import webdataset as wds
 
+    from dataperf.formats.generate import samples_per_shard
+
+    maxcount = samples_per_shard(len(groups), shards)
+    maxsize = int(shard_mb * 1e6) if shards is None else 10**15
     kind = "unknown"
     exts = {e for _, members in groups for e, _ in members}
     if "jpg" in exts or "jpeg" in exts:
@@ -51,7 +55,7 @@ def convert(
     with staged_output(out, overwrite) as tmp:
         m = Manifest(kind=kind, format="webdataset", count=0, total_bytes=0, seed=None,
                      generator={"converted_from": str(src), "shard_mb": shard_mb})
-        with wds.ShardWriter(str(tmp / "shard-%06d.tar"), maxsize=int(shard_mb * 1e6), maxcount=10**9,
+        with wds.ShardWriter(str(tmp / "shard-%06d.tar"), maxsize=maxsize, maxcount=maxcount,
                              verbose=0, mtime=0.0) as sink:
             for key, members in groups:
                 sample: dict[str, object] = {"__key__": key}

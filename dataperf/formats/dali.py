@@ -75,8 +75,9 @@ class DaliLoader:
             self.epoch_samples = math.ceil(self.epoch_samples / world_size)
 
     def _read(self, fn, rank: int, world_size: int):
+        # cold trials read with read(): DALI's default mmap keeps pages mapped, so eviction cannot drop them
         shard = {"shard_id": rank, "num_shards": world_size, "name": READER, "random_shuffle": False,
-                 "pad_last_batch": False}
+                 "pad_last_batch": False, "dont_use_mmap": self.cfg.cache == "cold"}
         if self.m.format == "files":
             files = [str(p) for p in self.m.paths(self.root)]
             if self.m.kind == "tokens":

@@ -90,8 +90,10 @@ def write_dataset(
     shard_mb: float = 64.0,
     overwrite: bool = False,
     progress: Callable[[int], None] | None = None,
+    shards: int | None = None,
 ) -> Manifest:
-    """Generate a dataset into `out` (atomically) and return its manifest."""
+    """Generate a dataset into `out` (atomically) and return its manifest. `shards` fixes the shard count
+    (samples split evenly, shard_mb ignored): at least workers x ranks, or the extra workers read nothing."""
     if count <= 0:
         raise UserError(f"--count must be a positive number of samples, got {count}")
     if fmt not in ("files", "webdataset"):
@@ -112,7 +114,7 @@ def write_dataset(
             _write_files(tmp, stream, m, progress)
         else:
             m.generator["shard_mb"] = shard_mb
-            _write_shards(tmp, stream, m, shard_mb, progress)
+            _write_shards(tmp, stream, m, shard_mb, progress, samples_per_shard(count, shards))
         write_manifest(tmp, m)
     return m
 
@@ -136,13 +138,24 @@ def _write_files(root: Path, stream: Iterator[Sample], m: Manifest, progress: Ca
             progress(1)
 
 
+def samples_per_shard(count: int, shards: int | None) -> int:
+    """ShardWriter's maxcount for an exact shard count (None: no count limit, size decides)."""
+    if shards is None:
+        return 10**9
+    if shards <= 0 or shards > count:
+        raise UserError(f"--shards must be between 1 and the sample count ({count}), got {shards}")
+    return -(-count // shards)
+
+
 def _write_shards(
-    root: Path, stream: Iterator[Sample], m: Manifest, shard_mb: float, progress: Callable[[int], None] | None
+    root: Path, stream: Iterator[Sample], m: Manifest, shard_mb: float, progress: Callable[[int], None] | None,
+    maxcount: int = 10**9,
 ) -> None:
     import webdataset as wds
 
     pattern = str(root / "shard-%06d.tar")
-    with wds.ShardWriter(pattern, maxsize=int(shard_mb * 1e6), maxcount=10**9, verbose=0, mtime=0.0) as sink:
+    size = int(shard_mb * 1e6) if maxcount == 10**9 else 10**15
+    with wds.ShardWriter(pattern, maxsize=size, maxcount=maxcount, verbose=0, mtime=0.0) as sink:
         for s in stream:
             meta = {"label": s.label}
             if s.length is not None:

@@ -1,7 +1,8 @@
 """PyTorch DataLoader backends for the files and webdataset formats, built from a LoaderConfig.
 
-Every batch is a dict with "n" (samples) and "nbytes" (stored bytes read), so the runner counts samples and
-MiB/s the same way whatever the format; decoded batches also carry tensors ("x", "y", "lengths").
+Every batch is a dict with "n" (samples), "nbytes" (payload bytes) and "worker" (the DataLoader worker that
+made it, -1 for the main process), so the runner counts samples, payload MiB/s and active workers the same way
+whatever the format; decoded batches also carry tensors ("x", "y", "lengths").
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, get_worker_info
 
 from dataperf.errors import TrialError
 from dataperf.formats.dataset_dir import Manifest
@@ -44,10 +45,12 @@ def validate(cfg: LoaderConfig) -> None:
         raise TrialError(f"cap_tokens must be positive, got {cfg.cap_tokens}")
 
 
-def throttle(nbytes: int, mib_s: float | None) -> None:
-    """Simulated slow storage: sleep as long as reading nbytes at mib_s would take."""
-    if mib_s:
-        time.sleep(nbytes / (mib_s * MIB))
+def throttle(nbytes: int, mib_s: float | None, sample_cost_s: float | None = None) -> None:
+    """Simulated slow storage (sleep as long as reading nbytes at mib_s would take) and a fixed per-sample cost
+    (known-answer tests, planted slowdowns). Both sleep, so they cost no CPU and scale with workers exactly."""
+    delay = (nbytes / (mib_s * MIB) if mib_s else 0.0) + (sample_cost_s or 0.0)
+    if delay:
+        time.sleep(delay)
 
 
 class SampleDecoder:
@@ -78,8 +81,10 @@ class SampleDecoder:
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list."""
+    info = get_worker_info()  # collate runs in the worker that fetched the samples
     batch: dict[str, Any] = {
         "n": len(samples),
+        "worker": info.id if info is not None else -1,
         "nbytes": sum(s["nbytes"] for s in samples),
         "y": torch.tensor([s["y"] for s in samples], dtype=torch.long),
     }
@@ -100,11 +105,13 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 class FilesDataset(Dataset):
     """One file per sample, read whole with plain open/read (what most training code does)."""
 
-    def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None):
+    def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None,
+                 sample_cost_s: float | None = None):
         self.paths = [str(root / f) for f in m.files]
         self.labels = m.labels or [0] * len(self.paths)
         self.decoder = SampleDecoder(cfg)
         self.throttle_mib_s = throttle_mib_s
+        self.sample_cost_s = sample_cost_s
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -113,29 +120,31 @@ class FilesDataset(Dataset):
         p = self.paths[i]
         with open(p, "rb") as f:
             payload = f.read()
-        throttle(len(payload), self.throttle_mib_s)
+        throttle(len(payload), self.throttle_mib_s, self.sample_cost_s)
         return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]))
 
 
-def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None) -> Callable[[dict], dict]:
+def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
+                  sample_cost_s: float | None = None) -> Callable[[dict], dict]:
     def fn(sample: dict[str, Any]) -> dict[str, Any]:
         ext = next((e for e in PAYLOAD_EXTS if e in sample), None)
         if ext is None:
             raise TrialError(f"sample {sample.get('__key__')} in {sample.get('__url__')} has none of "
                              f"{PAYLOAD_EXTS}; keys: {sorted(k for k in sample if not k.startswith('__'))}")
         payload = sample[ext]
-        throttle(sum(len(v) for k, v in sample.items() if isinstance(v, bytes)), throttle_mib_s)
+        throttle(sum(len(v) for k, v in sample.items() if isinstance(v, bytes)), throttle_mib_s, sample_cost_s)
         label = int(sample["cls"]) if "cls" in sample else 0
         return decoder(ext, payload, label)
 
     return fn
 
 
-def make_dataset(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None):
+def make_dataset(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None,
+                 sample_cost_s: float | None = None):
     if cfg.format == "files":
         if m.format != "files":
             raise TrialError(f"format files asked for, but {root} holds {m.format}; use --format {m.format}")
-        return FilesDataset(root, m, cfg, throttle_mib_s)
+        return FilesDataset(root, m, cfg, throttle_mib_s, sample_cost_s)
     if cfg.format == "webdataset":
         if m.format != "webdataset":
             raise TrialError(f"format webdataset asked for, but {root} holds {m.format}; use --format {m.format}")
@@ -144,15 +153,16 @@ def make_dataset(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: flo
         urls = [str(p) for p in m.paths(root)]
         ds = wds.WebDataset(urls, shardshuffle=False, nodesplitter=wds.split_by_node,
                             workersplitter=wds.split_by_worker, empty_check=False)
-        return ds.map(wds_sample_fn(SampleDecoder(cfg), throttle_mib_s))
+        return ds.map(wds_sample_fn(SampleDecoder(cfg), throttle_mib_s, sample_cost_s))
     raise TrialError(f"unknown format {cfg.format!r} for the DataLoader backend; choose files or webdataset")
 
 
 def make_loader(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None,
-                rank: int = 0, world_size: int = 1, seed: int = 0) -> DataLoader:
+                rank: int = 0, world_size: int = 1, seed: int = 0,
+                sample_cost_s: float | None = None) -> DataLoader:
     """A real torch DataLoader; with world_size > 1 each rank reads its own split."""
     validate(cfg)
-    ds = make_dataset(root, m, cfg, throttle_mib_s)
+    ds = make_dataset(root, m, cfg, throttle_mib_s, sample_cost_s)
     sampler = None
     if world_size > 1 and cfg.format == "files":
         sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=False, seed=seed)

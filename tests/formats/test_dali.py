@@ -33,7 +33,7 @@ def test_dali_decodes_every_image(datasets, name):
 def test_dali_trial_records_like_the_dataloader(datasets):
     r = run_trial(datasets["image-webdataset"], dali_cfg(decode=True), FAST)
     assert r.status == "ok", r.error
-    assert r.samples_per_repeat == 96 and r.samples_per_s_median > 0 and r.read_mib_s_median > 0
+    assert r.samples_per_repeat == 96 and r.samples_per_s_median > 0 and r.payload_mib_s_median > 0
 
 
 def test_dali_tokens_files_are_padded_arrays(datasets):
