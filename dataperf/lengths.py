@@ -2,39 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import read_manifest
 from dataperf.formats.inspect import inspect_dataset
-from dataperf.records import Record, percentile, register
+from dataperf.records import LengthsResult, percentile
 from dataperf.step import StepOptions, measure_step
-
-
-@register
-@dataclass
-class LengthsResult(Record):
-    kind: str = "lengths"
-    data: str = ""
-    config_key: str = ""
-    batch_size: int = 0
-    cap_tokens: int | None = None
-    samples: int = 0
-    sample_tokens_p50: float = float("nan")
-    sample_tokens_p99: float = float("nan")
-    sample_tokens_max: int = 0
-    batch_max_tokens_p50: float = float("nan")
-    batch_max_tokens_p99: float = float("nan")
-    batch_max_tokens_max: int = 0
-    padding_waste_pct: float = float("nan")
-    capped_batch_max_tokens_p99: float | None = None
-    capped_padding_waste_pct: float | None = None
-    tokens_dropped_by_cap_pct: float | None = None
-    sample_lengths: list[int] = field(default_factory=list)
-    batch_max_tokens: list[int] = field(default_factory=list)
-    step_peak_mem_mib_uncapped: float | None = None
-    step_peak_mem_mib_capped: float | None = None
 
 
 def batch_maxima(lengths: list[int], batch_size: int) -> list[int]:
