@@ -464,3 +464,13 @@ def load(path: str | os.PathLike) -> list[Record]:
             raise UserError(f"{p}:{i}: not valid JSON ({why}); the file is damaged") from None
         out.append(from_dict(d, f"{p}:{i}"))
     return out
+
+
+def current(recs: list[Record]) -> list[Record]:
+    """The latest record of each loader trial: a trial re-run by --resume supersedes its old failure."""
+    last: dict[str, int] = {}
+    for i, r in enumerate(recs):
+        if isinstance(r, LoaderResult):
+            last[f"{Path(r.data).resolve()}|{r.config_key}|{r.world_size}"] = i
+    keep = set(last.values())
+    return [r for i, r in enumerate(recs) if not isinstance(r, LoaderResult) or i in keep]
