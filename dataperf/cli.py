@@ -119,12 +119,19 @@ def shards_convert(src, out, shard_mb, overwrite) -> None:
 
 @shards.command("inspect")
 @click.argument("data", type=click.Path(path_type=Path))
-def shards_inspect(data) -> None:
+@click.option("--verify", is_flag=True, help="decode every sample and list the bad ones (exit 2 if any)")
+def shards_inspect(data, verify) -> None:
     """Sample count, sizes and shard count; for tokens the length histogram and p99."""
     from dataperf import report
     from dataperf.formats.inspect import inspect_dataset
 
-    report.print_inspection(inspect_dataset(data))
+    ins = inspect_dataset(data, verify)
+    report.print_inspection(ins)
+    if ins.corrupt:
+        for c in ins.corrupt:
+            report.console.print(f"corrupt: {c}")
+        raise UserError(f"{len(ins.corrupt)} corrupt sample(s) in {data} (listed above); regenerate or "
+                        "re-convert those shards, or measure with --on-corrupt skip")
 
 
 def int_list(ctx, param, value):
@@ -139,6 +146,11 @@ def int_list(ctx, param, value):
 
 def str_list(ctx, param, value):
     return None if value is None else [x.strip() for x in str(value).split(",") if x.strip()]
+
+
+ON_CORRUPT = click.option("--on-corrupt", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+                          help="a sample that does not decode fails the trial (naming it), or is skipped and "
+                               "counted (corrupt_samples)")
 
 
 def trial_options(fn):
@@ -194,16 +206,18 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 @click.option("--dali-queue", type=int, default=2, show_default=True)
 @click.option("--dali-decode", type=click.Choice(["cpu", "mixed"]), default="cpu", show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
+@ON_CORRUPT
 @trial_options
 def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, decode,
-          image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, **topts) -> None:
+          image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, on_corrupt, **topts) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf import preflight, records, report
     from dataperf.runner import run_trial
 
     preflight.writable_file(out, "--out")
     cfg = make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers,
-                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode)
+                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode,
+                      on_corrupt=on_corrupt)
     opts = make_opts(raw_dir=out.parent / "raw" if out else None, **topts)
     preflight.check_loader(data, cfg)
     with records.exclusive(out) if out else contextlib.nullcontext():
@@ -243,10 +257,11 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--headroom", type=float, default=1.2, show_default=True)
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
+@ON_CORRUPT
 @trial_options
 def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, pin_memory, persistent_workers,
           decode, image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, resume, overwrite,
-          plot, model, model_batch_size, seq_len, device, headroom, nproc, **topts) -> None:
+          plot, model, model_batch_size, seq_len, device, headroom, nproc, on_corrupt, **topts) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
     from dataperf import distributed, preflight, records
     from dataperf import sweep as sw
@@ -270,7 +285,7 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
                    persistent_workers=both[persistent_workers], decode=[decode],
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
                    cap_tokens=cap_tokens, dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
-                   dali_decode_device=dali_decode)
+                   dali_decode_device=dali_decode, on_corrupt=None if on_corrupt == "fail" else on_corrupt)
     if config_file:
         grid, file_opts = sw.load_grid_file(config_file)
         topts.update(file_opts)
@@ -394,13 +409,15 @@ def loader_options(fn):
         click.option("--dali-threads", type=int, default=2, show_default=True),
         click.option("--dali-queue", type=int, default=2, show_default=True),
         click.option("--dali-decode", type=click.Choice(["cpu", "mixed"]), default="cpu", show_default=True),
+        ON_CORRUPT,
     ]):
         fn = opt(fn)
     return fn
 
 
 def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, image_size,
-                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True):
+                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True,
+                on_corrupt="fail"):
     from dataperf.formats.dataset_dir import read_manifest
     from dataperf.records import LoaderConfig
 
@@ -416,7 +433,8 @@ def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
                         image_size=image_size, cap_tokens=cap_tokens,
                         dali_num_threads=dali_threads if dali else None,
                         dali_prefetch_queue_depth=dali_queue if dali else None,
-                        dali_decode_device=dali_decode if dali else None)
+                        dali_decode_device=dali_decode if dali else None,
+                        on_corrupt=None if on_corrupt == "fail" else on_corrupt)
 
 
 @cli.command()

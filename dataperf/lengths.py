@@ -50,8 +50,20 @@ def analyse(data: Path, batch_size: int, cap: int | None = None) -> LengthsResul
 
 def measure_cap_memory(r: LengthsResult, sopts: StepOptions) -> None:
     """Peak memory of the model step at the uncapped p99 batch length vs the capped one."""
+    from dataperf.models import load_model
+    from dataperf.preflight import model_max_seq_len
+
     sopts = replace(sopts, batch_size=r.batch_size, input="tokens")
-    r.step_peak_mem_mib_uncapped = measure_step(replace(sopts, seq_len=round(r.batch_max_tokens_p99))).peak_mem_mib
+    longest = model_max_seq_len(load_model(sopts.model))
+    p99 = round(r.batch_max_tokens_p99)
+    if longest is not None and p99 > longest:
+        if r.capped_batch_max_tokens_p99 is None:
+            raise UserError(f"the p99 batch length {p99} is longer than --model {sopts.model} holds ({longest} "
+                            f"positions); pass --cap {longest} (or less) to measure the capped step")
+        r.notes.append(f"uncapped step not measured: the p99 batch length {p99} exceeds the model's {longest} "
+                       "positions")
+    else:
+        r.step_peak_mem_mib_uncapped = measure_step(replace(sopts, seq_len=p99)).peak_mem_mib
     if r.capped_batch_max_tokens_p99 is not None:
         capped = replace(sopts, seq_len=round(r.capped_batch_max_tokens_p99))
         r.step_peak_mem_mib_capped = measure_step(capped).peak_mem_mib

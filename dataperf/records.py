@@ -62,6 +62,7 @@ class LoaderConfig:
     dali_num_threads: int | None = None
     dali_prefetch_queue_depth: int | None = None
     dali_decode_device: str | None = None  # cpu | mixed
+    on_corrupt: str | None = None  # None (= fail: the trial fails naming the sample) | skip (counted)
 
     def explicit(self) -> LoaderConfig:
         """torch's default prefetch_factor (2) written out when workers are used, so records say what ran and
@@ -135,6 +136,7 @@ class LoaderResult(Record):
     per_rank_samples_per_s: list[float] = field(default_factory=list)
     per_rank_samples_per_repeat: list[int] = field(default_factory=list)
     slowest_rank: int | None = None
+    corrupt_samples: int = 0  # per repeat, skipped by on_corrupt=skip
 
 
 @dataclass

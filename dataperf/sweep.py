@@ -43,13 +43,14 @@ class Grid:
     dali_num_threads: list[int] = field(default_factory=lambda: [1, 2, 4])
     dali_prefetch_queue_depth: list[int] = field(default_factory=lambda: [2])
     dali_decode_device: list[str] = field(default_factory=lambda: ["cpu"])
+    on_corrupt: str | None = None
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
         fmts = [data_format if f == "auto" else f for f in self.formats]
         for fmt in dict.fromkeys(fmts):
             for bs, dec, cache in itertools.product(self.batch_size, self.decode, self.cache):
                 common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
-                              cap_tokens=self.cap_tokens)
+                              cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt)
                 if fmt == "dali":
                     for t, q, dev in itertools.product(self.dali_num_threads, self.dali_prefetch_queue_depth,
                                                        self.dali_decode_device):
@@ -102,6 +103,11 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
                 raise UserError(f"{path}: {k} must be an integer, got {v!r}")
             continue
         scalar = k in SCALAR_AXES
+        if k == "on_corrupt":
+            if v not in ("skip", "fail"):
+                raise UserError(f"{path}: on_corrupt must be skip or fail, got {v!r}")
+            grid_kw[k] = None if v == "fail" else v
+            continue
         if scalar and not (_is(int, v) or (k == "cap_tokens" and v is None)):
             raise UserError(f"{path}: {k} takes one integer (it is not a sweep axis), got {v!r}")
         grid_kw[k] = v if scalar or isinstance(v, list) else [v]

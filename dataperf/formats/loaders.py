@@ -57,8 +57,20 @@ class SampleDecoder:
         self.decode = cfg.decode
         self.size = cfg.image_size
         self.cap = cfg.cap_tokens
+        self.skip_corrupt = cfg.on_corrupt == "skip"
 
-    def __call__(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
+    def __call__(self, ext: str, payload: bytes, label: int, where: str = "") -> dict[str, Any] | None:
+        """The decoded sample; a corrupt one fails naming it (where: shard and key, or file), or with
+        on_corrupt=skip is dropped (None) and counted by collate."""
+        try:
+            return self._decode(ext, payload, label)
+        except Exception as e:
+            if self.skip_corrupt:
+                return None
+            raise TrialError(f"corrupt sample {where}: {type(e).__name__}: {e}; list every bad sample with "
+                             "`dataperf shards inspect --verify`, or pass --on-corrupt skip") from None
+
+    def _decode(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
         out: dict[str, Any] = {"nbytes": len(payload), "y": label}
         if not self.decode:
             out["payload"] = payload
@@ -77,12 +89,18 @@ class SampleDecoder:
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list."""
+    """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list; skipped
+    corrupt samples (None) are counted in "corrupt"."""
+    corrupt = sum(s is None for s in samples)
+    samples = [s for s in samples if s is not None]
     batch: dict[str, Any] = {
         "n": len(samples),
         "nbytes": sum(s["nbytes"] for s in samples),
         "y": torch.tensor([s["y"] for s in samples], dtype=torch.long),
+        "corrupt": corrupt,
     }
+    if not samples:
+        return batch
     if "payload" in samples[0]:
         batch["payload"] = [s["payload"] for s in samples]
     elif samples[0]["x"].dim() == 1:
@@ -114,7 +132,7 @@ class FilesDataset(Dataset):
         with open(p, "rb") as f:
             payload = f.read()
         throttle(len(payload), self.throttle_mib_s)
-        return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]))
+        return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]), p)
 
 
 def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None) -> Callable[[dict], dict]:
@@ -126,7 +144,7 @@ def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None) -> Calla
         payload = sample[ext]
         throttle(sum(len(v) for k, v in sample.items() if isinstance(v, bytes)), throttle_mib_s)
         label = int(sample["cls"]) if "cls" in sample else 0
-        return decoder(ext, payload, label)
+        return decoder(ext, payload, label, f"{sample.get('__key__')} in {sample.get('__url__')}")
 
     return fn
 
