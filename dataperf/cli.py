@@ -33,7 +33,10 @@ def error_line(e: BaseException) -> tuple[str, int]:
         return f"cannot use{where}: {e.strerror}; {fix}", 2
     from dataperf.runner import describe_failure
 
-    return (f"{describe_failure(e)} (set DATAPERF_TRACEBACK=1 to see where; if your data and options look "
+    text = describe_failure(e)
+    if text.startswith(("corrupt", "a DataLoader worker died")):
+        return f"{text}; check the data with `dataperf shards inspect --verify`", 2
+    return (f"{text} (set DATAPERF_TRACEBACK=1 to see where; if your data and options look "
             "right, this is a dataperf bug: please report it)"), 2
 
 
@@ -647,14 +650,22 @@ def report_cmd(results, headroom, plot) -> None:
     if not recs:
         raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
     step = report.latest_step(recs)
-    report.console.print(report.loader_table(recs, step, headroom))
+    printers = {"e2e": report.print_e2e, "lengths": report.print_lengths, "profile": report.print_profile,
+                "diagnose": report.print_diagnose}
+    for r in recs:
+        if r.kind in printers and r.status == "ok":
+            printers[r.kind](r)
+    loaders = [r for r in recs if r.kind == "loader"]
+    if loaders:
+        report.console.print(report.loader_table(recs, step, headroom))
     report.print_failures(recs)
     if step is not None:
         report.print_step(step)
     if plot:
         png = report.heatmap(recs, plot)
         report.console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")
-    report.console.print(report.recommendation(recs, step, headroom))
+    if loaders:
+        report.console.print(report.recommendation(recs, step, headroom))
 
 
 def main() -> None:
