@@ -59,14 +59,14 @@ class SampleDecoder:
         self.cap = cfg.cap_tokens
         self.skip_corrupt = cfg.on_corrupt == "skip"
 
-    def __call__(self, ext: str, payload: bytes, label: int, where: str = "") -> dict[str, Any] | None:
+    def __call__(self, ext: str, payload: bytes, label: int, where: str = "") -> dict[str, Any]:
         """The decoded sample; a corrupt one fails naming it (where: shard and key, or file), or with
-        on_corrupt=skip is dropped (None) and counted by collate."""
+        on_corrupt=skip is replaced by a marker that collate drops and counts (webdataset drops a None)."""
         try:
             return self._decode(ext, payload, label)
         except Exception as e:
             if self.skip_corrupt:
-                return None
+                return {"corrupt": True}
             raise TrialError(f"corrupt sample {where}: {type(e).__name__}: {e}; list every bad sample with "
                              "`dataperf shards inspect --verify`, or pass --on-corrupt skip") from None
 
@@ -90,9 +90,9 @@ class SampleDecoder:
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list; skipped
-    corrupt samples (None) are counted in "corrupt"."""
-    corrupt = sum(s is None for s in samples)
-    samples = [s for s in samples if s is not None]
+    corrupt samples (markers) are counted in "corrupt"."""
+    corrupt = sum("corrupt" in s for s in samples)
+    samples = [s for s in samples if "corrupt" not in s]
     batch: dict[str, Any] = {
         "n": len(samples),
         "nbytes": sum(s["nbytes"] for s in samples),
