@@ -16,3 +16,15 @@ class Tiny(torch.nn.Module):
 
 def tiny():
     return Tiny()
+
+
+class _NoParams(torch.nn.Module):
+    input_kind = "image"
+
+    def forward(self, x):
+        return x.float().mean()
+
+
+def no_params():
+    """A model with nothing to train (reliability review D8)."""
+    return _NoParams()
