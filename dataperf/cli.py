@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import errno
+import os
 import sys
 from pathlib import Path
 
@@ -11,21 +13,58 @@ import click
 from dataperf.errors import UserError
 
 
-def user_errors(fn):
-    """Turn UserError into one clear line on stderr and exit code 2, never a traceback."""
+def error_line(e: BaseException) -> tuple[str, int]:
+    """The one `error:` line and exit code for an exception that ends a command (see README, exit codes)."""
+    from dataperf.errors import TrialError
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    if isinstance(e, UserError):
+        return str(e), e.exit_code
+    if isinstance(e, click.UsageError):
+        msg = " ".join(e.format_message().split()).rstrip(".")
+        cmd = e.ctx.command_path if e.ctx is not None else "dataperf"
+        return f"{msg}; see `{cmd} --help`", 2
+    if isinstance(e, click.ClickException):
+        return e.format_message(), e.exit_code
+    if isinstance(e, TrialError):
+        return str(e), 2
+    if isinstance(e, OSError) and e.errno is not None:
+        where = f" {e.filename}" if e.filename else ""
+        fix = "free space" if e.errno == errno.ENOSPC else "check the path and its permissions"
+        return f"cannot use{where}: {e.strerror}; {fix}", 2
+    from dataperf.runner import describe_failure
+
+    text = describe_failure(e)
+    if text.startswith(("corrupt", "a DataLoader worker died")):
+        return f"{text}; check the data with `dataperf shards inspect --verify`", 2
+    return (f"{text} (set DATAPERF_TRACEBACK=1 to see where; if your data and options look "
+            "right, this is a dataperf bug: please report it)"), 2
+
+
+class ContractGroup(click.Group):
+    """Every command ends the same way: 0 ok, 1 a regression or an unmet target, 2 with exactly one
+    `error:` line for any user mistake (click's own usage errors included), 130 on Ctrl-C."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
-            return fn(*args, **kwargs)
-        except UserError as e:
-            click.echo(f"error: {e}", err=True)
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except (KeyboardInterrupt, click.Abort):
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
+        except click.exceptions.NoArgsIsHelpError as e:
+            click.echo(e.ctx.get_help())  # a bare group asks for its help: that is not a mistake
+            sys.exit(0)
+        except Exception as e:
+            if os.environ.get("DATAPERF_TRACEBACK"):
+                raise
+            msg, code = error_line(e)
+            click.echo(f"error: {msg}", err=True)
+            sys.exit(code)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
-    return wrapper
 
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ContractGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dataperf")
 def cli() -> None:
     """Which data-loader configuration can your storage and CPUs sustain, and is training input-bound?"""
@@ -53,7 +92,6 @@ def shards() -> None:
 @click.option("--max-len", type=int, default=8192, show_default=True)
 @click.option("--vocab", type=int, default=32000, show_default=True)
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
-@user_errors
 def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, image_size, quality, median_len, sigma, min_len,
                 max_len, vocab, overwrite) -> None:
     """Generate a synthetic dataset: JPEG images or token sequences with a long-tailed length distribution."""
@@ -76,7 +114,6 @@ def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, image_size, qua
 @click.option("--shards", "n_shards", type=int, default=None,
               help="exact shard count instead of --shard-mb (at least workers x ranks: extra workers idle)")
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
-@user_errors
 def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
     """Pack a folder of per-sample files (grouped by basename, like WebDataset keys) into tar shards."""
     from dataperf import report
@@ -89,13 +126,19 @@ def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
 
 @shards.command("inspect")
 @click.argument("data", type=click.Path(path_type=Path))
-@user_errors
-def shards_inspect(data) -> None:
+@click.option("--verify", is_flag=True, help="decode every sample and list the bad ones (exit 2 if any)")
+def shards_inspect(data, verify) -> None:
     """Sample count, sizes and shard count; for tokens the length histogram and p99."""
     from dataperf import report
     from dataperf.formats.inspect import inspect_dataset
 
-    report.print_inspection(inspect_dataset(data))
+    ins = inspect_dataset(data, verify)
+    report.print_inspection(ins)
+    if ins.corrupt:
+        for c in ins.corrupt:
+            report.console.print(f"corrupt: {c}")
+        raise UserError(f"{len(ins.corrupt)} corrupt sample(s) in {data} (listed above); regenerate or "
+                        "re-convert those shards, or measure with --on-corrupt skip")
 
 
 def int_list(ctx, param, value):
@@ -110,6 +153,11 @@ def int_list(ctx, param, value):
 
 def str_list(ctx, param, value):
     return None if value is None else [x.strip() for x in str(value).split(",") if x.strip()]
+
+
+ON_CORRUPT = click.option("--on-corrupt", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+                          help="a sample that does not decode fails the trial (naming it), or is skipped and "
+                               "counted (corrupt_samples)")
 
 
 def trial_options(fn):
@@ -134,6 +182,16 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
               raw_dir=None, **dist):
     from dataperf.runner import TrialOptions
 
+    if repeats < 1:
+        raise UserError(f"--repeats must be at least 1, got {repeats}")
+    if warmup_batches < 0:
+        raise UserError(f"--warmup-batches must be >= 0, got {warmup_batches}")
+    if min_batches < 2:
+        raise UserError(f"--min-batches must be at least 2, got {min_batches}: a repeat's rate is timed from "
+                        "its second batch on, so one batch measures nothing")
+    if max_batches is not None and max_batches < min_batches:
+        raise UserError(f"--max-batches {max_batches} is below --min-batches {min_batches}; every repeat would "
+                        "be refused. Raise --max-batches or lower --min-batches")
     return TrialOptions(repeats=repeats, warmup_batches=warmup_batches, max_batches=max_batches,
                         min_batches=min_batches, drop_caches=drop_caches, collect=not no_collect, ebpf=ebpf,
                         raw_dir=raw_dir, seed=seed, **dist)
@@ -156,23 +214,27 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 @click.option("--dali-queue", type=int, default=2, show_default=True)
 @click.option("--dali-decode", type=click.Choice(["cpu", "mixed"]), default="cpu", show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
+@ON_CORRUPT
 @trial_options
-@user_errors
 def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, decode,
-          image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, **topts) -> None:
+          image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, on_corrupt, **topts) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
-    from dataperf import records, report
+    from dataperf import preflight, records, report
     from dataperf.runner import run_trial
 
+    preflight.writable_file(out, "--out")
     cfg = make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers,
-                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode)
-    raw = out.parent / "raw" if out else None
-    r = run_trial(data, cfg, make_opts(raw_dir=raw, **topts))
-    if out:
-        records.append(out, r)
-    report.print_trial(r)
+                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode,
+                      on_corrupt=on_corrupt)
+    opts = make_opts(raw_dir=out.parent / "raw" if out else None, **topts)
+    preflight.check_loader(data, cfg)
+    with records.exclusive(out) if out else contextlib.nullcontext():
+        r = run_trial(data, cfg, opts)
+        if out:
+            records.append(out, r)
     if r.status != "ok":
-        sys.exit(1)
+        raise UserError(f"{cfg.short()} failed: {r.error}")
+    report.print_trial(r)
 
 
 @cli.command()
@@ -203,17 +265,28 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--headroom", type=float, default=1.2, show_default=True)
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
+@ON_CORRUPT
 @trial_options
-@user_errors
 def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, pin_memory, persistent_workers,
           decode, image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, resume, overwrite,
-          plot, model, model_batch_size, seq_len, device, headroom, nproc, **topts) -> None:
+          plot, model, model_batch_size, seq_len, device, headroom, nproc, on_corrupt, **topts) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
-    from dataperf import distributed, report
+    from dataperf import distributed, preflight, records
     from dataperf import sweep as sw
 
-    if nproc:
-        sys.exit(distributed.launch_self(nproc, sys.argv[1:]))
+    preflight.writable_file(out, "--out")
+    preflight.writable_file(plot, "--plot")
+    if not headroom > 0:
+        raise UserError(f"--headroom must be positive (1.2 = the loader 20% faster than the step), got {headroom}")
+    for name, axis in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
+                       ("--batch-size", batch_size), ("--format", formats), ("--dali-threads", dali_threads),
+                       ("--dali-queue", dali_queue), ("--dali-decode", dali_decode)):
+        if axis is not None and not axis:
+            raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
+    data = sw.unique_datasets(data)
+    if nproc is not None:
+        sw.check_ranks(data, nproc)
+        sys.exit(distributed.launch_self(nproc, sys.argv[1:], out))
     both = {"off": [False], "on": [True], "both": [False, True]}
     if decode is None:
         decode = model is not None  # a model eats decoded samples: its verdict needs decoded loader rates
@@ -222,40 +295,58 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
                    persistent_workers=both[persistent_workers], decode=[decode],
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
                    cap_tokens=cap_tokens, dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
-                   dali_decode_device=dali_decode)
+                   dali_decode_device=dali_decode, on_corrupt=None if on_corrupt == "fail" else on_corrupt)
     if config_file:
         grid, file_opts = sw.load_grid_file(config_file)
         topts.update(file_opts)
-    ctx = distributed.init_from_env()
+    opts = make_opts(raw_dir=out.parent / "raw", **topts)  # checks the values before any rank starts
     trials = sw.plan(list(data), grid)
+    for d, cfg in trials:
+        preflight.check_loader(d, cfg)
+    if model:
+        from dataperf.formats.dataset_dir import read_manifest
+
+        kinds = {read_manifest(d).kind for d in data}
+        preflight.check_model(model, kinds.pop() if len(kinds) == 1 else None,
+                              seq_len=seq_len if "tokens" in kinds else None)
+    ctx = distributed.init_from_env()
+    with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
+        _sweep(ctx, trials, out, resume, overwrite, plot, model, model_batch_size, seq_len, device,
+               headroom, batch_size, image_size, opts)
+
+
+def _sweep(ctx, trials, out, resume, overwrite, plot, model, model_batch_size, seq_len, device, headroom,
+           batch_size, image_size, opts) -> None:
+    from dataclasses import replace
+
+    from dataperf import records, report
+    from dataperf import sweep as sw
+
     if ctx.rank == 0:
         sw.prepare_out(out, resume, overwrite)
     if ctx.barrier:
         ctx.barrier()  # no rank reads --out before rank 0 has cleared it
     skip = sw.finished_ids(out) if resume else set()
-    opts = make_opts(raw_dir=out.parent / "raw", **topts, rank=ctx.rank, world_size=ctx.world_size,
-                     barrier=ctx.barrier, gather=ctx.gather)
+    opts = replace(opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather)
+    step = None
     try:
         with report.progress_bar(f"sweep ({len(trials)} trials)", len(trials), enabled=ctx.rank == 0) as advance:
             results = sw.run_sweep(trials, opts, out, skip, on_result=lambda r: advance(1))
+        ctx.close()
+        if ctx.rank != 0:
+            return
+        if model:
+            from dataperf.step import StepOptions, measure_step
+
+            step = measure_step(StepOptions(model=model, batch_size=model_batch_size or batch_size[0],
+                                            seq_len=seq_len, device=device, image_size=image_size))
+            records.append(out, step)
     except KeyboardInterrupt:
-        kept = len(sw.finished_ids(out)) if ctx.rank == 0 else 0
-        click.echo(f"interrupted: {kept} finished trials are kept in {out}; run the same command with --resume "
-                   "to skip them", err=True)
+        if ctx.rank == 0:
+            click.echo(f"interrupted: {len(sw.finished_ids(out))} finished trials are kept in {out}; run the "
+                       "same command with --resume to skip them", err=True)
         sys.exit(130)
-    ctx.close()
-    if ctx.rank != 0:
-        return
-    from dataperf import records
-
-    step = None
-    if model:
-        from dataperf.step import StepOptions, measure_step
-
-        step = measure_step(StepOptions(model=model, batch_size=model_batch_size or batch_size[0],
-                                        seq_len=seq_len, device=device, image_size=image_size))
-        records.append(out, step)
-    all_results = records.load(out)
+    all_results = records.current(records.load(out))
     report.console.print(report.loader_table(all_results, step, headroom))
     report.print_failures(all_results)
     for line in [report.idle_warning(all_results), *report.verdict_caveats(all_results, step)]:
@@ -266,6 +357,8 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
         report.console.print(f"heatmap: {png}")
     report.console.print(report.recommendation(all_results, step, headroom))
     report.console.print(f"results: {out} ({len(results)} new trials)")
+    if results and all(r.status != "ok" for r in results):
+        raise UserError(f"every trial failed ({len(results)}); the first: {results[0].error}")
 
 
 def step_options(fn):
@@ -295,13 +388,15 @@ def step_options(fn):
 @click.option("--steps", type=int, default=10, show_default=True, help="timed steps per repeat")
 @click.option("--warmup", type=int, default=3, show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
-@user_errors
 def step(model, seq_len, device, optimizer, amp, input_kind, deterministic, batch_size, image_size, repeats, steps,
          warmup, out) -> None:
     """Median ms/step, samples/s and peak memory of a real train step on synthetic in-memory data."""
-    from dataperf import records, report
+    from dataperf import preflight, records, report
     from dataperf.step import StepOptions, measure_step
 
+    preflight.writable_file(out, "--out")
+    preflight.check_image_side(image_size)
+    preflight.check_model(model, input_kind=input_kind, seq_len=seq_len if input_kind != "image" else None)
     r = measure_step(StepOptions(model=model, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
                                  device=device, optimizer=optimizer, repeats=repeats, steps=steps,
                                  warmup=warmup, input=input_kind, amp=amp, deterministic=deterministic,
@@ -327,19 +422,23 @@ def loader_options(fn):
         click.option("--dali-threads", type=int, default=2, show_default=True),
         click.option("--dali-queue", type=int, default=2, show_default=True),
         click.option("--dali-decode", type=click.Choice(["cpu", "mixed"]), default="cpu", show_default=True),
+        ON_CORRUPT,
     ]):
         fn = opt(fn)
     return fn
 
 
 def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, image_size,
-                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True):
+                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True,
+                on_corrupt="fail"):
     from dataperf.formats.dataset_dir import read_manifest
     from dataperf.records import LoaderConfig
 
     if fmt == "auto":
         fmt = read_manifest(data).format
     dali = fmt == "dali"
+    if dali and (dali_threads < 1 or dali_queue < 1):
+        raise UserError(f"--dali-threads and --dali-queue must be at least 1, got {dali_threads} and {dali_queue}")
     return LoaderConfig(format=fmt, batch_size=batch_size, num_workers=0 if dali else num_workers,
                         prefetch_factor=None if dali else prefetch_factor,
                         pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
@@ -347,7 +446,8 @@ def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
                         image_size=image_size, cap_tokens=cap_tokens,
                         dali_num_threads=dali_threads if dali else None,
                         dali_prefetch_queue_depth=dali_queue if dali else None,
-                        dali_decode_device=dali_decode if dali else None)
+                        dali_decode_device=dali_decode if dali else None,
+                        on_corrupt=None if on_corrupt == "fail" else on_corrupt)
 
 
 @cli.command()
@@ -363,16 +463,18 @@ def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
 @click.option("--nan-guard", "nan_guard_dir", type=click.Path(path_type=Path), default=None,
               help="check every step for NaN/inf; checkpoint into this folder and stop on the first")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
-@user_errors
 def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic, steps, repeats, warmup, no_predict,
         sync_each_step, nan_guard_dir, out, **loader) -> None:
     """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
-    from dataperf import records, report
+    from dataperf import preflight, records, report
     from dataperf.e2e import run_e2e
+    from dataperf.guards import NonFiniteError
     from dataperf.step import StepOptions
 
+    preflight.writable_file(out, "--out")
+    preflight.writable_dir(nan_guard_dir, "--nan-guard")
     cfg = make_config(data, device=device, **loader)
-    from dataperf.guards import NonFiniteError
+    preflight.check_fed(data, cfg, model, input_kind)
 
     sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
                         input=input_kind, results_dir=out.parent if out else None, deterministic=deterministic,
@@ -394,15 +496,17 @@ def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic,
 @click.option("--top", type=int, default=15, show_default=True, help="rows of the top-ops table")
 @click.option("--nsys", is_flag=True, help="also run under Nsight Systems (nsys) and save its report")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
-@user_errors
 def profile_cmd(data, model, seq_len, device, optimizer, amp, input_kind, deterministic, out_dir, top, nsys, out,
                 **loader) -> None:
     """torch.profiler (wait=1, warmup=1, active=3) around the fed loop: Chrome trace, top ops, time split."""
-    from dataperf import records, report
+    from dataperf import preflight, records, report
     from dataperf.profile import nsys_wrap, run_profile
     from dataperf.step import StepOptions
 
+    preflight.writable_file(out, "--out")
+    preflight.writable_dir(out_dir, "--out-dir")
     cfg = make_config(data, device=device, **loader)
+    preflight.check_fed(data, cfg, model, input_kind)
     sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
                         input=input_kind, deterministic=deterministic)
     r = run_profile(data, cfg, sopts, out_dir, top)
@@ -420,7 +524,6 @@ def profile_cmd(data, model, seq_len, device, optimizer, amp, input_kind, determ
               help="comma list: samples_per_s, epoch_samples_per_s, step_ms, peak_mem_mib, payload_mib_s, "
                    "storage_read_mib_s, data_stall_fraction")
 @click.option("--threshold", default="5%", show_default=True, help="smallest change that counts")
-@user_errors
 def compare(base, head, metrics, threshold) -> None:
     """Base vs head result files: medians, % change, noise-aware verdict; exit 1 on a regression."""
     from dataperf import compare as cmp
@@ -440,13 +543,15 @@ def compare(base, head, metrics, threshold) -> None:
 @click.option("--model", default=None, help="also measure step peak memory at the p99 batch length (and capped)")
 @click.option("--device", default="cpu", show_default=True)
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
-@user_errors
 def lengths(data, batch_size, cap, model, device, out) -> None:
     """Per-batch token-length histogram and p99 (OOM risk from length variance), and what --cap changes."""
-    from dataperf import records, report
+    from dataperf import preflight, records, report
     from dataperf.lengths import analyse, measure_cap_memory
     from dataperf.step import StepOptions
 
+    preflight.writable_file(out, "--out")
+    if model:
+        preflight.check_model(model, "tokens", "tokens")
     r = analyse(data, batch_size, cap)
     if model:
         measure_cap_memory(r, StepOptions(model=model, device=device, steps=2, warmup=1))
@@ -464,16 +569,17 @@ def lengths(data, batch_size, cap, model, device, out) -> None:
 @click.option("--page-cache-gib", type=float, default=None, help="what-if: predicted stall with this much cache")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 @trial_options
-@user_errors
 def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, deterministic, throttle_mib_s,
              page_cache_gib, out, repeats, warmup_batches, max_batches, min_batches, drop_caches, no_collect, ebpf,
              seed, **loader) -> None:
     """Where data stalls come from: prep (CPU decode) vs fetch (storage), as shares of step time."""
-    from dataperf import records, report
+    from dataperf import preflight, records, report
     from dataperf.diagnose import diagnose as run_diagnose
     from dataperf.step import StepOptions
 
+    preflight.writable_file(out, "--out")
     cfg = make_config(data, device=device, **loader)
+    preflight.check_fed(data, cfg, model, input_kind)
     sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
                         input=input_kind, deterministic=deterministic, seed=seed)
     topts = make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no_collect, ebpf, seed)
@@ -499,16 +605,26 @@ def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, determini
 @click.option("--max-workers", type=int, default=None, help="[2 x cores]")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
 @trial_options
-@user_errors
 def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batch_size, decode, image_size, cache,
          min_gain, max_workers, out, **topts) -> None:
     """Find a config that sustains a target (or the model's step rate with headroom) without the whole grid."""
-    from dataperf import records, report
+    from dataperf import preflight, records, report
     from dataperf.records import LoaderConfig
     from dataperf.tune import Tuner
 
     if (target_samples_per_s is None) == (model is None):
         raise UserError("give exactly one of --target-samples-per-s or --model")
+    if target_samples_per_s is not None and not target_samples_per_s > 0:
+        raise UserError(f"--target-samples-per-s must be a positive rate, got {target_samples_per_s}")
+    if not headroom > 0:
+        raise UserError(f"--headroom must be positive, got {headroom}")
+    if max_workers is not None:
+        preflight.check_workers(max_workers, "--max-workers")
+    preflight.check_image_side(image_size)
+    preflight.writable_file(out, "--out")
+    topts_ = make_opts(raw_dir=out.parent / "raw", **topts)
+    if model:
+        preflight.check_model(model, seq_len=seq_len if model.startswith("gpt") else None)
     target = target_samples_per_s
     if model:
         from dataperf.step import StepOptions, measure_step
@@ -528,7 +644,7 @@ def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batc
         records.append(out, step.result)
         report.print_tune_step(step)
 
-    outcome = Tuner(data, base, make_opts(raw_dir=out.parent / "raw", **topts), target, min_gain, max_workers,
+    outcome = Tuner(data, base, topts_, target, min_gain, max_workers,
                     on_trial=show).run()
     report.print_tune(outcome)
     if not outcome.met and target is not None:
@@ -539,19 +655,26 @@ def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batc
 @click.argument("results", type=click.Path(path_type=Path))
 @click.option("--headroom", type=float, default=1.2, show_default=True)
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="heatmap PNG")
-@user_errors
 def report_cmd(results, headroom, plot) -> None:
     """Tables, heatmap and the input-bound verdict from a saved results file."""
-    from dataperf import records, report
+    from dataperf import preflight, records, report
 
-    recs = records.load(results)
+    preflight.writable_file(plot, "--plot")
+    recs = records.current(records.load(results))
+    if not recs:
+        raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
     step = report.latest_step(recs)
     report.print_env(recs)
+    printers = {"e2e": report.print_e2e, "lengths": report.print_lengths, "profile": report.print_profile,
+                "diagnose": report.print_diagnose}
+    for r in recs:
+        if r.kind in printers and r.status == "ok":
+            printers[r.kind](r)
     if any(r.kind == "watch" for r in recs):
         report.print_watch(recs)
-        if not report.ok_loaders(recs) and step is None:
-            return
-    report.console.print(report.loader_table(recs, step, headroom))
+    loaders = [r for r in recs if r.kind == "loader"]
+    if loaders:
+        report.console.print(report.loader_table(recs, step, headroom))
     report.print_failures(recs)
     for line in [report.idle_warning(recs), *report.verdict_caveats(recs, step)]:
         if line:
@@ -559,9 +682,10 @@ def report_cmd(results, headroom, plot) -> None:
     if step is not None:
         report.print_step(step)
     if plot:
-        report.heatmap(recs, plot)
-        report.console.print(f"heatmap: {plot}")
-    report.console.print(report.recommendation(recs, step, headroom))
+        png = report.heatmap(recs, plot)
+        report.console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")
+    if loaders:
+        report.console.print(report.recommendation(recs, step, headroom))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -572,7 +696,6 @@ def report_cmd(results, headroom, plot) -> None:
 @click.option("--label", default=None, help="name of the job in --out, matched by compare [the command line]")
 @click.option("--ebpf", is_flag=True, help="count read syscalls per process of the job with eBPF (bcc/bpftrace)")
 @click.option("--nsys", is_flag=True, help="run the command under Nsight Systems when installed")
-@user_errors
 def watch(cmd, pid, out, label, ebpf, nsys) -> None:
     """Your own training run, unmodified: `dataperf watch -- python train.py` (or `-- torchrun ...`).
 

@@ -9,6 +9,7 @@ benchmarks/compare_noise.py measures the false-alarm rate and the smallest slowd
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from dataclasses import dataclass
@@ -48,8 +49,8 @@ def parse_threshold(text: str) -> float:
         v = float(t)
     except ValueError:
         raise UserError(f"--threshold must be a percentage like 5% or 5, got {text!r}") from None
-    if v < 0:
-        raise UserError("--threshold must not be negative")
+    if not math.isfinite(v) or v < 0:
+        raise UserError(f"--threshold must be a finite, non-negative percentage, got {text!r}")
     return v
 
 
@@ -63,15 +64,22 @@ def bootstrap_ci_pct(base: list[float], head: list[float], n: int = 4000, seed: 
     for _ in range(n):
         b = statistics.median(rng.choices(base, k=len(base)))
         h = statistics.median(rng.choices(head, k=len(head)))
-        out.append((h - b) / b * 100 if b else 0.0)
+        out.append(pct_change(b, h))
     out.sort()
     return out[int(0.025 * n)], out[int(0.975 * n) - 1]
+
+
+def pct_change(b: float, h: float) -> float:
+    """Percent change of h over b; from a zero base any change is infinite, not "+0.0%"."""
+    if b:
+        return (h - b) / b * 100
+    return 0.0 if h == b else math.copysign(math.inf, h - b)
 
 
 def judge(base: list[float], head: list[float], higher_better: bool, threshold_pct: float) -> tuple:
     """(base median, head median, % change, 95% CI of the % change, verdict) -- the verdict from that CI."""
     b, h = statistics.median(base), statistics.median(head)
-    pct = (h - b) / b * 100 if b else 0.0
+    pct = pct_change(b, h)
     lo, hi = ci = bootstrap_ci_pct(base, head)
     if min(len(base), len(head)) < MIN_REPEATS:
         verdict = "too few repeats"
@@ -131,6 +139,10 @@ def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct:
                 continue
             bm, hm, pct, ci, verdict = judge(bv, hv, higher, threshold_pct)
             out.append(Change(key[0], _label(b), m, bm, hm, pct, ci, verdict))
+    if not out:
+        kinds = sorted({k for k, _ in matched})
+        raise UserError(f"none of the metrics {metrics} is measured by the matched records ({', '.join(kinds)}); "
+                        "choose from " + ", ".join(m for m, (f, _) in METRICS.items() if set(f) & set(kinds)))
     return out
 
 

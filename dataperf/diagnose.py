@@ -4,43 +4,20 @@ page cache (prep cost only), and on a cold cache (prep + fetch). The gaps betwee
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 import psutil
 
 from dataperf.e2e import fed
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import read_manifest
-from dataperf.records import LoaderConfig, Record, register
+from dataperf.records import DiagnoseResult, LoaderConfig
 from dataperf.runner import TrialOptions, run_trial
 from dataperf.step import StepOptions, measure_step
 
 NEGLIGIBLE = 0.05
 WHAT_IF_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
-
-
-@register
-@dataclass
-class DiagnoseResult(Record):
-    kind: str = "diagnose"
-    data: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    config_key: str = ""
-    model: str = ""
-    step_samples_per_s: float = float("nan")
-    warm_samples_per_s: float = float("nan")
-    cold_samples_per_s: float = float("nan")
-    compute_fraction: float = float("nan")
-    prep_stall_fraction: float = float("nan")
-    fetch_stall_fraction: float = float("nan")
-    bottleneck: str = ""  # prep | fetch | none
-    sentence: str = ""
-    advice: list[str] = field(default_factory=list)
-    what_if: list[dict[str, float]] = field(default_factory=list)
-    dataset_mib: float = float("nan")
-    cold_cache_verified: bool | None = None  # issue 11: an unverified cold trial is not used as cold
 
 
 def stall_split(step_sps: float, warm_sps: float, cold_sps: float) -> tuple[float, float, float]:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import datetime
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 BARRIER_TIMEOUT_S = 600
+STOP_TIMEOUT_S = 30  # for torchrun to stop its ranks after Ctrl-C
 
 
 @dataclass
@@ -82,8 +85,11 @@ def strip_nproc(argv: list[str]) -> list[str]:
     return out
 
 
-def launch_self(nproc: int, argv: list[str]) -> int:
-    """Run this same dataperf command on nproc local ranks through torch.distributed.run (torchrun)."""
+def launch_self(nproc: int, argv: list[str], out: os.PathLike | None = None) -> int:
+    """Run this same dataperf command on nproc local ranks through torch.distributed.run (torchrun).
+
+    Ctrl-C is passed on to torchrun (which stops its ranks) and ends this command with 130, after saying how
+    many finished trials rank 0 kept, like a single-process sweep."""
     from dataperf.errors import UserError
 
     if nproc < 1:
@@ -91,4 +97,19 @@ def launch_self(nproc: int, argv: list[str]) -> int:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "dataperf", *strip_nproc(argv)]
     env = dict(os.environ, DATAPERF_DIST_BACKEND=os.environ.get("DATAPERF_DIST_BACKEND", "gloo"))
-    return subprocess.call(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if out is not None:
+            from dataperf import sweep
+
+            print(f"interrupted: {len(sweep.finished_ids(Path(out)))} finished trials are kept in {out}; run "
+                  "the same command with --resume to skip them", file=sys.stderr)
+        sys.exit(130)

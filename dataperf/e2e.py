@@ -19,48 +19,9 @@ from torch.profiler import record_function
 from dataperf import cache
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import Manifest, read_manifest
-from dataperf.records import LoaderConfig, Record, percentile, register, summarize
+from dataperf.records import E2EResult, LoaderConfig, percentile, summarize
 from dataperf.runner import TrialOptions, make_batches, run_trial
 from dataperf.step import StepOptions, Trainer, is_oom, measure_step, oom_error
-
-
-@register
-@dataclass
-class E2EResult(Record):
-    kind: str = "e2e"
-    data: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    config_key: str = ""
-    model: str = ""
-    device: str = "cpu"
-    batch_size: int = 0
-    repeats: int = 0
-    steps_per_repeat: int = 0
-    step_ms_median: float = float("nan")
-    step_ms_repeats: list[float] = field(default_factory=list)
-    data_wait_ms_median: float = float("nan")
-    data_wait_ms_p99: float = float("nan")
-    epoch_restarts: int = 0
-    h2d_ms_median: float = float("nan")
-    compute_ms_median: float = float("nan")
-    samples_per_s: float = float("nan")
-    samples_per_s_repeats: list[float] = field(default_factory=list)
-    data_stall_fraction: float = float("nan")
-    data_stall_fraction_repeats: list[float] = field(default_factory=list)
-    padded_seq_len_mean: float | None = None
-    loader_samples_per_s: float | None = None
-    step_samples_per_s: float | None = None
-    predicted_stall_fraction: float | None = None
-    # stall definitions (issue 11, README "Measurement"): data_stall_fraction is the device-idle share
-    host_wait_fraction: float = float("nan")  # host time in next(loader) / wall
-    host_wait_fraction_repeats: list[float] = field(default_factory=list)
-    gpu_idle_fraction: float | None = None  # CUDA: 1 - sum(h2d + compute events) / wall; None on CPU
-    gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
-    stall_basis: str = ""  # what data_stall_fraction was computed from
-    sync_each_step: bool = False
-    loader_epoch_samples_per_s: float | None = None  # the loader alone, start-up included
-    loader_startup_s: float | None = None  # the loader alone: one epoch start's cost
-    predicted_loader_samples_per_s: float | None = None  # steady rate with this run's epoch restarts paid
 
 
 @dataclass

@@ -2,39 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import read_manifest
 from dataperf.formats.inspect import inspect_dataset
-from dataperf.records import Record, percentile, register
+from dataperf.records import LengthsResult, percentile
 from dataperf.step import StepOptions, measure_step
-
-
-@register
-@dataclass
-class LengthsResult(Record):
-    kind: str = "lengths"
-    data: str = ""
-    config_key: str = ""
-    batch_size: int = 0
-    cap_tokens: int | None = None
-    samples: int = 0
-    sample_tokens_p50: float = float("nan")
-    sample_tokens_p99: float = float("nan")
-    sample_tokens_max: int = 0
-    batch_max_tokens_p50: float = float("nan")
-    batch_max_tokens_p99: float = float("nan")
-    batch_max_tokens_max: int = 0
-    padding_waste_pct: float = float("nan")
-    capped_batch_max_tokens_p99: float | None = None
-    capped_padding_waste_pct: float | None = None
-    tokens_dropped_by_cap_pct: float | None = None
-    sample_lengths: list[int] = field(default_factory=list)
-    batch_max_tokens: list[int] = field(default_factory=list)
-    step_peak_mem_mib_uncapped: float | None = None
-    step_peak_mem_mib_capped: float | None = None
 
 
 def batch_maxima(lengths: list[int], batch_size: int) -> list[int]:
@@ -75,8 +50,20 @@ def analyse(data: Path, batch_size: int, cap: int | None = None) -> LengthsResul
 
 def measure_cap_memory(r: LengthsResult, sopts: StepOptions) -> None:
     """Peak memory of the model step at the uncapped p99 batch length vs the capped one."""
+    from dataperf.models import load_model
+    from dataperf.preflight import model_max_seq_len
+
     sopts = replace(sopts, batch_size=r.batch_size, input="tokens")
-    r.step_peak_mem_mib_uncapped = measure_step(replace(sopts, seq_len=round(r.batch_max_tokens_p99))).peak_mem_mib
+    longest = model_max_seq_len(load_model(sopts.model))
+    p99 = round(r.batch_max_tokens_p99)
+    if longest is not None and p99 > longest:
+        if r.capped_batch_max_tokens_p99 is None:
+            raise UserError(f"the p99 batch length {p99} is longer than --model {sopts.model} holds ({longest} "
+                            f"positions); pass --cap {longest} (or less) to measure the capped step")
+        r.notes.append(f"uncapped step not measured: the p99 batch length {p99} exceeds the model's {longest} "
+                       "positions")
+    else:
+        r.step_peak_mem_mib_uncapped = measure_step(replace(sopts, seq_len=p99)).peak_mem_mib
     if r.capped_batch_max_tokens_p99 is not None:
         capped = replace(sopts, seq_len=round(r.capped_batch_max_tokens_p99))
         r.step_peak_mem_mib_capped = measure_step(capped).peak_mem_mib

@@ -6,9 +6,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
@@ -16,31 +15,12 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from dataperf.e2e import EpochStream, fed, train_loop
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import read_manifest
-from dataperf.records import LoaderConfig, Record, register
+from dataperf.records import LoaderConfig, ProfileResult
 from dataperf.runner import TrialOptions, make_batches
 from dataperf.step import StepOptions, Trainer
 
 WAIT, WARMUP, ACTIVE = 1, 1, 3
 SPANS = ("data_wait", "h2d", "forward", "backward", "optimizer")
-
-
-@register
-@dataclass
-class ProfileResult(Record):
-    kind: str = "profile"
-    data: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    config_key: str = ""
-    model: str = ""
-    device: str = "cpu"
-    trace_path: str = ""
-    sort_by: str = ""
-    top_ops: list[dict[str, Any]] = field(default_factory=list)
-    span_ms: dict[str, float] = field(default_factory=dict)
-    split_ms: dict[str, float] = field(default_factory=dict)
-    split_fraction: dict[str, float] = field(default_factory=dict)
-    cuda_kernels_seen: int = 0
-    nsys: str = ""
 
 
 def run_profile(data: Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path, top: int = 15) -> ProfileResult:

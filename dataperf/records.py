@@ -1,15 +1,20 @@
 """Result records: plain dataclasses written as schema-versioned JSON lines, units in every field name.
 
-Records are appended one per line and flushed at once, so a crash mid-sweep keeps every finished trial.
+Records are appended one whole line at a time and fsynced, so a crash mid-sweep keeps every finished trial;
+a results file has one writer at a time (an flock on a sidecar), and a damaged line is named, never guessed at.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import fcntl
 import json
 import os
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +62,7 @@ class LoaderConfig:
     dali_num_threads: int | None = None
     dali_prefetch_queue_depth: int | None = None
     dali_decode_device: str | None = None  # cpu | mixed
+    on_corrupt: str | None = None  # None (= fail: the trial fails naming the sample) | skip (counted)
 
     def explicit(self) -> LoaderConfig:
         """torch's default prefetch_factor (2) written out when workers are used, so records say what ran and
@@ -143,6 +149,7 @@ class LoaderResult(Record):
     per_rank_samples_per_s: list[float] = field(default_factory=list)
     per_rank_samples_per_repeat: list[int] = field(default_factory=list)
     slowest_rank: int | None = None
+    corrupt_samples: int = 0  # per repeat, skipped by on_corrupt=skip
 
 
 @dataclass
@@ -174,13 +181,111 @@ class StepResult(Record):
     params_m: float = float("nan")
 
 
-RECORD_TYPES: dict[str, type[Record]] = {"loader": LoaderResult, "step": StepResult}
+@dataclass
+class E2EResult(Record):
+    kind: str = "e2e"
+    data: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    config_key: str = ""
+    model: str = ""
+    device: str = "cpu"
+    batch_size: int = 0
+    repeats: int = 0
+    steps_per_repeat: int = 0
+    step_ms_median: float = float("nan")
+    step_ms_repeats: list[float] = field(default_factory=list)
+    data_wait_ms_median: float = float("nan")
+    data_wait_ms_p99: float = float("nan")
+    epoch_restarts: int = 0
+    h2d_ms_median: float = float("nan")
+    compute_ms_median: float = float("nan")
+    samples_per_s: float = float("nan")
+    samples_per_s_repeats: list[float] = field(default_factory=list)
+    data_stall_fraction: float = float("nan")
+    data_stall_fraction_repeats: list[float] = field(default_factory=list)
+    padded_seq_len_mean: float | None = None
+    loader_samples_per_s: float | None = None
+    step_samples_per_s: float | None = None
+    predicted_stall_fraction: float | None = None
+    # stall definitions (issue 11, README "Measurement"): data_stall_fraction is the device-idle share
+    host_wait_fraction: float = float("nan")  # host time in next(loader) / wall
+    host_wait_fraction_repeats: list[float] = field(default_factory=list)
+    gpu_idle_fraction: float | None = None  # CUDA: 1 - sum(h2d + compute events) / wall; None on CPU
+    gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
+    stall_basis: str = ""  # what data_stall_fraction was computed from
+    sync_each_step: bool = False
+    loader_epoch_samples_per_s: float | None = None  # the loader alone, start-up included
+    loader_startup_s: float | None = None  # the loader alone: one epoch start's cost
+    predicted_loader_samples_per_s: float | None = None  # steady rate with this run's epoch restarts paid
 
 
-def register(cls: type[Record]) -> type[Record]:
-    """Let other modules add record kinds (e2e, diagnose) without this module importing them."""
-    RECORD_TYPES[cls.__dataclass_fields__["kind"].default] = cls
-    return cls
+@dataclass
+class DiagnoseResult(Record):
+    kind: str = "diagnose"
+    data: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    config_key: str = ""
+    model: str = ""
+    step_samples_per_s: float = float("nan")
+    warm_samples_per_s: float = float("nan")
+    cold_samples_per_s: float = float("nan")
+    compute_fraction: float = float("nan")
+    prep_stall_fraction: float = float("nan")
+    fetch_stall_fraction: float = float("nan")
+    bottleneck: str = ""  # prep | fetch | none
+    sentence: str = ""
+    advice: list[str] = field(default_factory=list)
+    what_if: list[dict[str, float]] = field(default_factory=list)
+    dataset_mib: float = float("nan")
+    cold_cache_verified: bool | None = None  # issue 11: an unverified cold trial is not used as cold
+
+
+@dataclass
+class ProfileResult(Record):
+    kind: str = "profile"
+    data: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    config_key: str = ""
+    model: str = ""
+    device: str = "cpu"
+    trace_path: str = ""
+    sort_by: str = ""
+    top_ops: list[dict[str, Any]] = field(default_factory=list)
+    span_ms: dict[str, float] = field(default_factory=dict)
+    split_ms: dict[str, float] = field(default_factory=dict)
+    split_fraction: dict[str, float] = field(default_factory=dict)
+    cuda_kernels_seen: int = 0
+    nsys: str = ""
+
+
+@dataclass
+class LengthsResult(Record):
+    kind: str = "lengths"
+    data: str = ""
+    config_key: str = ""
+    batch_size: int = 0
+    cap_tokens: int | None = None
+    samples: int = 0
+    sample_tokens_p50: float = float("nan")
+    sample_tokens_p99: float = float("nan")
+    sample_tokens_max: int = 0
+    batch_max_tokens_p50: float = float("nan")
+    batch_max_tokens_p99: float = float("nan")
+    batch_max_tokens_max: int = 0
+    padding_waste_pct: float = float("nan")
+    capped_batch_max_tokens_p99: float | None = None
+    capped_padding_waste_pct: float | None = None
+    tokens_dropped_by_cap_pct: float | None = None
+    sample_lengths: list[int] = field(default_factory=list)
+    batch_max_tokens: list[int] = field(default_factory=list)
+    step_peak_mem_mib_uncapped: float | None = None
+    step_peak_mem_mib_capped: float | None = None
+
+
+RECORD_TYPES: dict[str, type[Record]] = {
+    c.__dataclass_fields__["kind"].default: c
+    for c in (LoaderResult, StepResult, E2EResult, DiagnoseResult, ProfileResult, LengthsResult)
+}
 
 
 def _clean(v: Any) -> Any:
@@ -206,30 +311,137 @@ def stamp(rec: Record) -> Record:
     return rec
 
 
-def append(path: str | os.PathLike, rec: Record) -> None:
-    """Append one record and fsync, so finished trials survive a crash of the rest of the sweep."""
-    stamp(rec)
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The sidecar file whose flock marks a results file as in use; it holds the holder's pid.
+
+    The lock is on a sidecar, not on the results file, so `--overwrite` can replace the results file while
+    the lock stays where a second run looks for it. The sidecar is left in place: unlinking it would let a
+    late opener lock an orphaned inode."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "a", encoding="utf-8") as f:
-        f.write(to_json(rec) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    return p.with_name(f".{p.name}.lock")
 
 
-def from_dict(d: dict[str, Any]) -> Record:
+_held: dict[Path, int] = {}  # results file (resolved) -> fd of its lock, for this process
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike) -> Iterator[None]:
+    """Hold the exclusive lock on a results file for as long as this run writes to it.
+
+    A second writer (a second sweep, `--resume` or `--overwrite` alike) gets a UserError naming the pid of
+    the run that holds it, instead of interleaving or deleting that run's trials."""
+    key = Path(path).resolve()
+    if key in _held:
+        yield
+        return
+    lp = lock_path(path)
+    try:
+        lp.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise UserError(f"cannot create the lock file {lp}: {e.strerror}; choose an --out in a folder "
+                        "you can write") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise UserError(f"{path} is being written by another dataperf run (pid {holder}); wait for it to "
+                        "finish, or choose another --out") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _held[key] = fd
+    try:
+        yield
+    finally:
+        del _held[key]
+        os.ftruncate(fd, 0)
+        os.close(fd)  # closing releases the flock
+
+
+def append(path: str | os.PathLike, rec: Record) -> None:
+    """Append one record as one whole line, then fsync, so finished trials survive a crash of the rest.
+
+    A partial last line (a crash or a full disk mid-write) is cut off first, never glued onto. If the write
+    or fsync fails (ENOSPC, EIO) the file is cut back to where it was, so it stays valid JSONL holding every
+    record written before, and the failure is a UserError naming the file."""
+    p = Path(path)
+    line = (to_json(stamp(rec)) + "\n").encode("utf-8")
+    with exclusive(p):
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise UserError(f"cannot write results to {p}: {e.strerror}; choose another --out") from None
+        try:
+            end = _cut_partial_tail(fd)
+            try:
+                n = os.pwrite(fd, line, end)
+                if n != len(line):
+                    raise OSError(errno.ENOSPC, "short write (disk full?)")
+                os.fsync(fd)
+            except OSError as e:
+                os.ftruncate(fd, end)
+                raise UserError(f"cannot write results to {p}: {e.strerror or e}; the {_count_lines(fd)} "
+                                "records written before are kept; free space (or fix the disk) and run the "
+                                "same command with --resume") from None
+        finally:
+            os.close(fd)
+
+
+def _cut_partial_tail(fd: int) -> int:
+    """Truncate a last line that has no newline (a record cut short); return the size to write at."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    pos = size
+    while pos > 0:
+        step = min(65536, pos)
+        chunk = os.pread(fd, step, pos - step)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            pos = pos - step + i + 1
+            break
+        pos -= step
+    os.ftruncate(fd, pos)
+    return pos
+
+
+def _count_lines(fd: int) -> int:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0).count(b"\n") if size else 0
+
+
+def from_dict(d: Any, where: str = "record") -> Record:
+    if not isinstance(d, dict):
+        raise UserError(f"{where}: a JSON {type(d).__name__}, not a record object; is this a dataperf "
+                        "results file?")
     kind = d.get("kind")
-    cls = RECORD_TYPES.get(kind)
+    cls = RECORD_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise UserError(f"unknown record kind {kind!r}; is this a dataperf results file?")
+        raise UserError(f"{where}: unknown record kind {kind!r}; is this a dataperf results file?")
     d = upgrade(d)
     if d.get("schema_version") != SCHEMA_VERSION:
         raise UserError(
-            f"record has schema_version {d.get('schema_version')}, this dataperf reads up to {SCHEMA_VERSION}; "
-            "upgrade dataperf to read it"
+            f"{where}: record has schema_version {d.get('schema_version')}, this dataperf reads up to "
+            f"{SCHEMA_VERSION}; upgrade dataperf to read it"
         )
-    names = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {k: (float("nan") if v is None and _is_float_field(cls, k) else v) for k, v in d.items() if k in names}
+    fields_ = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for k, v in d.items():
+        if k not in fields_:
+            continue  # a field a newer dataperf added: readable, ignored
+        if not _type_ok(str(fields_[k].type), v):
+            raise UserError(f"{where}: field {k!r} holds {v!r}, not a {fields_[k].type}; the file is damaged")
+        kwargs[k] = float("nan") if v is None and _is_float_field(cls, k) else v
+    cfg = kwargs.get("config")
+    if isinstance(cfg, dict) and cfg:
+        names = {f.name for f in dataclasses.fields(LoaderConfig)}
+        bad = sorted(set(cfg) - names)
+        if bad:
+            raise UserError(f"{where}: unknown loader config keys {bad}; the file is damaged or from another "
+                            "dataperf version")
     return cls(**kwargs)
 
 
@@ -240,29 +452,72 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+_TYPES: dict[str, tuple[type, ...]] = {
+    "float": (int, float), "int": (int,), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,),
+    "None": (type(None),),
+}
+
+
+def _type_ok(annotation: str, v: Any) -> bool:
+    """Does a JSON value fit a field's annotation (as written: 'float', 'list[float]', 'int | None')?"""
+    for alt in (a.strip() for a in annotation.split("|")):
+        base, _, inner = alt.partition("[")
+        types = _TYPES.get(base)
+        if types is None:
+            return True  # Any and friends
+        if base == "float" and v is None:
+            return True  # NaN is written as null
+        if isinstance(v, bool) and base in ("int", "float"):
+            continue
+        if isinstance(v, types):
+            if base == "list" and inner.rstrip("]") in ("float", "int"):
+                return all(_type_ok(inner.rstrip("]"), x) for x in v)
+            return True
+    return False
+
+
 def _is_float_field(cls: type, name: str) -> bool:
     f = cls.__dataclass_fields__[name]
     return f.type in ("float", float)
 
 
 def load(path: str | os.PathLike) -> list[Record]:
-    """Read a results file; a truncated last line (crash while writing) is skipped, not fatal."""
+    """Read a results file. A last line cut short (no newline: a crash while writing) is skipped, not fatal;
+    any other line that is not a record is damage and named by line number."""
     p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{p} is a folder, not a results file; pass the .jsonl written by `--out`")
     if not p.is_file():
         raise UserError(f"results file not found: {p}; pass the .jsonl written by `dataperf sweep --out`")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {p}: {e.strerror}") from None
     out: list[Record] = []
-    lines = p.read_text(encoding="utf-8").splitlines()
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
+    lines = raw.split(b"\n")
+    for i, bline in enumerate(lines, 1):
+        if not bline.strip():
             continue
+        partial = i == len(lines)  # text after the last newline: a line cut short
         try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            if i == len(lines):
+            d = json.loads(bline.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            if partial:
                 continue
-            raise UserError(f"{p}:{i}: not valid JSON ({e.msg}); the file is damaged") from None
-        out.append(from_dict(d))
+            why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8 text"
+            raise UserError(f"{p}:{i}: not valid JSON ({why}); the file is damaged") from None
+        out.append(from_dict(d, f"{p}:{i}"))
     return out
+
+
+def current(recs: list[Record]) -> list[Record]:
+    """The latest record of each loader trial: a trial re-run by --resume supersedes its old failure."""
+    last: dict[str, int] = {}
+    for i, r in enumerate(recs):
+        if isinstance(r, LoaderResult):
+            last[f"{Path(r.data).resolve()}|{r.config_key}|{r.world_size}"] = i
+    keep = set(last.values())
+    return [r for i, r in enumerate(recs) if not isinstance(r, LoaderResult) or i in keep]
 
 
 @dataclass

@@ -104,6 +104,7 @@ class Repeat:
     arrivals: list[Arrival] = dataclass_field(default_factory=list)
     watch_s: float = 0.0
     resident_after_evict_bytes: int | None = None
+    corrupt: int = 0  # samples skipped as corrupt (on_corrupt=skip)
 
     @property
     def samples_per_s(self) -> float:
@@ -153,7 +154,7 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
         watch_s = time.perf_counter() - tw  # kept in ttfb and epoch time (workers run on meanwhile), recorded
     waits: list[float] = []
     arrivals: list[Arrival] = []
-    samples = nbytes = n = 0
+    samples = nbytes = n = corrupt = 0
     t_first = t0
     while max_batches is None or n < max_batches:
         tb = time.perf_counter()
@@ -169,10 +170,11 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
         samples += b["n"]
         nbytes += b["nbytes"]
         arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"]))
+        corrupt += b.get("corrupt", 0)
     t_end = time.perf_counter()
     del it  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
     return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, waits, cache.tree_read_bytes() - read0,
-                  arrivals, watch_s)
+                  arrivals, watch_s, corrupt=corrupt)
 
 
 class _NoOp(torch.utils.data.Dataset):
@@ -220,8 +222,8 @@ def run_trial(data: Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -
     reps: list[Repeat] = []
     try:
         reps = _measure(data, m, cfg, opts, res)
-    except (TrialError, UserError) as e:
-        res.status, res.error = "failed", str(e)
+    except (TrialError, UserError) as e:  # raised in a worker, the message carries the worker's traceback
+        res.status, res.error = "failed", describe_failure(e) if "Original Traceback" in str(e) else str(e)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a worker crash or corrupt shard surfaces as whatever the worker raised
@@ -263,7 +265,7 @@ def describe_failure(e: BaseException) -> str:
     """One line naming what went wrong inside the loader, without the traceback."""
     msg = str(e).strip().splitlines()
     tail = [ln for ln in msg if ln.strip()] or [type(e).__name__]
-    last = tail[-1]
+    last = tail[-1].split("TrialError: ", 1)[-1] if isinstance(e, TrialError) else tail[-1]
     text = f"{type(e).__name__}: {last}" if type(e).__name__ not in last else last
     if "DataLoader worker" in str(e) and "exited unexpectedly" in str(e):
         text = "a DataLoader worker died (killed, or out of memory); " + text
@@ -350,6 +352,10 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, m: Manifest
     res.storage_read_mib_per_repeat = [r.storage_read_bytes / MIB for r in reps]
     res.dataset_mib_read_per_repeat = summarize([r.nbytes / MIB for r in reps])["median"]
     _fill_workers(res, reps, m, cfg, opts)
+    res.corrupt_samples = max(r.corrupt for r in reps)
+    if res.corrupt_samples:
+        res.notes.append(f"{res.corrupt_samples} corrupt samples per repeat skipped (on_corrupt=skip); the rate "
+                         "counts only the samples delivered")
     if s["spread_pct"] > HIGH_SPREAD_PCT:
         res.notes.append(f"high spread: repeats differ by {s['spread_pct']:.0f}% of the median; "
                          "treat this config's figure as noisy (more repeats, a quieter machine)")

@@ -43,13 +43,14 @@ class Grid:
     dali_num_threads: list[int] = field(default_factory=lambda: [1, 2, 4])
     dali_prefetch_queue_depth: list[int] = field(default_factory=lambda: [2])
     dali_decode_device: list[str] = field(default_factory=lambda: ["cpu"])
+    on_corrupt: str | None = None
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
         fmts = [data_format if f == "auto" else f for f in self.formats]
         for fmt in dict.fromkeys(fmts):
             for bs, dec, cache in itertools.product(self.batch_size, self.decode, self.cache):
                 common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
-                              cap_tokens=self.cap_tokens)
+                              cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt)
                 if fmt == "dali":
                     for t, q, dev in itertools.product(self.dali_num_threads, self.dali_prefetch_queue_depth,
                                                        self.dali_decode_device):
@@ -98,10 +99,36 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
     grid_kw = {}
     for k, v in d.items():
         if k in trial_keys:
+            if not _is(int, v):
+                raise UserError(f"{path}: {k} must be an integer, got {v!r}")
             continue
-        scalar = k in ("image_size", "cap_tokens")
+        scalar = k in SCALAR_AXES
+        if k == "on_corrupt":
+            if v not in ("skip", "fail"):
+                raise UserError(f"{path}: on_corrupt must be skip or fail, got {v!r}")
+            grid_kw[k] = None if v == "fail" else v
+            continue
+        if scalar and not (_is(int, v) or (k == "cap_tokens" and v is None)):
+            raise UserError(f"{path}: {k} takes one integer (it is not a sweep axis), got {v!r}")
         grid_kw[k] = v if scalar or isinstance(v, list) else [v]
+        want = AXIS_TYPES.get(k, int)
+        if not scalar:
+            if not grid_kw[k]:
+                raise UserError(f"{path}: {k} is an empty list; give at least one value")
+            bad = [x for x in grid_kw[k] if not _is(want, x)]
+            if bad:
+                raise UserError(f"{path}: {k} must be a list of {want.__name__} values, got {bad[0]!r}")
     return Grid(**grid_kw), {k: d[k] for k in trial_keys if k in d}
+
+
+SCALAR_AXES = ("image_size", "cap_tokens")
+AXIS_TYPES: dict[str, type] = {"formats": str, "pin_memory": bool, "persistent_workers": bool, "decode": bool,
+                               "cache": str, "dali_decode_device": str}
+
+
+def _is(t: type, v: Any) -> bool:
+    """A TOML/YAML value of type t (a bool is not an int here, nor an int a bool)."""
+    return isinstance(v, t) and (t is bool or not isinstance(v, bool))
 
 
 def trial_id(data: Path, cfg: LoaderConfig) -> str:
@@ -119,6 +146,27 @@ def finished_ids(out: Path) -> set[str]:
     return done
 
 
+def unique_datasets(datas: tuple[Path, ...] | list[Path]) -> list[Path]:
+    """Each dataset once, however it was spelled (./x, x, a symlink to x): measuring it twice adds nothing."""
+    seen: dict[Path, Path] = {}
+    for d in datas:
+        seen.setdefault(Path(d).resolve(), Path(d))
+    return list(seen.values())
+
+
+def check_ranks(datas: list[Path], nproc: int) -> None:
+    """--nproc before torchrun starts: at least 1, and no more ranks than a webdataset has shards (shards are
+    split between ranks, so a rank without one reads nothing)."""
+    if nproc < 1:
+        raise UserError(f"--nproc must be at least 1, got {nproc}")
+    for d in datas:
+        m = read_manifest(d)
+        if m.format == "webdataset" and len(m.shards) < nproc:
+            raise UserError(f"{d} has {len(m.shards)} shard(s) for {nproc} ranks; ranks split the shards, so "
+                            f"use --nproc {len(m.shards)} or fewer, or re-shard it (shards make/convert "
+                            "--shard-mb smaller)")
+
+
 def plan(datas: list[Path], grid: Grid) -> list[tuple[Path, LoaderConfig]]:
     out = []
     for d in datas:
@@ -130,6 +178,11 @@ def plan(datas: list[Path], grid: Grid) -> list[tuple[Path, LoaderConfig]]:
 
 
 def prepare_out(out: Path, resume: bool, overwrite: bool) -> None:
+    """Called with the results file's lock held, so --overwrite never deletes another run's file."""
+    if out.is_dir():
+        raise UserError(f"--out {out} is a folder; give a file path such as {out / 'sweep.jsonl'}")
+    if resume and overwrite:
+        raise UserError("--resume keeps --out's results and --overwrite discards them; pass one of the two")
     if out.exists() and out.stat().st_size > 0 and not (resume or overwrite):
         raise UserError(f"{out} already holds results; pass --resume to skip finished trials, "
                         "--overwrite to start over, or choose another --out")

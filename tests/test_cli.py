@@ -20,10 +20,12 @@ def test_bench_prints_figures_collectors_and_appends_a_record(tmp_path, datasets
     assert rec.status == "ok" and rec.cache_verified is True and rec.collectors["processes"]["workers_seen"] >= 1
 
 
-def test_bench_impossible_config_exits_1_with_the_reason(datasets):
+def test_bench_impossible_config_exits_2_with_one_error_line(datasets):
+    """D5: an impossible config is a user mistake: exit 2, one `error:` line with the reason."""
     r = CliRunner().invoke(cli, ["bench", str(datasets["image-files"]), "--prefetch-factor", "4", *FAST])
-    assert r.exit_code == 1
-    assert "prefetch_factor needs num_workers > 0" in r.output and "Traceback" not in r.output
+    assert r.exit_code == 2
+    errs = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and "prefetch_factor needs num_workers > 0" in errs[0] and "Traceback" not in r.output
 
 
 def test_bench_missing_dataset_is_exit_2(tmp_path):

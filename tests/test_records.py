@@ -1,4 +1,6 @@
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -41,3 +43,163 @@ def test_summary_and_percentile():
     assert s == {"median": 11.0, "min": 10.0, "max": 12.0, "spread_pct": pytest.approx(100 * 2 / 11)}
     assert percentile([1, 2, 3, 4, 5], 50) == 3
     assert percentile(list(range(101)), 99) == 99
+
+
+# --- reliability review 2026-12-02 ---------------------------------------------------------------------------
+
+def _rec(i: int = 0):
+    from dataperf.records import LoaderResult
+
+    return LoaderResult(data="d", config_key=f"k{i}", samples_per_s_repeats=[1.0, 2.0])
+
+
+def test_d1_append_after_a_truncated_tail_cuts_it_instead_of_gluing(tmp_path):
+    from dataperf import records
+
+    p = tmp_path / "t.jsonl"
+    records.append(p, _rec(0))
+    records.append(p, _rec(1))
+    os.truncate(p, p.stat().st_size - 30)  # crash mid-write of record 1
+    records.append(p, _rec(2))
+    got = records.load(p)
+    assert [r.config_key for r in got] == ["k0", "k2"]
+    assert p.read_bytes().endswith(b"\n") and p.read_bytes().count(b"\n") == 2
+
+
+def test_d2_full_disk_keeps_every_finished_record_and_the_file_valid(tmp_path):
+    import subprocess
+
+    from dataperf import records
+    from dataperf.errors import UserError
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    d = tmp_path / "small"
+    d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(d)], check=True)
+    try:
+        p = d / "s.jsonl"
+        n = 0
+        with pytest.raises(UserError, match="cannot write results"):
+            while True:
+                records.append(p, _rec(n))
+                n += 1
+        assert len(records.load(p)) == n and p.read_bytes().endswith(b"\n")
+    finally:
+        subprocess.run(["umount", str(d)], check=False)
+
+
+def test_d2_short_write_is_cut_back(tmp_path, monkeypatch):
+    import errno
+
+    from dataperf import records
+    from dataperf.errors import UserError
+
+    p = tmp_path / "s.jsonl"
+    records.append(p, _rec(0))
+    size = p.stat().st_size
+    real = os.pwrite
+
+    def eio(fd, data, off):
+        if not data.startswith(b"{"):  # the lock file's pid
+            return real(fd, data, off)
+        real(fd, data[:10], off)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(records.os, "pwrite", eio)
+    with pytest.raises(UserError, match="Input/output error"):
+        records.append(p, _rec(1))
+    assert p.stat().st_size == size and len(records.load(p)) == 1
+
+
+def test_d3_report_and_compare_read_every_record_kind(tmp_path):
+    """In a fresh process that imports only the cli: no kind depends on which modules were imported."""
+    import subprocess
+    import sys
+
+    from dataperf import records
+
+    p = tmp_path / "all.jsonl"
+    for cls in (records.LoaderResult, records.StepResult, records.E2EResult, records.DiagnoseResult,
+                records.ProfileResult, records.LengthsResult):
+        records.append(p, cls())
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    code = "from dataperf import records; import sys; print(sorted({r.kind for r in records.load(sys.argv[1])}))"
+    out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == str(sorted(records.RECORD_TYPES)), out.stderr
+    for args in (["report", str(p)], ["compare", str(p), str(p), "--metrics", "step_ms,data_stall_fraction"]):
+        r = subprocess.run([sys.executable, "-m", "dataperf", *args], capture_output=True, text=True, env=env)
+        assert "unknown record kind" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert r.returncode in (0, 2), r.stderr
+
+
+def test_d6_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_path, datasets):
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from dataperf import records
+    from dataperf.cli import cli
+
+    out = tmp_path / "c.jsonl"
+    records.append(out, _rec(0))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from dataperf import records\n"
+                               "with records.exclusive(sys.argv[1]):\n print('held', flush=True); time.sleep(60)",
+                               str(out)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for flag in ("--resume", "--overwrite"):
+            r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0",
+                                         "--no-collect", "--out", str(out), flag])
+            assert r.exit_code == 2 and f"pid {holder.pid}" in r.output, r.output
+        assert [x.config_key for x in records.load(out)] == ["k0"]
+    finally:
+        holder.kill()
+        holder.wait()
+    records.append(out, _rec(1))  # released: writable again
+
+
+@pytest.mark.parametrize("text,needle", [
+    (b"", None), (b"garbage\n", "not valid JSON"), (b'[1,2,3]\n{"kind":"loader"}\n', "not a record"),
+    (b"\xff\xfe x\n", "not UTF-8"),
+])
+def test_d14_damaged_results_files_are_named(tmp_path, text, needle):
+    from dataperf import records
+    from dataperf.errors import UserError
+
+    p = tmp_path / "r.jsonl"
+    p.write_bytes(text)
+    if needle is None:
+        assert records.load(p) == []
+        return
+    with pytest.raises(UserError, match=needle):
+        records.load(p)
+
+
+def test_d14_wrong_field_types_and_config_keys(tmp_path):
+    import json
+
+    from dataperf import records
+    from dataperf.errors import UserError
+
+    d = json.loads(records.to_json(_rec()))
+    for k, v, needle in (("samples_per_s_repeats", "fast", "samples_per_s_repeats"),
+                         ("config", {"nope": 1}, "unknown loader config")):
+        with pytest.raises(UserError, match=needle):
+            records.from_dict({**d, k: v})
+
+
+def test_d14_compare_zero_base_and_no_common_metric(tmp_path):
+    from click.testing import CliRunner
+
+    from dataperf import compare, records
+    from dataperf.cli import cli
+
+    assert compare.pct_change(0.0, 4060.0) == float("inf")
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    records.append(a, _rec())
+    records.append(b, _rec())
+    r = CliRunner().invoke(cli, ["compare", str(a), str(b), "--metrics", "step_ms"])
+    assert r.exit_code == 2 and r.output.startswith("error: none of the metrics")

@@ -32,3 +32,15 @@ class Sleepy(Tiny):
 
 def sleepy():
     return Sleepy()
+
+
+class _NoParams(torch.nn.Module):
+    input_kind = "image"
+
+    def forward(self, x):
+        return x.float().mean()
+
+
+def no_params():
+    """A model with nothing to train (reliability review D8)."""
+    return _NoParams()

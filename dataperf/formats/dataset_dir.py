@@ -60,14 +60,53 @@ def read_manifest(root: str | os.PathLike) -> Manifest:
         )
     try:
         d = json.loads(mp.read_text(encoding="utf-8"))
-        return Manifest(**d)
-    except (json.JSONDecodeError, TypeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{mp} is damaged ({e}); regenerate the dataset") from None
     except PermissionError:
         raise UserError(f"cannot read {mp}: permission denied") from None
+    return manifest_from_dict(d, mp)
+
+
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "kind": (str,), "format": (str,), "count": (int,), "total_bytes": (int,), "seed": (int, type(None)),
+    "generator": (dict,), "shards": (list,), "files": (list,), "labels": (list,), "sample_bytes": (list,),
+    "token_lengths": (list,), "manifest_version": (int,),
+}
+_LIST_ITEMS: dict[str, type] = {"shards": str, "files": str, "labels": int, "sample_bytes": int,
+                                "token_lengths": int}
+
+
+def manifest_from_dict(d: Any, mp: Path) -> Manifest:
+    """Check a manifest's version and field types; keys a newer dataperf added are ignored, not fatal."""
+    if not isinstance(d, dict):
+        raise UserError(f"{mp} is damaged (not a JSON object); regenerate the dataset")
+    version = d.get("manifest_version", MANIFEST_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version > MANIFEST_VERSION:
+        raise UserError(f"{mp} has manifest_version {version!r}; this dataperf reads version {MANIFEST_VERSION} "
+                        "or older: upgrade dataperf, or regenerate the dataset with this version")
+    missing = [k for k in ("kind", "format", "count", "total_bytes", "seed") if k not in d]
+    if missing:
+        raise UserError(f"{mp} is damaged (missing {missing}); regenerate the dataset")
+    kw = {}
+    for k, types in _FIELD_TYPES.items():
+        if k not in d:
+            continue
+        v = d[k]
+        bad = not isinstance(v, types) or (isinstance(v, bool) and bool not in types)
+        item = _LIST_ITEMS.get(k)
+        if not bad and item is not None:
+            bad = any(not isinstance(x, item) or (isinstance(x, bool) and item is int) for x in v)
+        if bad:
+            want = f"a list of {item.__name__}" if item else " or ".join(t.__name__ for t in types)
+            raise UserError(f"{mp} is damaged: {k} must be {want}, got {v!r:.60}; regenerate the dataset")
+        kw[k] = v
+    return Manifest(**kw)
 
 
 def check_output_dir(out: Path, overwrite: bool) -> None:
+    if out.is_symlink() and not out.exists():
+        raise UserError(f"output path {out} is a dangling symlink (to {os.readlink(out)}); remove it or "
+                        "choose another --out")
     if out.exists() and not out.is_dir():
         raise UserError(f"output path exists and is not a folder: {out}")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
@@ -75,6 +114,12 @@ def check_output_dir(out: Path, overwrite: bool) -> None:
     parent = out.resolve().parent
     if not os.access(parent if parent.exists() else parent.parent, os.W_OK):
         raise UserError(f"cannot write under {parent}: permission denied")
+
+
+def _umask() -> int:
+    old = os.umask(0)
+    os.umask(old)
+    return old
 
 
 @contextlib.contextmanager
@@ -86,6 +131,7 @@ def staged_output(out: Path, overwrite: bool) -> Iterator[Path]:
     check_output_dir(out, overwrite)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    tmp.chmod(0o777 & ~_umask())  # mkdtemp makes it 0700; a dataset is made to be read by training jobs
     try:
         yield tmp
     except BaseException:

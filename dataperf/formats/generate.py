@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,10 @@ from PIL import Image
 
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import Manifest, staged_output, write_manifest
+from dataperf.preflight import check_image_side
+
+GEN_BYTES_PER_PIXEL = 40
+MAX_TOKENS = 1 << 24
 
 
 @dataclass
@@ -102,10 +107,22 @@ def write_dataset(
         raise UserError(f"--shard-mb must be positive, got {shard_mb}")
     image = image or ImageSpec()
     tokens = tokens or TokenSpec()
-    if kind == "image" and (image.width < 8 or image.height < 8):
-        raise UserError("--image-size must be at least 8 pixels")
-    if kind == "tokens" and not (0 < tokens.min_len <= tokens.median_len <= tokens.max_len):
-        raise UserError("token lengths need 0 < --min-len <= --median-len <= --max-len")
+    if not math.isfinite(shard_mb):
+        raise UserError(f"--shard-mb must be a finite size, got {shard_mb}")
+    if kind == "image":
+        if image.width < 8 or image.height < 8:
+            raise UserError("--image-size must be at least 8 pixels")
+        # generation holds ~40 bytes per pixel (int64 noise, int16 sum, the image, its JPEG)
+        check_image_side(max(image.width, image.height), per_pixel_bytes=GEN_BYTES_PER_PIXEL)
+    if kind == "tokens":
+        if not (0 < tokens.min_len <= tokens.median_len <= tokens.max_len):
+            raise UserError("token lengths need 0 < --min-len <= --median-len <= --max-len")
+        if tokens.vocab < 1 or tokens.vocab > 2**31:
+            raise UserError(f"--vocab must be between 1 and 2^31 (token ids are int32), got {tokens.vocab}")
+        if not (math.isfinite(tokens.sigma) and tokens.sigma >= 0):
+            raise UserError(f"--sigma (the lognormal shape) must be >= 0, got {tokens.sigma}")
+        if tokens.max_len > MAX_TOKENS:
+            raise UserError(f"--max-len {tokens.max_len} is above {MAX_TOKENS} tokens per sample; use a smaller one")
     gen = {"image": image.__dict__, "tokens": tokens.__dict__}[kind] if kind in ("image", "tokens") else {}
     stream = samples(kind, count, seed, image, tokens)
     with staged_output(out, overwrite) as tmp:

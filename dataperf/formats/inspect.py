@@ -26,6 +26,8 @@ class Inspection:
     sample_bytes_p50: float
     sample_bytes_p99: float
     token_lengths: list[int] = field(default_factory=list)
+    verified: bool = False  # every sample decoded (--verify), not only sized
+    corrupt: list[str] = field(default_factory=list)  # "shard: key: why", one per bad sample
 
     @property
     def token_p50(self) -> float:
@@ -41,8 +43,35 @@ def npy_length(data: bytes) -> int:
     return int(arr.shape[0]) if arr.ndim else 1
 
 
-def inspect_dataset(root: Path) -> Inspection:
-    """Count and size every sample; tar shards are read end to end, so damage is reported by file name."""
+PAYLOADS = ("jpg", "jpeg", "png", "npy")
+
+
+def check_sample(sample: dict[str, bytes], decode: bool) -> str | None:
+    """Why a sample cannot be used (empty payload, unreadable array, undecodable image), or None."""
+    for ext in PAYLOADS:
+        if ext not in sample:
+            continue
+        data = sample[ext]
+        if not data:
+            return f"{ext} is empty (0 bytes)"
+        try:
+            if ext == "npy":
+                npy_length(data)
+            elif decode:
+                from PIL import Image
+
+                with Image.open(io.BytesIO(data)) as img:
+                    img.load()
+        except Exception as e:
+            return f"{ext} does not decode ({type(e).__name__}: {e})"
+    return None
+
+
+def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
+    """Count and size every sample; tar shards are read end to end, so damage is reported by file name.
+
+    Token arrays are always parsed (their lengths are the point); with verify every image is decoded too, and
+    all bad samples are listed instead of stopping at the first."""
     if not root.exists():
         raise UserError(f"dataset path does not exist: {root}")
     tars = sorted(root.glob("*.tar"))
@@ -55,9 +84,18 @@ def inspect_dataset(root: Path) -> Inspection:
         raise UserError(f"{root} has neither a {MANIFEST} nor .tar shards; not a dataset")
     sizes: list[int] = []
     lengths: list[int] = []
+    corrupt: list[str] = []
     if fmt == "webdataset":
         for t in tars:
             for s in iter_tar_samples(t):
+                key = s["__key__"].decode("utf-8", "replace")
+                why = check_sample(s, verify)
+                if why:
+                    corrupt.append(f"{t.name}: {key}: {why}")
+                    if not verify:
+                        raise UserError(f"corrupt sample {key} in {t}: {why}; run `dataperf shards inspect "
+                                        f"--verify {root}` to list every bad sample")
+                    continue
                 sizes.append(sum(len(v) for k, v in s.items() if k != "__key__"))
                 if "npy" in s:
                     lengths.append(npy_length(s["npy"]))
@@ -67,15 +105,21 @@ def inspect_dataset(root: Path) -> Inspection:
             p = root / name
             if not p.is_file():
                 raise UserError(f"{p} is listed in the manifest but missing; regenerate the dataset")
+            if verify:
+                why = check_sample({name.rpartition(".")[2]: p.read_bytes()}, True)
+                if why:
+                    corrupt.append(f"{name}: {why}")
+                    continue
             sizes.append(p.stat().st_size)
         lengths = list(m.token_lengths)
         shard_count = 0
-    if not sizes:
+    if not sizes and not corrupt:
         raise UserError(f"{root} holds no samples")
     if lengths:
         kind = "tokens"
-    return Inspection(str(root), fmt, kind, len(sizes), int(sum(sizes)), shard_count,
-                      float(np.mean(sizes)), percentile(sizes, 50), percentile(sizes, 99), lengths)
+    mean = float(np.mean(sizes)) if sizes else float("nan")
+    return Inspection(str(root), fmt, kind, len(sizes), int(sum(sizes)), shard_count, mean,
+                      percentile(sizes, 50), percentile(sizes, 99), lengths, verify, corrupt)
 
 
 def length_histogram(lengths: list[int], bins: int = 12) -> list[tuple[int, int, int]]:

@@ -60,8 +60,20 @@ class SampleDecoder:
         self.decode = cfg.decode
         self.size = cfg.image_size
         self.cap = cfg.cap_tokens
+        self.skip_corrupt = cfg.on_corrupt == "skip"
 
-    def __call__(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
+    def __call__(self, ext: str, payload: bytes, label: int, where: str = "") -> dict[str, Any]:
+        """The decoded sample; a corrupt one fails naming it (where: shard and key, or file), or with
+        on_corrupt=skip is replaced by a marker that collate drops and counts (webdataset drops a None)."""
+        try:
+            return self._decode(ext, payload, label)
+        except Exception as e:
+            if self.skip_corrupt:
+                return {"corrupt": True}
+            raise TrialError(f"corrupt sample {where}: {type(e).__name__}: {e}; list every bad sample with "
+                             "`dataperf shards inspect --verify`, or pass --on-corrupt skip") from None
+
+    def _decode(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
         out: dict[str, Any] = {"nbytes": len(payload), "y": label}
         if not self.decode:
             out["payload"] = payload
@@ -80,14 +92,20 @@ class SampleDecoder:
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list."""
+    """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list; skipped
+    corrupt samples (markers) are counted in "corrupt"."""
     info = get_worker_info()  # collate runs in the worker that fetched the samples
+    corrupt = sum("corrupt" in s for s in samples)
+    samples = [s for s in samples if "corrupt" not in s]
     batch: dict[str, Any] = {
         "n": len(samples),
         "worker": info.id if info is not None else -1,
         "nbytes": sum(s["nbytes"] for s in samples),
         "y": torch.tensor([s["y"] for s in samples], dtype=torch.long),
+        "corrupt": corrupt,
     }
+    if not samples:
+        return batch
     if "payload" in samples[0]:
         batch["payload"] = [s["payload"] for s in samples]
     elif samples[0]["x"].dim() == 1:
@@ -121,7 +139,7 @@ class FilesDataset(Dataset):
         with open(p, "rb") as f:
             payload = f.read()
         throttle(len(payload), self.throttle_mib_s, self.sample_cost_s)
-        return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]))
+        return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]), p)
 
 
 def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
@@ -134,7 +152,7 @@ def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
         payload = sample[ext]
         throttle(sum(len(v) for k, v in sample.items() if isinstance(v, bytes)), throttle_mib_s, sample_cost_s)
         label = int(sample["cls"]) if "cls" in sample else 0
-        return decoder(ext, payload, label)
+        return decoder(ext, payload, label, f"{sample.get('__key__')} in {sample.get('__url__')}")
 
     return fn
 

@@ -62,3 +62,66 @@ def test_missing_paths_are_exit_2(tmp_path):
         r = runner.invoke(cli, args)
         assert r.exit_code == 2, (args, r.output)
         assert r.output.startswith("error: ") and len(r.output.strip().splitlines()) == 1
+
+
+# --- reliability review 2026-12-02 ---------------------------------------------------------------------------
+
+def _damage(src_dir, dst, how):
+    """Copy a webdataset and damage one .jpg member of its first shard (half of it, or all of it)."""
+    import io
+    import shutil
+    import tarfile
+
+    shutil.copytree(src_dir, dst)
+    shard = sorted(dst.glob("*.tar"))[0]
+    with tarfile.open(shard) as tf:
+        members = [(m, tf.extractfile(m).read()) for m in tf]
+    bad_key = None
+    with tarfile.open(shard, "w") as out:
+        for m, data in members:
+            if m.name.endswith(".jpg") and bad_key is None and members.index((m, data)) > 3:
+                bad_key = m.name.rpartition(".")[0]
+                data = data[: len(data) // 2] if how == "half" else b""
+            m.size = len(data)
+            out.addfile(m, io.BytesIO(data))
+    return shard, bad_key
+
+
+def test_d10_corrupt_sample_is_named_skipped_and_listed(tmp_path, datasets):
+    from dataperf import records
+
+    shard, key = _damage(datasets["image-webdataset"], tmp_path / "bad", "half")
+    base = ["sweep", str(tmp_path / "bad"), "--decode", "--image-size", "16", "--num-workers", "0,1",
+            "--prefetch-factor", "2", "--batch-size", "8", "--repeats", "1", "--min-batches", "2",
+            "--warmup-batches", "0", "--no-collect"]
+    r = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "f.jsonl")])
+    assert r.exit_code == 2 and key in r.output and shard.name in r.output, r.output
+    r = CliRunner().invoke(cli, [*base, "--out", str(tmp_path / "s.jsonl"), "--on-corrupt", "skip"])
+    assert r.exit_code == 0, r.output
+    recs = records.load(tmp_path / "s.jsonl")
+    assert [x.corrupt_samples for x in recs] == [1, 1]
+    r = CliRunner().invoke(cli, ["shards", "inspect", "--verify", str(tmp_path / "bad")])
+    assert r.exit_code == 2 and f"corrupt: {shard.name}: {key}" in r.output
+
+
+def test_d10_zero_byte_member_fails_plain_inspect(tmp_path, datasets):
+    shard, key = _damage(datasets["image-webdataset"], tmp_path / "zero", "empty")
+    r = CliRunner().invoke(cli, ["shards", "inspect", str(tmp_path / "zero")])
+    assert r.exit_code == 2 and key in r.output and "0 bytes" in r.output
+
+
+def test_d13_corrupt_npy_names_the_sample_in_inspect_and_lengths(tmp_path):
+    import io
+
+    import numpy as np
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(20):
+        b = io.BytesIO()
+        np.save(b, np.arange(10 + i, dtype=np.int32))
+        (src / f"{i:04d}.npy").write_bytes(b.getvalue()[:20] if i == 7 else b.getvalue())
+    assert CliRunner().invoke(cli, ["shards", "convert", str(src), str(tmp_path / "tb")]).exit_code == 0
+    for args in (["shards", "inspect", str(tmp_path / "tb")], ["lengths", str(tmp_path / "tb"), "--batch-size", "4"]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 2 and r.output.startswith("error: corrupt sample 0007"), r.output

@@ -101,3 +101,61 @@ def test_crash_mid_write_leaves_nothing_that_looks_finished(tmp_path, monkeypatc
     with pytest.raises(RuntimeError):
         write_dataset(tmp_path / "d", "image", "webdataset", 20)
     assert list(tmp_path.iterdir()) == []
+
+
+# --- reliability review 2026-12-02 ---------------------------------------------------------------------------
+
+def _make(args):
+    from click.testing import CliRunner
+
+    from dataperf.cli import cli
+
+    return CliRunner().invoke(cli, ["shards", "make", *map(str, args)])
+
+
+def test_d11_numpy_parameters_are_checked(tmp_path):
+    for args, needle in ((["--vocab", "0"], "--vocab"), (["--sigma", "-1"], "--sigma")):
+        r = _make(["--kind", "tokens", "--count", "10", *args, "--out", tmp_path / "m1"])
+        assert r.exit_code == 2 and r.output.startswith(f"error: {needle}"), r.output
+
+
+def test_d17_dangling_symlink_out_is_refused_up_front(tmp_path):
+    (tmp_path / "dangling").symlink_to(tmp_path / "nonexistent")
+    r = _make(["--count", "10", "--image-size", "16", "--out", tmp_path / "dangling"])
+    assert r.exit_code == 2 and "dangling symlink" in r.output
+    assert [p.name for p in tmp_path.iterdir()] == ["dangling"]
+
+
+def test_d18_datasets_follow_the_umask(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        r = _make(["--count", "4", "--image-size", "16", "--out", tmp_path / "p18"])
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "p18").stat().st_mode & 0o777 == 0o755
+
+
+def test_d25_manifest_version_types_and_extra_keys(tmp_path, datasets):
+    import json
+    import shutil
+
+    import pytest
+
+    from dataperf.errors import UserError
+    from dataperf.formats.dataset_dir import read_manifest
+
+    d = tmp_path / "man"
+    shutil.copytree(datasets["image-webdataset"], d)
+    mp = d / "manifest.json"
+    orig = json.loads(mp.read_text())
+    mp.write_text(json.dumps({**orig, "added_by_a_newer_version": 1}))
+    assert read_manifest(d).count == orig["count"]  # extra keys are not damage
+    mp.write_text(json.dumps({**orig, "manifest_version": 99}))
+    with pytest.raises(UserError, match="manifest_version 99"):
+        read_manifest(d)
+    mp.write_text(json.dumps({**orig, "shards": "shard-000000.tar"}))
+    with pytest.raises(UserError, match="shards must be a list of str"):
+        read_manifest(d)
