@@ -65,7 +65,7 @@ def test_detects_an_injected_slowdown_and_exits_1(tmp_path, monkeypatch):
     changes = compare(base, head, ["step_ms", "samples_per_s"], 5)
     assert {c.metric: c.verdict for c in changes} == {"step_ms": "regression", "samples_per_s": "regression"}
     step_ms = next(c for c in changes if c.metric == "step_ms")
-    assert step_ms.change_pct > 100
+    assert step_ms.change_pct > 20  # +30 ms on 10 ms plus whatever the loaded machine adds to both
     r = CliRunner().invoke(cli, ["compare", str(base), str(head), "--threshold", "5%"])
     assert r.exit_code == 1 and "regression" in r.output
 
