@@ -123,6 +123,7 @@ def write_dataset(
             raise UserError(f"--sigma (the lognormal shape) must be >= 0, got {tokens.sigma}")
         if tokens.max_len > MAX_TOKENS:
             raise UserError(f"--max-len {tokens.max_len} is above {MAX_TOKENS} tokens per sample; use a smaller one")
+    check_disk_space(out, estimated_bytes(kind, fmt, count, image, tokens))
     gen = {"image": image.__dict__, "tokens": tokens.__dict__}[kind] if kind in ("image", "tokens") else {}
     stream = samples(kind, count, seed, image, tokens)
     with staged_output(out, overwrite) as tmp:
@@ -134,6 +135,27 @@ def write_dataset(
             _write_shards(tmp, stream, m, shard_mb, progress, samples_per_shard(count, shards))
         write_manifest(tmp, m)
     return m
+
+
+def estimated_bytes(kind: str, fmt: str, count: int, image: ImageSpec, tokens: TokenSpec) -> int:
+    """A floor on the dataset's size on disk: what a sample cannot be smaller than, plus its container (three
+    512-byte-aligned tar members per sample in a shard, one 4 KiB block per file)."""
+    payload = image.width * image.height // 20 + 300 if kind == "image" else 4 * tokens.min_len + 128
+    per_sample = payload + 3 * 1024 if fmt == "webdataset" else max(payload, 4096)
+    return count * per_sample
+
+
+def check_disk_space(out: Path, need: int) -> None:
+    """Refuse, before writing anything, a dataset that cannot fit: a typo in --count must not fill the disk."""
+    import shutil
+
+    probe = Path(out).absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if need > free:
+        raise UserError(f"this dataset needs at least {need / 2**30:.1f} GiB but {probe} has {free / 2**30:.1f} GiB "
+                        "free; use a smaller --count or --image-size, or another --out")
 
 
 def _record(m: Manifest, s: Sample) -> None:

@@ -159,3 +159,13 @@ def test_d25_manifest_version_types_and_extra_keys(tmp_path, datasets):
     mp.write_text(json.dumps({**orig, "shards": "shard-000000.tar"}))
     with pytest.raises(UserError, match="shards must be a list of str"):
         read_manifest(d)
+
+
+def test_a_dataset_larger_than_the_free_disk_is_refused_before_writing(tmp_path):
+    import shutil
+
+    free = shutil.disk_usage(tmp_path).free
+    count = free // 3000 + 1  # each shard sample takes at least three 1 KiB-aligned tar members
+    with pytest.raises(UserError, match="GiB free"):
+        write_dataset(tmp_path / "big", "image", "webdataset", count, image=ImageSpec(16, 16, 90))
+    assert not any(tmp_path.iterdir())
