@@ -121,6 +121,7 @@ class Trainer:
         self.kind = opts.input or input_kind(model)
         if self.kind not in ("tokens", "image"):
             raise UserError(f"--input must be tokens or image, got {self.kind!r}")
+        self.params_m = sum(p.numel() for p in model.parameters()) / 1e6  # before ZeRO-3 partitions them
         self.engine = None
         if opts.optimizer in ZERO_CHOICES:  # DeepSpeed places (and for stage 3 partitions) the model itself
             from dataperf.zero import engine
@@ -130,7 +131,6 @@ class Trainer:
         else:
             self.model = model.to(self.device)
             self.optimizer = make_optimizer(opts.optimizer, self.model)
-        self.params_m = sum(p.numel() for p in self.model.parameters()) / 1e6
         self.guard = NanGuard(self.model, opts.nan_guard_dir, self.optimizer) if opts.nan_guard_dir else None
         self.steps_done = 0
 
