@@ -361,6 +361,10 @@ def _sweep(ctx, trials, out, resume, overwrite, plot, model, model_batch_size, s
         raise UserError(f"every trial failed ({len(results)}); the first: {results[0].error}")
 
 
+OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-offload", "zero3", "zero3-offload",
+              "zero2-adam8bit"]  # the last five run through DeepSpeed (dataperf[deepspeed])
+
+
 def step_options(fn):
     """Options that describe the model step, shared by step, e2e, profile, diagnose and tune."""
     for opt in reversed([
@@ -368,7 +372,7 @@ def step_options(fn):
                      help="gpt-small | gpt-tiny | cnn-small | MODULE:FACTORY"),
         click.option("--seq-len", type=int, default=512, show_default=True),
         click.option("--device", default="cpu", show_default=True, help="cpu | cuda | cuda:N"),
-        click.option("--optimizer", type=click.Choice(["adamw", "adam8bit", "adamw-cpu-offload", "zero"]),
+        click.option("--optimizer", type=click.Choice(OPTIMIZERS),
                      default="adamw", show_default=True),
         click.option("--amp", type=click.Choice(["bf16"]), default=None, help="autocast dtype"),
         click.option("--input", "input_kind", type=click.Choice(["tokens", "image"]), default=None,
@@ -651,6 +655,47 @@ def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batc
         sys.exit(1)
 
 
+@cli.command()
+@click.option("--model", default="gpt-1.3b", show_default=True, help="a built-in name or MODULE:FACTORY")
+@click.option("--optimizers", callback=str_list, default="adamw,adam8bit,zero2-offload,zero3-offload",
+              show_default=True, help=f"comma list of {', '.join(OPTIMIZERS)}")
+@click.option("--batch-size", type=int, default=8, show_default=True)
+@click.option("--seq-len", type=int, default=1024, show_default=True)
+@click.option("--device", default="cuda", show_default=True)
+@click.option("--amp", type=click.Choice(["bf16", "none"]), default="bf16", show_default=True,
+              help="bf16: autocast for torch optimizers, DeepSpeed's bf16 (fp32 master state) for ZeRO")
+@click.option("--repeats", type=int, default=3, show_default=True)
+@click.option("--steps", type=int, default=5, show_default=True)
+@click.option("--warmup", type=int, default=2, show_default=True)
+@click.option("--max-batch", is_flag=True, help="also find each optimizer's largest batch (doubling, bisection)")
+@click.option("--max-batch-limit", type=int, default=1024, show_default=True)
+@click.option("--tolerance", type=float, default=10.0, show_default=True,
+              help="stop bisecting when the gap is within this % of the fitting batch")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/memory.jsonl"), show_default=True)
+def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, warmup, max_batch, max_batch_limit,
+           tolerance, out) -> None:
+    """GPU memory, step time and % saved against AdamW for each optimizer at one batch size, one process each."""
+    from dataperf import records, report
+    from dataperf.memory import measure_memory
+
+    bad = [o for o in optimizers if o not in OPTIMIZERS]
+    if bad:
+        raise UserError(f"unknown optimizer {bad[0]!r} in --optimizers; choose from {', '.join(OPTIMIZERS)}")
+    if not device.startswith("cuda"):
+        raise UserError(f"memory compares GPU memory: --device {device} has none; use --device cuda")
+    import torch
+
+    if not torch.cuda.is_available():  # one error: line before any trial starts
+        raise UserError("memory compares GPU memory, and torch sees no CUDA device here; run it on a GPU machine")
+    base = {"model": model, "batch_size": batch_size, "seq_len": seq_len, "device": device,
+            "amp": None if amp == "none" else amp, "repeats": repeats, "steps": steps, "warmup": warmup,
+            "results_dir": str(out.parent)}
+    rows = measure_memory(base, optimizers, max_batch=max_batch, max_batch_limit=max_batch_limit,
+                          tolerance_pct=tolerance, on_result=lambda r: records.append(out, r))
+    report.print_memory(rows)
+    report.console.print(f"results: {out}")
+
+
 @cli.command("report")
 @click.argument("results", type=click.Path(path_type=Path))
 @click.option("--headroom", type=float, default=1.2, show_default=True)
@@ -681,6 +726,9 @@ def report_cmd(results, headroom, plot) -> None:
             report.console.print(line)
     if step is not None:
         report.print_step(step)
+    mem = [r for r in recs if r.kind == "memory"]
+    if mem:
+        report.print_memory(mem)
     if plot:
         png = report.heatmap(recs, plot)
         report.console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")

@@ -75,6 +75,8 @@ BUILTIN = {
     "gpt-small": lambda: GPT(),
     "gpt-tiny": lambda: GPT(d=64, layers=2, heads=2, vocab=32000),
     "gpt-medium": lambda: GPT(d=1024, layers=12, heads=16, vocab=32000, max_len=2048),
+    # ~1.3B parameters (GPT-3 XL shape): where optimizer state (16 bytes/param under AdamW) dominates memory
+    "gpt-1.3b": lambda: GPT(d=2048, layers=24, heads=16, vocab=50304, max_len=2048),
     "cnn-small": lambda: CNN(),
 }
 

@@ -560,3 +560,29 @@ class WatchResult(Record):
 
 
 RECORD_TYPES["watch"] = WatchResult
+
+
+@dataclass
+class MemoryResult(Record):
+    """One optimizer's GPU memory at one batch size (dataperf memory), and the largest batch that fit."""
+
+    kind: str = "memory"
+    model: str = ""
+    optimizer: str = ""
+    device: str = ""
+    batch_size: int = 0
+    seq_len: int | None = None
+    amp: str | None = None
+    params_m: float = float("nan")
+    cuda_max_allocated_mib: float | None = None
+    nvml_peak_used_mib: float | None = None  # sampled every nvml_interval_s, as nvidia-smi -l 1 shows
+    nvml_interval_s: float = 1.0
+    step_ms_median: float = float("nan")
+    samples_per_s: float = float("nan")
+    reduction_vs_adamw_pct: float | None = None  # of cuda_max_allocated_mib; None without an adamw row
+    max_batch: int | None = None  # largest batch that ran, when --max-batch searched
+    max_batch_tried: list[int] = field(default_factory=list)
+    oom_summary: str | None = None  # memory_summary file of the first batch that did not fit
+
+
+RECORD_TYPES["memory"] = MemoryResult

@@ -654,3 +654,31 @@ def print_watch(recs: list) -> None:
     steps = {r.next_step for r in ws if r.next_step}
     for s in steps:
         console.print(f"next: {s}")
+
+
+def print_memory(rows: list) -> None:
+    """The memory table: one row per optimizer at one batch size, reduction against AdamW."""
+    first = rows[0]
+    t = Table(title=f"GPU memory {first.model} batch {first.batch_size} seq {first.seq_len} amp {first.amp}")
+    cols = ("optimizer", "max_allocated_mib", "nvml_peak_used_mib", "step_ms", "samples_per_s",
+            "reduction_vs_adamw", "max_batch")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "optimizer" else "right")
+    for r in rows:
+        red = "-" if r.reduction_vs_adamw_pct is None else f"{r.reduction_vs_adamw_pct:+.1f}%"
+        if r.status != "ok":
+            t.add_row(r.optimizer, "failed", "", "", "", "", _fmt(r.max_batch) if r.max_batch is not None else "-")
+            continue
+        t.add_row(r.optimizer, _fmt(r.cuda_max_allocated_mib), _fmt(r.nvml_peak_used_mib), _fmt(r.step_ms_median, 1),
+                  _fmt(r.samples_per_s, 1), red, _fmt(r.max_batch) if r.max_batch is not None else "-")
+    console.print(t)
+    for r in rows:
+        if r.error:
+            console.print(f"{r.optimizer}: {r.error}")
+        if r.oom_summary:
+            console.print(f"{r.optimizer}: memory summary of the first batch that did not fit: {r.oom_summary}")
+        for n in r.notes:
+            if n.startswith("max-batch"):
+                console.print(f"{r.optimizer}: {n}")
+    console.print(f"nvml_peak_used_mib is sampled every {first.nvml_interval_s:g} s (as nvidia-smi -l 1) and "
+                  "includes the CUDA context; reduction is of max_allocated_mib")

@@ -20,9 +20,10 @@ from torch.profiler import record_function
 from dataperf.errors import UserError
 from dataperf.models import input_kind, load_model, loss_of
 from dataperf.records import StepResult, summarize
+from dataperf.zero import CHOICES as ZERO_CHOICES
 
 MIB = 1024 * 1024
-OPTIMIZERS = ("adamw", "adam8bit", "adamw-cpu-offload", "zero")
+OPTIMIZERS = ("adamw", "adam8bit", "adamw-cpu-offload", "zero", *ZERO_CHOICES)
 
 
 @dataclass
@@ -43,6 +44,7 @@ class StepOptions:
     seed: int = 0
     deterministic: bool = False
     nan_guard_dir: Path | None = None  # check every step for NaN/inf, checkpoint there on the first
+    nvml_interval_s: float = 0.02  # NVML sampling period (dataperf memory uses 1 s, as nvidia-smi -l 1)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -115,12 +117,20 @@ class Trainer:
         seed_everything(opts.seed, opts.deterministic)
         self.opts = opts
         self.device = resolve_device(opts.device)
-        self.model = load_model(opts.model).to(self.device)
-        self.kind = opts.input or input_kind(self.model)
+        model = load_model(opts.model)
+        self.kind = opts.input or input_kind(model)
         if self.kind not in ("tokens", "image"):
             raise UserError(f"--input must be tokens or image, got {self.kind!r}")
-        self.optimizer = make_optimizer(opts.optimizer, self.model)
-        self.params_m = sum(p.numel() for p in self.model.parameters()) / 1e6
+        self.params_m = sum(p.numel() for p in model.parameters()) / 1e6  # before ZeRO-3 partitions them
+        self.engine = None
+        if opts.optimizer in ZERO_CHOICES:  # DeepSpeed places (and for stage 3 partitions) the model itself
+            from dataperf.zero import engine
+
+            self.engine = engine(opts.optimizer, model, self.device.type, opts.batch_size, opts.amp == "bf16")
+            self.model, self.optimizer = self.engine, self.engine.optimizer
+        else:
+            self.model = model.to(self.device)
+            self.optimizer = make_optimizer(opts.optimizer, self.model)
         self.guard = NanGuard(self.model, opts.nan_guard_dir, self.optimizer) if opts.nan_guard_dir else None
         self.steps_done = 0
 
@@ -139,6 +149,12 @@ class Trainer:
         return x.float().div_(255.0) if x.dtype == torch.uint8 else x
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self.engine is not None:  # bf16 is DeepSpeed's own (bf16 weights, fp32 master), not autocast
+            loss = loss_of(self.engine(self.prepare(x)), x, y)
+            self.engine.backward(loss)
+            self.steps_done += 1
+            self.engine.step()
+            return loss
         with record_function("forward"):
             if self.opts.amp == "bf16":
                 with torch.autocast(self.device.type, dtype=torch.bfloat16):
@@ -275,7 +291,7 @@ def _measure_step(opts: StepOptions) -> StepResult:
     for _ in range(opts.repeats):
         if cuda:
             torch.cuda.reset_peak_memory_stats(tr.device)
-        with MemorySampler(tr.device) as sampler:
+        with MemorySampler(tr.device, opts.nvml_interval_s) as sampler:
             ms.append(statistics.median(timed_steps(tr, x, y, opts.steps)))
         rss.append(sampler.rss_peak / MIB)
         if cuda:
