@@ -282,10 +282,6 @@ class LengthsResult(Record):
     step_peak_mem_mib_capped: float | None = None
 
 
-RECORD_TYPES: dict[str, type[Record]] = {
-    c.__dataclass_fields__["kind"].default: c
-    for c in (LoaderResult, StepResult, E2EResult, DiagnoseResult, ProfileResult, LengthsResult)
-}
 
 
 def _clean(v: Any) -> Any:
@@ -559,8 +555,6 @@ class WatchResult(Record):
     collectors: dict[str, Any] = field(default_factory=dict)
 
 
-RECORD_TYPES["watch"] = WatchResult
-
 
 @dataclass
 class MemoryResult(Record):
@@ -585,4 +579,8 @@ class MemoryResult(Record):
     oom_summary: str | None = None  # memory_summary file of the first batch that did not fit
 
 
-RECORD_TYPES["memory"] = MemoryResult
+RECORD_TYPES: dict[str, type[Record]] = {
+    c.__dataclass_fields__["kind"].default: c
+    for c in (LoaderResult, StepResult, E2EResult, DiagnoseResult, ProfileResult, LengthsResult, WatchResult,
+              MemoryResult)
+}

@@ -120,8 +120,7 @@ def test_d3_report_and_compare_read_every_record_kind(tmp_path):
     from dataperf import records
 
     p = tmp_path / "all.jsonl"
-    for cls in (records.LoaderResult, records.StepResult, records.E2EResult, records.DiagnoseResult,
-                records.ProfileResult, records.LengthsResult):
+    for cls in records.RECORD_TYPES.values():
         records.append(p, cls())
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
     code = "from dataperf import records; import sys; print(sorted({r.kind for r in records.load(sys.argv[1])}))"
