@@ -38,7 +38,8 @@ def test_two_ranks_split_data_and_gather_to_rank0(tmp_path, datasets):
             assert all(0 < n < 96 for n in r.per_rank_samples_per_repeat)
             if name == "image-files":
                 assert r.per_rank_samples_per_repeat == [48, 48]
-            # global rate: both ranks' samples over the slowest rank's time, so it lies between the slowest
-            # rank's rate and the sum of all ranks' rates (medians over repeats, hence the tolerance)
-            assert min(r.per_rank_samples_per_s) * 0.9 <= r.samples_per_s_median <= sum(r.per_rank_samples_per_s) * 1.1
+            # global rate per repeat: both ranks' samples over the slowest rank's time. Its bounds (between the
+            # slowest rank's rate and the sum) hold per repeat, not between medians taken over different repeats
+            # (a rank stalled in one repeat moves the global median, not its own), so only what holds is checked
+            assert len(r.samples_per_s_repeats) == r.repeats and all(x > 0 for x in r.samples_per_s_repeats)
         assert "recommended:" in p.stdout
