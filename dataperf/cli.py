@@ -9,6 +9,9 @@ from pathlib import Path
 import click
 
 from dataperf.errors import UserError
+from dataperf.formats.backends import REGISTRY
+
+BACKENDS = list(REGISTRY)  # every --format value a loader command takes (beside auto)
 
 
 def user_errors(fn):
@@ -136,10 +139,12 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 
 @cli.command()
 @click.argument("data", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset", "dali"]), default="auto",
+@click.option("--format", "fmt", type=click.Choice(["auto", *BACKENDS]), default="auto",
               show_default=True, help="loader backend; auto = the dataset's own format")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--num-workers", type=int, default=0, show_default=True)
+@click.option("--worker-type", type=click.Choice(["process", "thread"]), default=None,
+              help="where the backend offers both [its own kind]")
 @click.option("--prefetch-factor", type=int, default=None)
 @click.option("--pin-memory", is_flag=True)
 @click.option("--persistent-workers", is_flag=True)
@@ -153,14 +158,15 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 @trial_options
 @user_errors
-def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, decode,
+def bench(data, fmt, batch_size, num_workers, worker_type, prefetch_factor, pin_memory, persistent_workers, decode,
           image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, **topts) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf import records, report
     from dataperf.runner import run_trial
 
     cfg = make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers,
-                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode)
+                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode,
+                      worker_type=worker_type)
     raw = out.parent / "raw" if out else None
     r = run_trial(data, cfg, make_opts(raw_dir=raw, **topts))
     if out:
@@ -175,8 +181,11 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
               help="TOML/YAML file of sweep axes (overrides the axis options)")
 @click.option("--format", "formats", callback=str_list, default="auto", show_default=True,
-              help="comma list of backends: auto,files,webdataset,dali")
+              help="comma list of backends: auto (the dataset's own), all (every installed one), "
+                   f"{','.join(BACKENDS)}")
 @click.option("--num-workers", callback=int_list, default=None, help="comma list [0,1,2,4,.. up to 2x cores]")
+@click.option("--worker-type", "worker_types", callback=str_list, default=None,
+              help="comma list: process,thread (each backend runs those it offers) [each backend's own kind]")
 @click.option("--prefetch-factor", callback=int_list, default="2,4,8", show_default=True)
 @click.option("--batch-size", callback=int_list, default="32", show_default=True)
 @click.option("--pin-memory", type=click.Choice(["off", "on", "both"]), default="off", show_default=True)
@@ -200,9 +209,9 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
 @trial_options
 @user_errors
-def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, pin_memory, persistent_workers,
-          decode, image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, resume, overwrite,
-          plot, model, model_batch_size, seq_len, device, headroom, nproc, **topts) -> None:
+def sweep(data, config_file, formats, num_workers, worker_types, prefetch_factor, batch_size, pin_memory,
+          persistent_workers, decode, image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out,
+          resume, overwrite, plot, model, model_batch_size, seq_len, device, headroom, nproc, **topts) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
     from dataperf import distributed, report
     from dataperf import sweep as sw
@@ -211,6 +220,7 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
         sys.exit(distributed.launch_self(nproc, sys.argv[1:]))
     both = {"off": [False], "on": [True], "both": [False, True]}
     grid = sw.Grid(formats=formats, num_workers=num_workers or sw.default_workers(),
+                   worker_types=worker_types or [None],
                    prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
                    persistent_workers=both[persistent_workers], decode=[decode],
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
@@ -304,10 +314,12 @@ def step(model, seq_len, device, optimizer, amp, input_kind, deterministic, batc
 def loader_options(fn):
     """One loader config (not a grid), shared by e2e, profile and diagnose."""
     for opt in reversed([
-        click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset", "dali"]), default="auto",
+        click.option("--format", "fmt", type=click.Choice(["auto", *BACKENDS]), default="auto",
                      show_default=True),
         click.option("--batch-size", type=int, default=32, show_default=True),
         click.option("--num-workers", type=int, default=2, show_default=True),
+        click.option("--worker-type", type=click.Choice(["process", "thread"]), default=None,
+                     help="where the backend offers both [its own kind]"),
         click.option("--prefetch-factor", type=int, default=None),
         click.option("--pin-memory/--no-pin-memory", default=None, help="[on with CUDA]"),
         click.option("--persistent-workers", is_flag=True),
@@ -323,7 +335,8 @@ def loader_options(fn):
 
 
 def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, image_size,
-                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True):
+                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True,
+                worker_type=None):
     from dataperf.formats.dataset_dir import read_manifest
     from dataperf.records import LoaderConfig
 
@@ -337,7 +350,7 @@ def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
                         image_size=image_size, cap_tokens=cap_tokens,
                         dali_num_threads=dali_threads if dali else None,
                         dali_prefetch_queue_depth=dali_queue if dali else None,
-                        dali_decode_device=dali_decode if dali else None)
+                        dali_decode_device=dali_decode if dali else None, worker_type=worker_type)
 
 
 @cli.command()

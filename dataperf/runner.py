@@ -5,6 +5,7 @@ The runner only measures; it returns a LoaderResult and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -13,9 +14,10 @@ from typing import Any
 
 import torch
 
-from dataperf import cache
+from dataperf import cache, footprint
 from dataperf.collectors import Running, default_collectors
 from dataperf.errors import TrialError, UserError
+from dataperf.formats import backends
 from dataperf.formats.dataset_dir import Manifest, read_manifest
 from dataperf.records import LoaderConfig, LoaderResult, percentile, summarize
 
@@ -42,17 +44,12 @@ class TrialOptions:
     world_size: int = 1
     barrier: Callable[[], None] | None = None  # distributed: all ranks start each repeat together
     gather: Callable[[Any], list[Any]] | None = None  # distributed: every rank's object, in rank order
+    footprint: bool = True  # CPU cores busy and PSS of the process tree per repeat (dataperf.footprint)
 
 
 def make_batches(root: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
-    """The backend for cfg.format: a torch DataLoader, or a DALI pipeline wrapped to look like one."""
-    if cfg.format == "dali":
-        from dataperf.formats.dali import DaliLoader
-
-        return DaliLoader(root, m, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
-    from dataperf.formats.loaders import make_loader
-
-    return make_loader(root, m, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed)
+    """The backend for cfg.format (dataperf.formats.backends), yielding batch dicts with "n" and "nbytes"."""
+    return backends.get(cfg.format).make(root, m, cfg, opts)[0]
 
 
 @dataclass
@@ -198,16 +195,21 @@ def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res
         res.notes.append(f"only {opts.repeats} repeats: medians of fewer than 3 are not robust")
     if cfg.pin_memory and not torch.cuda.is_available() and cfg.format != "dali":
         res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
-    paths = m.paths(data)
+    if cfg.cache not in ("warm", "cold"):
+        raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
+    be = backends.get(cfg.format)
+    batches, prep = be.make(data, m, cfg, opts)  # a converting backend converts (once, cached) here
+    res.backend, res.knobs_ignored = prep.info, be.knobs_ignored(cfg)
+    if res.knobs_ignored:
+        res.notes.append(f"{be.name} cannot express {', '.join(res.knobs_ignored)}: set but not applied")
+    paths = prep.paths  # what this backend reads: the converted store, if it has one
     if cfg.cache == "warm":
         cache.preread(paths)
-    elif cfg.cache != "cold":
-        raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
-    batches = make_batches(data, m, cfg, opts)
     # warm-up: worker start, imports, first decode; its numbers are discarded
     if opts.warmup_batches > 0:
         time_epoch(batches, opts.warmup_batches)
     reps: list[Repeat] = []
+    costs: list[footprint.Footprint] = []
     collectors = default_collectors(data, opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) if opts.collect \
         else []
     with Running(collectors) as running:
@@ -216,11 +218,37 @@ def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res
                 res.notes.extend(n for n in cache.evict(paths, opts.drop_caches) if n not in res.notes)
             if opts.barrier:
                 opts.barrier()
-            reps.append(time_epoch(batches, opts.max_batches, running.watch))
+            with footprint.Meter() if opts.footprint else contextlib.nullcontext() as meter:
+                reps.append(time_epoch(batches, opts.max_batches, running.watch))
+            if meter is not None:
+                costs.append(meter.result)
         collected = running.stop()
     res.collectors = collected
     _fill(res, reps, opts)
+    if costs:
+        _fill_footprint(res, costs)
     return reps
+
+
+def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint]) -> None:
+    """Throughput per busy core and per GiB of PSS; workers' memory growth over an epoch flagged."""
+    cores = summarize([c.cores_busy for c in costs])["median"]
+    res.cpu_cores_busy_median = cores
+    res.samples_per_s_per_core = res.samples_per_s_median / cores if cores > 0 else float("nan")
+    peak = max(c.pss_peak_bytes for c in costs)
+    if peak:
+        res.pss_mib_peak = peak / MIB
+        res.samples_per_s_per_gib_pss = res.samples_per_s_median / (peak / 1024**3)
+    grown = [c for c in costs if c.workers_seen]
+    if grown:
+        worst = max(grown, key=lambda c: c.worker_pss_last_bytes - c.worker_pss_first_bytes)
+        res.worker_pss_growth_pct = worst.worker_growth_pct
+        delta_mib = (worst.worker_pss_last_bytes - worst.worker_pss_first_bytes) / MIB
+        if worst.worker_growth_pct > footprint.GROWTH_FLAG_PCT and delta_mib > footprint.GROWTH_FLAG_MIB:
+            res.notes.append(f"copy-on-read: worker memory (PSS) grew {worst.worker_growth_pct:.0f}% "
+                             f"(+{delta_mib:.0f} MiB over {worst.workers_seen} workers) within one epoch; "
+                             "forked workers are touching the parent's Python objects (keep per-sample "
+                             "metadata in numpy arrays, or use thread workers)")
 
 
 def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
