@@ -11,6 +11,9 @@ from pathlib import Path
 import click
 
 from dataperf.errors import UserError
+from dataperf.formats.backends import REGISTRY
+
+BACKENDS = list(REGISTRY)  # every --format value a loader command takes (beside auto)
 
 
 def error_line(e: BaseException) -> tuple[str, int]:
@@ -199,10 +202,12 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 
 @cli.command()
 @click.argument("data", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset", "dali"]), default="auto",
+@click.option("--format", "fmt", type=click.Choice(["auto", *BACKENDS]), default="auto",
               show_default=True, help="loader backend; auto = the dataset's own format")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--num-workers", type=int, default=0, show_default=True)
+@click.option("--worker-type", type=click.Choice(["process", "thread"]), default=None,
+              help="where the backend offers both [its own kind]")
 @click.option("--prefetch-factor", type=int, default=None)
 @click.option("--pin-memory", is_flag=True)
 @click.option("--persistent-workers", is_flag=True)
@@ -216,7 +221,7 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 @ON_CORRUPT
 @trial_options
-def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, decode,
+def bench(data, fmt, batch_size, num_workers, worker_type, prefetch_factor, pin_memory, persistent_workers, decode,
           image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, on_corrupt, **topts) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf import preflight, records, report
@@ -225,7 +230,7 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
     preflight.writable_file(out, "--out")
     cfg = make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers,
                       image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode,
-                      on_corrupt=on_corrupt)
+                      on_corrupt=on_corrupt, worker_type=worker_type)
     opts = make_opts(raw_dir=out.parent / "raw" if out else None, **topts)
     preflight.check_loader(data, cfg)
     with records.exclusive(out) if out else contextlib.nullcontext():
@@ -242,8 +247,11 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
               help="TOML/YAML file of sweep axes (overrides the axis options)")
 @click.option("--format", "formats", callback=str_list, default="auto", show_default=True,
-              help="comma list of backends: auto,files,webdataset,dali")
+              help="comma list of backends: auto (the dataset's own), all (every installed one), "
+                   f"{','.join(BACKENDS)}")
 @click.option("--num-workers", callback=int_list, default=None, help="comma list [0,1,2,4,.. up to 2x cores]")
+@click.option("--worker-type", "worker_types", callback=str_list, default=None,
+              help="comma list: process,thread (each backend runs those it offers) [each backend's own kind]")
 @click.option("--prefetch-factor", callback=int_list, default="2,4,8", show_default=True)
 @click.option("--batch-size", callback=int_list, default="32", show_default=True)
 @click.option("--pin-memory", type=click.Choice(["off", "on", "both"]), default="off", show_default=True)
@@ -267,9 +275,10 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
 @ON_CORRUPT
 @trial_options
-def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, pin_memory, persistent_workers,
-          decode, image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, resume, overwrite,
-          plot, model, model_batch_size, seq_len, device, headroom, nproc, on_corrupt, **topts) -> None:
+def sweep(data, config_file, formats, num_workers, worker_types, prefetch_factor, batch_size, pin_memory,
+          persistent_workers, decode, image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out,
+          resume, overwrite, plot, model, model_batch_size, seq_len, device, headroom, nproc, on_corrupt,
+          **topts) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
     from dataperf import distributed, preflight, records
     from dataperf import sweep as sw
@@ -291,6 +300,7 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
     if decode is None:
         decode = model is not None  # a model eats decoded samples: its verdict needs decoded loader rates
     grid = sw.Grid(formats=formats, num_workers=num_workers or sw.default_workers(),
+                   worker_types=worker_types or [None],
                    prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
                    persistent_workers=both[persistent_workers], decode=[decode],
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
@@ -413,10 +423,12 @@ def step(model, seq_len, device, optimizer, amp, input_kind, deterministic, batc
 def loader_options(fn):
     """One loader config (not a grid), shared by e2e, profile and diagnose."""
     for opt in reversed([
-        click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset", "dali"]), default="auto",
+        click.option("--format", "fmt", type=click.Choice(["auto", *BACKENDS]), default="auto",
                      show_default=True),
         click.option("--batch-size", type=int, default=32, show_default=True),
         click.option("--num-workers", type=int, default=2, show_default=True),
+        click.option("--worker-type", type=click.Choice(["process", "thread"]), default=None,
+                     help="where the backend offers both [its own kind]"),
         click.option("--prefetch-factor", type=int, default=None),
         click.option("--pin-memory/--no-pin-memory", default=None, help="[on with CUDA]"),
         click.option("--persistent-workers", is_flag=True),
@@ -434,7 +446,7 @@ def loader_options(fn):
 
 def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, image_size,
                 cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True,
-                on_corrupt="fail"):
+                on_corrupt="fail", worker_type=None):
     from dataperf.formats.dataset_dir import read_manifest
     from dataperf.records import LoaderConfig
 
@@ -451,7 +463,7 @@ def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
                         dali_num_threads=dali_threads if dali else None,
                         dali_prefetch_queue_depth=dali_queue if dali else None,
                         dali_decode_device=dali_decode if dali else None,
-                        on_corrupt=None if on_corrupt == "fail" else on_corrupt)
+                        on_corrupt=None if on_corrupt == "fail" else on_corrupt, worker_type=worker_type)
 
 
 @cli.command()

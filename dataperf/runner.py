@@ -5,6 +5,7 @@ The runner only measures; it returns a LoaderResult and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -14,9 +15,10 @@ from typing import Any
 
 import torch
 
-from dataperf import cache
+from dataperf import cache, footprint
 from dataperf.collectors import Running, default_collectors
 from dataperf.errors import TrialError, UserError
+from dataperf.formats import backends
 from dataperf.formats.dataset_dir import Manifest, read_manifest
 from dataperf.records import LoaderConfig, LoaderResult, percentile, summarize
 
@@ -26,6 +28,8 @@ COLD_MIN_READ_FRACTION = 0.9  # a cold repeat reads at least 90% of the files' o
 COLD_MAX_RESIDENT_FRACTION = 0.1  # and at most 10% of them are still in page cache after eviction
 WARM_MAX_READ_FRACTION = 0.1
 NOOP_BATCHES = 200
+# backends whose batches come out of one stream (worker -1): no per-worker ids, so no active-worker count
+ONE_STREAM = ("dali", "spdl", "torchdata")
 
 
 @dataclass
@@ -47,18 +51,13 @@ class TrialOptions:
     world_size: int = 1
     barrier: Callable[[], None] | None = None  # distributed: all ranks start each repeat together
     gather: Callable[[Any], list[Any]] | None = None  # distributed: every rank's object, in rank order
+    footprint: bool = True  # CPU cores busy and PSS of the process tree per repeat (dataperf.footprint)
 
 
 def make_batches(root: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
-    """The backend for cfg.format: a torch DataLoader, or a DALI pipeline wrapped to look like one."""
-    if cfg.format == "dali":
-        from dataperf.formats.dali import DaliLoader
-
-        return DaliLoader(root, m, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
-    from dataperf.formats.loaders import make_loader
-
-    return make_loader(root, m, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed,
-                       opts.sample_cost_s)
+    """The backend for cfg.format (dataperf.formats.backends), yielding batch dicts with "n", "nbytes" and
+    "worker" (the DataLoader worker that made the batch; -1 for one stream: main process, DALI, a pipeline)."""
+    return backends.get(cfg.format).make(root, m, cfg, opts)[0]
 
 
 @dataclass
@@ -281,17 +280,22 @@ def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res
         res.notes.append(f"only {opts.repeats} repeats: medians of fewer than 3 are not robust")
     if cfg.pin_memory and not torch.cuda.is_available() and cfg.format != "dali":
         res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
-    paths = m.paths(data)
+    if cfg.cache not in ("warm", "cold"):
+        raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
+    be = backends.get(cfg.format)
+    batches, prep = be.make(data, m, cfg, opts)  # a converting backend converts (once, cached) here
+    res.backend, res.knobs_ignored = prep.info, be.knobs_ignored(cfg)
+    if res.knobs_ignored:
+        res.notes.append(f"{be.name} cannot express {', '.join(res.knobs_ignored)}: set but not applied")
+    paths = prep.paths  # what this backend reads: the converted store, if it has one
     if cfg.cache == "warm":
         cache.preread(paths)
-    elif cfg.cache != "cold":
-        raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
-    batches = make_batches(data, m, cfg, opts)
     # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
     # Non-persistent workers start again in every repeat: that cost is in epoch_samples_per_s, not hidden.
     if opts.warmup_batches > 0:
         time_epoch(batches, opts.warmup_batches)
     reps: list[Repeat] = []
+    costs: list[footprint.Footprint] = []
     collectors = default_collectors(data, opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) if opts.collect \
         else []
     with Running(collectors) as running:
@@ -302,7 +306,10 @@ def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res
                 resident = cache.resident_bytes(paths)
             if opts.barrier:
                 opts.barrier()
-            rep = time_epoch(batches, opts.max_batches, running.watch)
+            with footprint.Meter() if opts.footprint else contextlib.nullcontext() as meter:
+                rep = time_epoch(batches, opts.max_batches, running.watch)
+            if meter is not None:
+                costs.append(meter.result)
             rep.resident_after_evict_bytes = resident
             reps.append(rep)
         if cfg.format != "dali":
@@ -310,7 +317,30 @@ def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res
         collected = running.stop()
     res.collectors = collected
     _fill(res, reps, opts, m, paths, cfg)
+    if costs:
+        _fill_footprint(res, costs)
     return reps
+
+
+def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint]) -> None:
+    """Throughput per busy core and per GiB of PSS; workers' memory growth over an epoch flagged."""
+    cores = summarize([c.cores_busy for c in costs])["median"]
+    res.cpu_cores_busy_median = cores
+    res.samples_per_s_per_core = res.samples_per_s_median / cores if cores > 0 else float("nan")
+    peak = max(c.pss_peak_bytes for c in costs)
+    if peak:
+        res.pss_mib_peak = peak / MIB
+        res.samples_per_s_per_gib_pss = res.samples_per_s_median / (peak / 1024**3)
+    grown = [c for c in costs if c.workers_seen]
+    if grown:
+        worst = max(grown, key=lambda c: c.worker_pss_last_bytes - c.worker_pss_first_bytes)
+        res.worker_pss_growth_pct = worst.worker_growth_pct
+        delta_mib = (worst.worker_pss_last_bytes - worst.worker_pss_first_bytes) / MIB
+        if worst.worker_growth_pct > footprint.GROWTH_FLAG_PCT and delta_mib > footprint.GROWTH_FLAG_MIB:
+            res.notes.append(f"copy-on-read: worker memory (PSS) grew {worst.worker_growth_pct:.0f}% "
+                             f"(+{delta_mib:.0f} MiB over {worst.workers_seen} workers) within one epoch; "
+                             "forked workers are touching the parent's Python objects (keep per-sample "
+                             "metadata in numpy arrays, or use thread workers)")
 
 
 def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
@@ -366,7 +396,7 @@ def _fill_workers(res: LoaderResult, reps: list[Repeat], m: Manifest, cfg: Loade
                   opts: TrialOptions) -> None:
     """Shard count and workers that delivered samples; one 'idle' warning naming the fix when some did not."""
     res.shards = len(m.shards) if m.format == "webdataset" else None
-    if cfg.format == "dali":
+    if cfg.format in ONE_STREAM:
         return
     res.active_workers = min(len(r.active_workers) for r in reps)
     w = cfg.num_workers

@@ -11,6 +11,7 @@ from typing import Any
 
 from dataperf import records
 from dataperf.errors import UserError
+from dataperf.formats import backends
 from dataperf.formats.dataset_dir import read_manifest
 from dataperf.records import LoaderConfig, LoaderResult
 from dataperf.runner import TrialOptions, run_trial
@@ -28,10 +29,12 @@ def default_workers(cores: int | None = None) -> list[int]:
 
 @dataclass
 class Grid:
-    """The axes of a sweep. Prefetch applies only with workers; DALI has its own axes."""
+    """The axes of a sweep. Prefetch applies only with workers; DALI has its own axes; formats may say auto
+    (the dataset's own) or all (every installed backend)."""
 
     formats: list[str] = field(default_factory=lambda: ["auto"])
     num_workers: list[int] = field(default_factory=default_workers)
+    worker_types: list[str | None] = field(default_factory=lambda: [None])  # None = each backend's own kind
     prefetch_factor: list[int] = field(default_factory=lambda: [2, 4, 8])
     batch_size: list[int] = field(default_factory=lambda: [32])
     pin_memory: list[bool] = field(default_factory=lambda: [False])
@@ -46,8 +49,21 @@ class Grid:
     on_corrupt: str | None = None
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
-        fmts = [data_format if f == "auto" else f for f in self.formats]
-        for fmt in dict.fromkeys(fmts):
+        """Every config per backend; a knob the backend cannot express keeps only its off value, a worker
+        type it does not offer and worker counts below its minimum are left out (not run as duplicates)."""
+        for fmt in backends.expand(self.formats, data_format):
+            if fmt not in backends.REGISTRY:
+                raise UserError(f"unknown format {fmt!r} in the sweep; choose from auto, all, "
+                                f"{', '.join(backends.REGISTRY)}")
+            be = backends.REGISTRY[fmt]
+            bad = [w for w in self.worker_types if w not in (None, "process", "thread")]
+            if bad:
+                raise UserError(f"unknown worker type {bad[0]!r}; choose process or thread")
+            wts = [w for w in self.worker_types if w is None or w in be.worker_types]
+            can = set(be.knobs)
+            pins = self.pin_memory if "pin_memory" in can else [False]
+            pfs = self.prefetch_factor if "prefetch_factor" in can else [None]
+            perss = self.persistent_workers if "persistent_workers" in can else [False]
             for bs, dec, cache in itertools.product(self.batch_size, self.decode, self.cache):
                 common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
                               cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt)
@@ -57,13 +73,15 @@ class Grid:
                         yield LoaderConfig(**common, dali_num_threads=t, dali_prefetch_queue_depth=q,
                                            dali_decode_device=dev)
                     continue
-                for w, pin in itertools.product(self.num_workers, self.pin_memory):
+                for w, pin in itertools.product(self.num_workers, pins):
+                    if w < be.min_workers:
+                        continue
                     if w == 0:
                         yield LoaderConfig(**common, num_workers=0, pin_memory=pin)
                         continue
-                    for pf, pers in itertools.product(self.prefetch_factor, self.persistent_workers):
+                    for wt, pf, pers in itertools.product(wts, pfs, perss):
                         yield LoaderConfig(**common, num_workers=w, prefetch_factor=pf, pin_memory=pin,
-                                           persistent_workers=pers)
+                                           persistent_workers=pers, worker_type=wt)
 
 
 AXES = {f.name for f in fields(Grid)}
@@ -91,7 +109,8 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
         raise UserError(f"cannot parse {path}: {e}") from None
     if not isinstance(d, dict):
         raise UserError(f"{path} must hold a table of sweep axes")
-    d = {("formats" if k == "format" else k): v for k, v in d.items()}
+    alias = {"format": "formats", "worker_type": "worker_types"}
+    d = {alias.get(k, k): v for k, v in d.items()}
     trial_keys = {"repeats", "max_batches", "warmup_batches", "min_batches"}
     unknown = set(d) - AXES - trial_keys
     if unknown:
