@@ -94,6 +94,46 @@ def shards_inspect(data) -> None:
     report.print_inspection(inspect_dataset(data))
 
 
+def data_options(fn):
+    """DATA's alternatives and what the loader does to each image, shared by every loader-running command."""
+    for opt in reversed([
+        click.option("--dataset", "dataset_factory", default=None, metavar="MODULE:FACTORY",
+                     help="your own torch Dataset/IterableDataset (DATA is then left out)"),
+        click.option("--transform", default=None, metavar="PRESET|MODULE:FACTORY",
+                     help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY"),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None):
+    """DATA resolved once (sources.Data) and passed down; --dataset stands in for DATA."""
+    from dataperf import sources
+
+    given = [d for d in ((data,) if isinstance(data, str) else (data or ())) if d]
+    if dataset_factory and given:
+        raise UserError("give DATA or --dataset MODULE:FACTORY, not both")
+    if dataset_factory:
+        return [sources.user_dataset(dataset_factory)]
+    if not given:
+        raise UserError("missing DATA: a folder, a file, a glob, a brace pattern or a URL "
+                        "(or --dataset MODULE:FACTORY for your own Dataset)")
+    return [sources.resolve(d) for d in given]
+
+
+def model_options(fn):
+    """How a model trains, for sweep and tune as for step/e2e: same names, same meaning."""
+    for opt in reversed([
+        click.option("--optimizer", type=click.Choice(["adamw", "adam8bit", "adamw-cpu-offload", "zero"]),
+                     default="adamw", show_default=True),
+        click.option("--amp", type=click.Choice(["bf16"]), default=None, help="autocast dtype"),
+        click.option("--input", "input_kind", type=click.Choice(["tokens", "image"]), default=None,
+                     help="input of a MODULE:FACTORY model [tokens]"),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
 def int_list(ctx, param, value):
     """Parse '0,1,2' into [0, 1, 2] with an error that names the option."""
     if value is None:
@@ -135,7 +175,8 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 
 
 @cli.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
+@data_options
 @click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset", "dali"]), default="auto",
               show_default=True, help="loader backend; auto = the dataset's own format")
 @click.option("--batch-size", type=int, default=32, show_default=True)
@@ -146,6 +187,7 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 @click.option("--decode", is_flag=True, help="decode JPEGs / token arrays (else move raw bytes)")
 @click.option("--image-size", type=int, default=224, show_default=True, help="decoded image side")
 @click.option("--cap", "cap_tokens", type=int, default=None, help="truncate token sequences to this length")
+@click.option("--seq-len", type=int, default=None, help="tokens per window of a .bin/.npy token stream [512]")
 @click.option("--cache", type=click.Choice(["warm", "cold"]), default="warm", show_default=True)
 @click.option("--dali-threads", type=int, default=2, show_default=True)
 @click.option("--dali-queue", type=int, default=2, show_default=True)
@@ -153,14 +195,17 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 @trial_options
 @user_errors
-def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, decode,
-          image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, **topts) -> None:
+def bench(data, dataset_factory, transform, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
+          persistent_workers, decode, image_size, cap_tokens, seq_len, cache, dali_threads, dali_queue, dali_decode,
+          out, **topts) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf import records, report
     from dataperf.runner import run_trial
 
+    data = resolve_data(data, dataset_factory)[0]
     cfg = make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers,
-                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode)
+                      image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode,
+                      transform=transform, seq_len=seq_len)
     raw = out.parent / "raw" if out else None
     r = run_trial(data, cfg, make_opts(raw_dir=raw, **topts))
     if out:
@@ -171,7 +216,8 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 
 
 @cli.command()
-@click.argument("data", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("data", nargs=-1, required=False)
+@data_options
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
               help="TOML/YAML file of sweep axes (overrides the axis options)")
 @click.option("--format", "formats", callback=str_list, default="auto", show_default=True,
@@ -196,31 +242,37 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--model-batch-size", type=int, default=None, help="step batch size [first --batch-size]")
 @click.option("--seq-len", type=int, default=512, show_default=True)
 @click.option("--device", default="cpu", show_default=True)
+@model_options
 @click.option("--headroom", type=float, default=1.2, show_default=True)
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
 @trial_options
 @user_errors
-def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, pin_memory, persistent_workers,
-          decode, image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, resume, overwrite,
-          plot, model, model_batch_size, seq_len, device, headroom, nproc, **topts) -> None:
+def sweep(data, dataset_factory, transform, config_file, formats, num_workers, prefetch_factor, batch_size,
+          pin_memory, persistent_workers, decode, image_size, cap_tokens, cache, dali_threads, dali_queue,
+          dali_decode, out, resume, overwrite, plot, model, model_batch_size, seq_len, device, optimizer, amp, input_kind, headroom, nproc,
+          **topts) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
     from dataperf import distributed, report
     from dataperf import sweep as sw
 
     if nproc:
         sys.exit(distributed.launch_self(nproc, sys.argv[1:]))
+    datas = resolve_data(data, dataset_factory)
+    _check_transform(transform)
+    windows = any(d.format in ("tokens-bin", "npy") for d in datas)
     both = {"off": [False], "on": [True], "both": [False, True]}
     grid = sw.Grid(formats=formats, num_workers=num_workers or sw.default_workers(),
                    prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
                    persistent_workers=both[persistent_workers], decode=[decode],
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
-                   cap_tokens=cap_tokens, dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
+                   cap_tokens=cap_tokens, transform=transform, seq_len=seq_len if windows else None,
+                   dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
                    dali_decode_device=dali_decode)
     if config_file:
         grid, file_opts = sw.load_grid_file(config_file)
         topts.update(file_opts)
     ctx = distributed.init_from_env()
-    trials = sw.plan(list(data), grid)
+    trials = sw.plan(datas, grid)
     if ctx.rank == 0:
         sw.prepare_out(out, resume, overwrite)
     if ctx.barrier:
@@ -246,7 +298,8 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
         from dataperf.step import StepOptions, measure_step
 
         step = measure_step(StepOptions(model=model, batch_size=model_batch_size or batch_size[0],
-                                        seq_len=seq_len, device=device, image_size=image_size))
+                                        seq_len=seq_len, device=device, image_size=image_size,
+                                        optimizer=optimizer, amp=amp, input=input_kind))
         records.append(out, step)
     all_results = records.load(out)
     report.console.print(report.loader_table(all_results, step, headroom))
@@ -313,6 +366,10 @@ def loader_options(fn):
         click.option("--persistent-workers", is_flag=True),
         click.option("--image-size", type=int, default=224, show_default=True),
         click.option("--cap", "cap_tokens", type=int, default=None, help="truncate token sequences"),
+        click.option("--dataset", "dataset_factory", default=None, metavar="MODULE:FACTORY",
+                     help="your own torch Dataset/IterableDataset (DATA is then left out)"),
+        click.option("--transform", default=None, metavar="PRESET|MODULE:FACTORY",
+                     help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY"),
         click.option("--cache", type=click.Choice(["warm", "cold"]), default="warm", show_default=True),
         click.option("--dali-threads", type=int, default=2, show_default=True),
         click.option("--dali-queue", type=int, default=2, show_default=True),
@@ -322,26 +379,34 @@ def loader_options(fn):
     return fn
 
 
+def _check_transform(transform: str | None) -> None:
+    from dataperf.sources import transforms
+
+    transforms.check(transform)
+
+
 def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, image_size,
-                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True):
-    from dataperf.formats.dataset_dir import read_manifest
+                cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True, transform=None,
+                seq_len=None, dataset_factory=None):
+    """One LoaderConfig from the options; `data` is the resolved sources.Data (its format is what auto means)."""
     from dataperf.records import LoaderConfig
 
+    _check_transform(transform)
     if fmt == "auto":
-        fmt = read_manifest(data).format
+        fmt = data.format
     dali = fmt == "dali"
     return LoaderConfig(format=fmt, batch_size=batch_size, num_workers=0 if dali else num_workers,
                         prefetch_factor=None if dali else prefetch_factor,
                         pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
                         persistent_workers=persistent_workers and not dali, decode=decode, cache=cache,
-                        image_size=image_size, cap_tokens=cap_tokens,
+                        image_size=image_size, cap_tokens=cap_tokens, transform=transform, seq_len=seq_len,
                         dali_num_threads=dali_threads if dali else None,
                         dali_prefetch_queue_depth=dali_queue if dali else None,
                         dali_decode_device=dali_decode if dali else None)
 
 
 @cli.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
 @loader_options
 @step_options
 @click.option("--steps", type=int, default=20, show_default=True, help="fed steps per repeat")
@@ -359,6 +424,7 @@ def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic,
     from dataperf.e2e import run_e2e
     from dataperf.step import StepOptions
 
+    data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, device=device, **loader)
     from dataperf.guards import NonFiniteError
 
@@ -375,7 +441,7 @@ def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic,
 
 
 @cli.command("profile")
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
 @loader_options
 @step_options
 @click.option("--out-dir", type=click.Path(path_type=Path), default=Path("results/profile"), show_default=True)
@@ -390,6 +456,7 @@ def profile_cmd(data, model, seq_len, device, optimizer, amp, input_kind, determ
     from dataperf.profile import nsys_wrap, run_profile
     from dataperf.step import StepOptions
 
+    data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, device=device, **loader)
     sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
                         input=input_kind, deterministic=deterministic)
@@ -442,7 +509,7 @@ def lengths(data, batch_size, cap, model, device, out) -> None:
 
 
 @cli.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
 @loader_options
 @step_options
 @click.option("--throttle-mib-s", type=float, default=None,
@@ -459,6 +526,7 @@ def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, determini
     from dataperf.diagnose import diagnose as run_diagnose
     from dataperf.step import StepOptions
 
+    data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, device=device, **loader)
     sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
                         input=input_kind, deterministic=deterministic, seed=seed)
@@ -470,11 +538,13 @@ def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, determini
 
 
 @cli.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
+@data_options
 @click.option("--target-samples-per-s", type=float, default=None, help="the rate to sustain")
 @click.option("--model", default=None, help="target = this model's step rate x --headroom")
 @click.option("--seq-len", type=int, default=512, show_default=True)
 @click.option("--device", default="cpu", show_default=True)
+@model_options
 @click.option("--headroom", type=float, default=1.2, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset"]), default="auto")
 @click.option("--batch-size", type=int, default=32, show_default=True, help="starting batch size")
@@ -486,7 +556,8 @@ def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, determini
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
 @trial_options
 @user_errors
-def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batch_size, decode, image_size, cache,
+def tune(data, dataset_factory, transform, target_samples_per_s, model, seq_len, device, optimizer, amp, input_kind,
+         headroom, fmt, batch_size, decode, image_size, cache,
          min_gain, max_workers, out, **topts) -> None:
     """Find a config that sustains a target (or the model's step rate with headroom) without the whole grid."""
     from dataperf import records, report
@@ -495,20 +566,22 @@ def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batc
 
     if (target_samples_per_s is None) == (model is None):
         raise UserError("give exactly one of --target-samples-per-s or --model")
+    data = resolve_data(data, dataset_factory)[0]
+    _check_transform(transform)
     target = target_samples_per_s
     if model:
         from dataperf.step import StepOptions, measure_step
 
         st = measure_step(StepOptions(model=model, batch_size=batch_size, seq_len=seq_len, device=device,
-                                      image_size=image_size))
+                                      image_size=image_size, optimizer=optimizer, amp=amp, input=input_kind))
         records.append(out, st)
         target = st.samples_per_s * headroom
         report.console.print(f"target: {target:.0f} samples/s ({model} step {st.samples_per_s:.0f} x {headroom:g})")
     if fmt == "auto":
-        from dataperf.formats.dataset_dir import read_manifest
-
-        fmt = read_manifest(data).format
-    base = LoaderConfig(format=fmt, batch_size=batch_size, decode=decode, image_size=image_size, cache=cache)
+        fmt = data.format
+    windows = data.format in ("tokens-bin", "npy")
+    base = LoaderConfig(format=fmt, batch_size=batch_size, decode=decode, image_size=image_size, cache=cache,
+                        transform=transform, seq_len=seq_len if windows else None)
 
     def show(step):
         records.append(out, step.result)

@@ -57,6 +57,8 @@ class LoaderConfig:
     dali_num_threads: int | None = None
     dali_prefetch_queue_depth: int | None = None
     dali_decode_device: str | None = None  # cpu | mixed
+    transform: str | None = None  # None/resize = square resize; imagenet-train | imagenet-val | MODULE:FACTORY
+    seq_len: int | None = None  # tokens per window cut from a flat token stream (.bin / 1-d .npy)
 
     def explicit(self) -> LoaderConfig:
         """torch's default prefetch_factor (2) written out when workers are used, so records say what ran and
@@ -124,6 +126,7 @@ class LoaderResult(Record):
     cache_mode: str = "warm"
     cache_verified: bool | None = None
     storage_read_mib_per_repeat: list[float] = field(default_factory=list)
+    network_recv_mib_per_repeat: list[float] = field(default_factory=list)  # remote data: host-wide NIC bytes
     dataset_mib_read_per_repeat: float = float("nan")
     collectors: dict[str, Any] = field(default_factory=dict)
     world_size: int = 1

@@ -11,13 +11,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 from dataperf import cache
 from dataperf.collectors import Running, default_collectors
 from dataperf.errors import TrialError, UserError
-from dataperf.formats.dataset_dir import Manifest, read_manifest
 from dataperf.records import LoaderConfig, LoaderResult, percentile, summarize
+from dataperf.sources import Data, as_data
 
 MIB = 1024 * 1024
 HIGH_SPREAD_PCT = 15.0
@@ -44,15 +45,18 @@ class TrialOptions:
     gather: Callable[[Any], list[Any]] | None = None  # distributed: every rank's object, in rank order
 
 
-def make_batches(root: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
+def make_batches(data: Data, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
     """The backend for cfg.format: a torch DataLoader, or a DALI pipeline wrapped to look like one."""
     if cfg.format == "dali":
         from dataperf.formats.dali import DaliLoader
 
-        return DaliLoader(root, m, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
+        if data.manifest is None or data.remote:
+            raise TrialError(f"DALI reads local image files or shards; {data.spec} is {data.describe()}")
+        return DaliLoader(data.root, data.manifest, cfg, rank=opts.rank, world_size=opts.world_size,
+                          seed=opts.seed)
     from dataperf.formats.loaders import make_loader
 
-    return make_loader(root, m, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed)
+    return make_loader(data, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed)
 
 
 @dataclass
@@ -126,19 +130,19 @@ def harness_overhead_ms() -> float:
     return _overhead_ms
 
 
-def run_trial(data: Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -> LoaderResult:
+def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -> LoaderResult:
     """Measure one config. Trial failures (bad config, crashed worker, corrupt shard) come back as a failed
     record that says why; only problems with the dataset path itself raise UserError."""
     opts = opts or TrialOptions()
     cfg = cfg.explicit()
-    m = read_manifest(data)
-    res = LoaderResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), cache_mode=cfg.cache,
-                       world_size=opts.world_size)
+    data = as_data(data)
+    res = LoaderResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), world_size=opts.world_size,
+                       cache_mode=cfg.cache if data.cache_managed else data.cache_mode)
     if opts.throttle_mib_s:
         res.notes.append(f"storage throttled to {opts.throttle_mib_s} MiB/s per reader (simulated)")
     reps: list[Repeat] = []
     try:
-        reps = _measure(data, m, cfg, opts, res)
+        reps = _measure(data, cfg, opts, res)
     except (TrialError, UserError) as e:
         res.status, res.error = "failed", str(e)
     except KeyboardInterrupt:
@@ -191,32 +195,37 @@ def describe_failure(e: BaseException) -> str:
     return text
 
 
-def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResult) -> list[Repeat]:
+def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResult) -> list[Repeat]:
     if opts.repeats < 1:
         raise TrialError("repeats must be at least 1")
     if opts.repeats < 3:
         res.notes.append(f"only {opts.repeats} repeats: medians of fewer than 3 are not robust")
     if cfg.pin_memory and not torch.cuda.is_available() and cfg.format != "dali":
         res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
-    paths = m.paths(data)
-    if cfg.cache == "warm":
+    paths = data.local_paths()
+    if not data.cache_managed:
+        res.notes.append(data.cache_note())
+    elif cfg.cache == "warm":
         cache.preread(paths)
     elif cfg.cache != "cold":
         raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
-    batches = make_batches(data, m, cfg, opts)
+    batches = make_batches(data, cfg, opts)
     # warm-up: worker start, imports, first decode; its numbers are discarded
     if opts.warmup_batches > 0:
         time_epoch(batches, opts.warmup_batches)
     reps: list[Repeat] = []
-    collectors = default_collectors(data, opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) if opts.collect \
-        else []
+    collectors = default_collectors(data.disk_path(), opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) \
+        if opts.collect else []
     with Running(collectors) as running:
         for _ in range(opts.repeats):
-            if cfg.cache == "cold":
+            if cfg.cache == "cold" and data.cache_managed:
                 res.notes.extend(n for n in cache.evict(paths, opts.drop_caches) if n not in res.notes)
             if opts.barrier:
                 opts.barrier()
+            net0 = psutil.net_io_counters().bytes_recv
             reps.append(time_epoch(batches, opts.max_batches, running.watch))
+            if data.remote:
+                res.network_recv_mib_per_repeat.append((psutil.net_io_counters().bytes_recv - net0) / MIB)
         collected = running.stop()
     res.collectors = collected
     _fill(res, reps, opts)
@@ -253,6 +262,8 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions) -> None:
     if s["spread_pct"] > HIGH_SPREAD_PCT:
         res.notes.append(f"high spread: repeats differ by {s['spread_pct']:.0f}% of the median; "
                          "treat this config's figure as noisy (more repeats, a quieter machine)")
+    if res.cache_mode not in ("warm", "cold"):
+        return  # remote or a user's Dataset: no page cache of ours to verify (the note says so)
     if res.cache_mode == "cold":
         ok = all(r.storage_read_bytes >= COLD_VERIFY_FRACTION * r.nbytes for r in reps)
         res.cache_verified = ok

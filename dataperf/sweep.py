@@ -11,9 +11,9 @@ from typing import Any
 
 from dataperf import records
 from dataperf.errors import UserError
-from dataperf.formats.dataset_dir import read_manifest
 from dataperf.records import LoaderConfig, LoaderResult
 from dataperf.runner import TrialOptions, run_trial
+from dataperf.sources import Data, as_data
 
 
 def default_workers(cores: int | None = None) -> list[int]:
@@ -40,6 +40,8 @@ class Grid:
     cache: list[str] = field(default_factory=lambda: ["warm"])
     image_size: int = 224
     cap_tokens: int | None = None
+    transform: str | None = None
+    seq_len: int | None = None
     dali_num_threads: list[int] = field(default_factory=lambda: [1, 2, 4])
     dali_prefetch_queue_depth: list[int] = field(default_factory=lambda: [2])
     dali_decode_device: list[str] = field(default_factory=lambda: ["cpu"])
@@ -49,7 +51,7 @@ class Grid:
         for fmt in dict.fromkeys(fmts):
             for bs, dec, cache in itertools.product(self.batch_size, self.decode, self.cache):
                 common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
-                              cap_tokens=self.cap_tokens)
+                              cap_tokens=self.cap_tokens, transform=self.transform, seq_len=self.seq_len)
                 if fmt == "dali":
                     for t, q, dev in itertools.product(self.dali_num_threads, self.dali_prefetch_queue_depth,
                                                        self.dali_decode_device):
@@ -99,13 +101,18 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
     for k, v in d.items():
         if k in trial_keys:
             continue
-        scalar = k in ("image_size", "cap_tokens")
+        scalar = k in ("image_size", "cap_tokens", "transform", "seq_len")
         grid_kw[k] = v if scalar or isinstance(v, list) else [v]
     return Grid(**grid_kw), {k: d[k] for k in trial_keys if k in d}
 
 
-def trial_id(data: Path, cfg: LoaderConfig) -> str:
-    return f"{Path(data).resolve()}|{cfg.key()}"
+def data_id(spec: str) -> str:
+    """A URL as given; a local path made absolute, so a resumed sweep matches however the path was written."""
+    return spec if "://" in spec or ":" in spec.split("/")[0] else str(Path(spec).resolve())
+
+
+def trial_id(data: Data | Path, cfg: LoaderConfig) -> str:
+    return f"{data_id(data.spec if isinstance(data, Data) else str(data))}|{cfg.key()}"
 
 
 def finished_ids(out: Path) -> set[str]:
@@ -115,15 +122,14 @@ def finished_ids(out: Path) -> set[str]:
     done = set()
     for r in records.load(out):
         if isinstance(r, LoaderResult) and r.status == "ok":
-            done.add(f"{Path(r.data).resolve()}|{r.config_key}")
+            done.add(f"{data_id(r.data)}|{r.config_key}")
     return done
 
 
-def plan(datas: list[Path], grid: Grid) -> list[tuple[Path, LoaderConfig]]:
+def plan(datas: list[Data | Path], grid: Grid) -> list[tuple[Data, LoaderConfig]]:
     out = []
-    for d in datas:
-        m = read_manifest(d)
-        out += [(d, c) for c in grid.configs(m.format)]
+    for d in map(as_data, datas):
+        out += [(d, c) for c in grid.configs(d.format)]
     if not out:
         raise UserError("the sweep grid is empty; give at least one value for every axis")
     return out
@@ -138,7 +144,7 @@ def prepare_out(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def run_sweep(
-    trials: list[tuple[Path, LoaderConfig]],
+    trials: list[tuple[Data, LoaderConfig]],
     opts: TrialOptions,
     out: Path | None,
     skip: set[str] | None = None,
