@@ -249,8 +249,8 @@ def bench(data, dataset_factory, transform, fmt, batch_size, num_workers, prefet
 @user_errors
 def sweep(data, dataset_factory, transform, config_file, formats, num_workers, prefetch_factor, batch_size,
           pin_memory, persistent_workers, decode, image_size, cap_tokens, cache, dali_threads, dali_queue,
-          dali_decode, out, resume, overwrite, plot, model, model_batch_size, seq_len, device, optimizer, amp, input_kind, headroom, nproc,
-          **topts) -> None:
+          dali_decode, out, resume, overwrite, plot, model, model_batch_size, seq_len, device, optimizer, amp,
+          input_kind, headroom, nproc, **topts) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
     from dataperf import distributed, report
     from dataperf import sweep as sw

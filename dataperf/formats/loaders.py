@@ -156,7 +156,7 @@ def make_dataset(data: Data, cfg: LoaderConfig, throttle_mib_s: float | None = N
         if data.remote:
             from dataperf.sources.datasets import remote_webdataset
 
-            return remote_webdataset(data).map(wds_sample_fn(SampleDecoder(cfg), throttle_mib_s))
+            return remote_webdataset(data, wds_sample_fn(SampleDecoder(cfg), throttle_mib_s))
         urls = data.urls()
         ds = wds.WebDataset(urls, shardshuffle=False, nodesplitter=wds.split_by_node,
                             workersplitter=wds.split_by_worker, empty_check=False)

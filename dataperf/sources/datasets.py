@@ -25,7 +25,7 @@ def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1
     return tokens.TextDataset(data, cfg, rank, world_size)
 
 
-def remote_webdataset(data: Data):
+def remote_webdataset(data: Data, sample_fn: Callable[[dict], dict]):
     """webdataset's own tar parsing and key grouping, over streams opened by sources.remote."""
     import webdataset as wds
     from webdataset import tariterators
@@ -33,7 +33,8 @@ def remote_webdataset(data: Data):
     from dataperf.sources.remote import url_opener
 
     return wds.DataPipeline(wds.SimpleShardList(data.urls()), wds.split_by_node, wds.split_by_worker,
-                            url_opener, tariterators.tar_file_expander, tariterators.group_by_keys)
+                            url_opener, tariterators.tar_file_expander, tariterators.group_by_keys,
+                            wds.map(sample_fn))
 
 
 def collate_for(data: Data, ds: Any, default: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
