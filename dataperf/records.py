@@ -64,6 +64,8 @@ class LoaderConfig:
     dali_decode_device: str | None = None  # cpu | mixed
     on_corrupt: str | None = None  # None (= fail: the trial fails naming the sample) | skip (counted)
     worker_type: str | None = None  # process | thread; None = the backend's own kind
+    transform: str | None = None  # None/resize = square resize; imagenet-train | imagenet-val | MODULE:FACTORY
+    seq_len: int | None = None  # tokens per window cut from a flat token stream (.bin / 1-d .npy)
 
     def explicit(self) -> LoaderConfig:
         """torch's default prefetch_factor (2) written out when workers are used, so records say what ran and
@@ -131,6 +133,7 @@ class LoaderResult(Record):
     cache_mode: str = "warm"
     cache_verified: bool | None = None
     storage_read_mib_per_repeat: list[float] = field(default_factory=list)
+    network_recv_mib_per_repeat: list[float] = field(default_factory=list)  # remote data: host-wide NIC bytes
     dataset_mib_read_per_repeat: float = float("nan")
     # measurement definitions (issue 11; README "Measurement" defines each)
     epoch_samples_per_s_median: float = float("nan")  # whole epoch, iter() to the last batch, start-up included

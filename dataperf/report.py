@@ -14,7 +14,7 @@ from dataperf.formats.dataset_dir import Manifest
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
-    console = Console(width=180)
+    console = Console(width=240)
 
 MIB = 1024 * 1024
 

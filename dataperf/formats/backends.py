@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from dataperf.errors import TrialError
-from dataperf.formats.dataset_dir import Manifest
 from dataperf.records import LoaderConfig
+from dataperf.sources import SOURCE_FORMATS, Data
 
 # knobs of LoaderConfig a backend may or may not express (decode/batch_size/cache every backend has)
 TITLES = {"dali": "DALI", "spdl": "SPDL", "litdata": "LitData", "streaming": "Mosaic Streaming"}
 KNOBS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
+# formats the torch DataLoader backend reads: dataperf's own two, and what dataperf.sources resolves
+# (token files, a user's Dataset); every other backend reads local image files or shards only
+DATALOADER = ("files", "webdataset", *SOURCE_FORMATS)
 
 
 @dataclass
@@ -41,8 +44,8 @@ class Backend:
     knobs: tuple[str, ...]
     gpu_decode: bool
     min_workers: int
-    build: Callable[[Path, Manifest, LoaderConfig, Any, Prepared], Iterable[dict[str, Any]]]
-    prepare: Callable[[Path, Manifest, LoaderConfig], Prepared] | None = None
+    build: Callable[[Data, LoaderConfig, Any, Prepared], Iterable[dict[str, Any]]]
+    prepare: Callable[[Data, LoaderConfig], Prepared] | None = None
 
     def installed(self) -> bool:
         return not self.package or importlib.util.find_spec(self.package.split(".")[0]) is not None
@@ -59,7 +62,7 @@ class Backend:
         defaults = {"num_workers": 0, "prefetch_factor": None, "pin_memory": False, "persistent_workers": False}
         return [k for k in KNOBS if k not in self.knobs and getattr(cfg, k) != defaults[k]]
 
-    def check(self, m: Manifest, cfg: LoaderConfig) -> None:
+    def check(self, data: Data, cfg: LoaderConfig) -> None:
         if not self.installed():
             raise TrialError(f"{TITLES.get(self.name, self.name)} is not installed (backend {self.name}): "
                              f"{self.install}")
@@ -67,34 +70,44 @@ class Backend:
         if cfg.num_workers < self.min_workers:
             raise TrialError(f"{self.name} needs num_workers >= {self.min_workers} (its pipeline always runs "
                              f"in background workers); got {cfg.num_workers}")
-        if self.name in ("files", "webdataset") and m.format != self.name:
-            raise TrialError(f"format {self.name} asked for, but the dataset holds {m.format}; "
-                             f"use --format {m.format}")
+        if self.name in ("files", "webdataset") and data.format != self.name:
+            raise TrialError(f"format {self.name} asked for, but {data.spec} holds {data.format}; "
+                             f"use --format {data.format}")
+        if self.name in SOURCE_FORMATS and data.format != self.name:
+            raise TrialError(f"format {self.name} asked for, but {data.spec} holds {data.format}; "
+                             f"use --format {data.format}")
+        if self.name not in DATALOADER and (data.manifest is None or data.remote):
+            raise TrialError(f"{self.name} reads local image files or shards ({self.reads}); {data.spec} is "
+                             f"{data.describe()}: use --format {data.format}")
 
-    def make(self, root: Path, m: Manifest, cfg: LoaderConfig, opts: Any) -> tuple[Iterable[dict[str, Any]],
-                                                                                  Prepared]:
-        self.check(m, cfg)
-        prep = self.prepare(root, m, cfg) if self.prepare else Prepared(m.paths(root))
+    def make(self, data: Data, cfg: LoaderConfig, opts: Any) -> tuple[Iterable[dict[str, Any]], Prepared]:
+        self.check(data, cfg)
+        if self.prepare:
+            prep = self.prepare(data, cfg)
+        else:
+            prep = Prepared(data.local_paths())
         prep.info.update(backend=self.name, worker_type=self.worker_type(cfg))
-        return self.build(root, m, cfg, opts, prep), prep
+        return self.build(data, cfg, opts, prep), prep
 
 
-def _dataloader(root, m, cfg, opts, prep):
+def _dataloader(data, cfg, opts, prep):
     from dataperf.formats.loaders import make_loader
 
-    return make_loader(root, m, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed,
+    return make_loader(data, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed,
                        opts.sample_cost_s)
 
 
-def _dali(root, m, cfg, opts, prep):
+def _dali(data, cfg, opts, prep):
     from dataperf.formats.dali import DaliLoader
 
-    return DaliLoader(root, m, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
+    return DaliLoader(data.root, data.manifest, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
 
 
 def _lazy(module: str, fn: str) -> Callable[..., Any]:
-    def call(*a):
-        return getattr(importlib.import_module(module), fn)(*a)
+    """A backend module's build(root, manifest, cfg, opts, prep) / prepare(root, manifest, cfg), called with
+    the resolved Data's folder and manifest (check() made sure it has one)."""
+    def call(data, *a):
+        return getattr(importlib.import_module(module), fn)(data.root, data.manifest, *a)
 
     return call
 
@@ -103,6 +116,7 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
     Backend("files", "", "", "files", ("process",), KNOBS, False, 0, _dataloader),
     Backend("webdataset", "webdataset", "pip install webdataset", "webdataset", ("process",), KNOBS, False, 0,
             _dataloader),
+    *[Backend(f, "", "", f, ("process",), KNOBS, False, 0, _dataloader) for f in SOURCE_FORMATS],
     Backend("dali", "nvidia.dali", "pip install 'dataperf[dali]' (nvidia-dali-cuda120)", "files, webdataset",
             ("thread",), (), True, 0, _dali),
     Backend("torchdata", "torchdata", "pip install 'dataperf[torchdata]'", "files, webdataset (in place)",
@@ -128,14 +142,16 @@ def get(name: str) -> Backend:
 
 
 def expand(formats: list[str], data_format: str) -> list[str]:
-    """auto = the dataset's own format; all = it plus every other installed backend that can read it."""
+    """auto = the dataset's own format; all = it plus every other installed backend that can read it (only
+    local image files and shards have other backends)."""
     out: list[str] = []
     for f in formats:
         if f == "auto":
             out.append(data_format)
         elif f == "all":
             out += [data_format] + [b.name for b in REGISTRY.values()
-                                    if b.name not in ("files", "webdataset") and b.installed()]
+                                    if b.name not in DATALOADER and b.installed()
+                                    and data_format in ("files", "webdataset")]
         else:
             out.append(f)
     return list(dict.fromkeys(out))
