@@ -9,18 +9,20 @@ from dataperf.formats import backends
 from dataperf.formats.dataset_dir import read_manifest
 from dataperf.records import LoaderConfig, load
 from dataperf.runner import TrialOptions, run_trial
+from dataperf.sources import resolve
 
 FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
 
 
 def same_samples(data: Path, fmt: str, worker_type: str | None = None) -> None:
     m = read_manifest(data)
+    d = resolve(str(data))
     cfg = LoaderConfig(format=fmt, batch_size=8, num_workers=2, prefetch_factor=2, decode=True, image_size=32,
                        worker_type=worker_type)
-    batches, _ = backends.get(fmt).make(data, m, cfg, FAST)
+    batches, _ = backends.get(fmt).make(d, cfg, FAST)
     mine = list(batches)
-    ref, _ = backends.get(m.format).make(data, m, LoaderConfig(format=m.format, batch_size=8, decode=True,
-                                                              image_size=32), FAST)
+    ref, _ = backends.get(m.format).make(d, LoaderConfig(format=m.format, batch_size=8, decode=True,
+                                                         image_size=32), FAST)
     theirs = list(ref)
     assert sum(b["n"] for b in mine) == m.count
     assert sum(b["nbytes"] for b in mine) == sum(b["nbytes"] for b in theirs)
