@@ -11,6 +11,9 @@ from pathlib import Path
 import click
 
 from dataperf.errors import UserError
+from dataperf.formats.backends import REGISTRY
+
+BACKENDS = list(REGISTRY)  # every --format value a loader command takes (beside auto)
 
 
 def error_line(e: BaseException) -> tuple[str, int]:
@@ -141,6 +144,46 @@ def shards_inspect(data, verify) -> None:
                         "re-convert those shards, or measure with --on-corrupt skip")
 
 
+def data_options(fn):
+    """DATA's alternatives and what the loader does to each image, shared by every loader-running command."""
+    for opt in reversed([
+        click.option("--dataset", "dataset_factory", default=None, metavar="MODULE:FACTORY",
+                     help="your own torch Dataset/IterableDataset (DATA is then left out)"),
+        click.option("--transform", default=None, metavar="PRESET|MODULE:FACTORY",
+                     help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY"),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None):
+    """DATA resolved once (sources.Data) and passed down; --dataset stands in for DATA."""
+    from dataperf import sources
+
+    given = [d for d in ((data,) if isinstance(data, str) else (data or ())) if d]
+    if dataset_factory and given:
+        raise UserError("give DATA or --dataset MODULE:FACTORY, not both")
+    if dataset_factory:
+        return [sources.user_dataset(dataset_factory)]
+    if not given:
+        raise UserError("missing DATA: a folder, a file, a glob, a brace pattern or a URL "
+                        "(or --dataset MODULE:FACTORY for your own Dataset)")
+    return [sources.resolve(d) for d in given]
+
+
+def model_options(fn):
+    """How a model trains, for sweep and tune as for step/e2e: same names, same meaning."""
+    for opt in reversed([
+        click.option("--optimizer", type=click.Choice(["adamw", "adam8bit", "adamw-cpu-offload", "zero"]),
+                     default="adamw", show_default=True),
+        click.option("--amp", type=click.Choice(["bf16"]), default=None, help="autocast dtype"),
+        click.option("--input", "input_kind", type=click.Choice(["tokens", "image"]), default=None,
+                     help="input of a MODULE:FACTORY model [tokens]"),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
 def int_list(ctx, param, value):
     """Parse '0,1,2' into [0, 1, 2] with an error that names the option."""
     if value is None:
@@ -198,17 +241,21 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 
 
 @cli.command()
-@click.argument("data", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset", "dali"]), default="auto",
+@click.argument("data", required=False)
+@data_options
+@click.option("--format", "fmt", type=click.Choice(["auto", *BACKENDS]), default="auto",
               show_default=True, help="loader backend; auto = the dataset's own format")
 @click.option("--batch-size", type=int, default=32, show_default=True)
 @click.option("--num-workers", type=int, default=0, show_default=True)
+@click.option("--worker-type", type=click.Choice(["process", "thread"]), default=None,
+              help="where the backend offers both [its own kind]")
 @click.option("--prefetch-factor", type=int, default=None)
 @click.option("--pin-memory", is_flag=True)
 @click.option("--persistent-workers", is_flag=True)
 @click.option("--decode", is_flag=True, help="decode JPEGs / token arrays (else move raw bytes)")
 @click.option("--image-size", type=int, default=224, show_default=True, help="decoded image side")
 @click.option("--cap", "cap_tokens", type=int, default=None, help="truncate token sequences to this length")
+@click.option("--seq-len", type=int, default=None, help="tokens per window of a .bin/.npy token stream [512]")
 @click.option("--cache", type=click.Choice(["warm", "cold"]), default="warm", show_default=True)
 @click.option("--dali-threads", type=int, default=2, show_default=True)
 @click.option("--dali-queue", type=int, default=2, show_default=True)
@@ -216,16 +263,18 @@ def make_opts(repeats, warmup_batches, max_batches, min_batches, drop_caches, no
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 @ON_CORRUPT
 @trial_options
-def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, decode,
-          image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, on_corrupt, **topts) -> None:
+def bench(data, dataset_factory, transform, fmt, batch_size, num_workers, worker_type, prefetch_factor, pin_memory,
+          persistent_workers, decode, image_size, cap_tokens, seq_len, cache, dali_threads, dali_queue, dali_decode,
+          out, on_corrupt, **topts) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf import preflight, records, report
     from dataperf.runner import run_trial
 
     preflight.writable_file(out, "--out")
+    data = resolve_data(data, dataset_factory)[0]
     cfg = make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers,
                       image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, decode=decode,
-                      on_corrupt=on_corrupt)
+                      on_corrupt=on_corrupt, worker_type=worker_type, transform=transform, seq_len=seq_len)
     opts = make_opts(raw_dir=out.parent / "raw" if out else None, **topts)
     preflight.check_loader(data, cfg)
     with records.exclusive(out) if out else contextlib.nullcontext():
@@ -238,12 +287,16 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 
 
 @cli.command()
-@click.argument("data", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("data", nargs=-1, required=False)
+@data_options
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
               help="TOML/YAML file of sweep axes (overrides the axis options)")
 @click.option("--format", "formats", callback=str_list, default="auto", show_default=True,
-              help="comma list of backends: auto,files,webdataset,dali")
+              help="comma list of backends: auto (the dataset's own), all (every installed one), "
+                   f"{','.join(BACKENDS)}")
 @click.option("--num-workers", callback=int_list, default=None, help="comma list [0,1,2,4,.. up to 2x cores]")
+@click.option("--worker-type", "worker_types", callback=str_list, default=None,
+              help="comma list: process,thread (each backend runs those it offers) [each backend's own kind]")
 @click.option("--prefetch-factor", callback=int_list, default="2,4,8", show_default=True)
 @click.option("--batch-size", callback=int_list, default="32", show_default=True)
 @click.option("--pin-memory", type=click.Choice(["off", "on", "both"]), default="off", show_default=True)
@@ -263,13 +316,15 @@ def bench(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persi
 @click.option("--model-batch-size", type=int, default=None, help="step batch size [first --batch-size]")
 @click.option("--seq-len", type=int, default=512, show_default=True)
 @click.option("--device", default="cpu", show_default=True)
+@model_options
 @click.option("--headroom", type=float, default=1.2, show_default=True)
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
 @ON_CORRUPT
 @trial_options
-def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, pin_memory, persistent_workers,
-          decode, image_size, cap_tokens, cache, dali_threads, dali_queue, dali_decode, out, resume, overwrite,
-          plot, model, model_batch_size, seq_len, device, headroom, nproc, on_corrupt, **topts) -> None:
+def sweep(data, dataset_factory, transform, config_file, formats, num_workers, worker_types, prefetch_factor,
+          batch_size, pin_memory, persistent_workers, decode, image_size, cap_tokens, cache, dali_threads, dali_queue,
+          dali_decode, out, resume, overwrite, plot, model, model_batch_size, seq_len, device, optimizer, amp,
+          input_kind, headroom, nproc, on_corrupt, **topts) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
     from dataperf import distributed, preflight, records
     from dataperf import sweep as sw
@@ -283,40 +338,42 @@ def sweep(data, config_file, formats, num_workers, prefetch_factor, batch_size, 
                        ("--dali-queue", dali_queue), ("--dali-decode", dali_decode)):
         if axis is not None and not axis:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
-    data = sw.unique_datasets(data)
+    _check_transform(transform)
+    datas = resolve_data(sw.unique_datasets(data), dataset_factory)
     if nproc is not None:
-        sw.check_ranks(data, nproc)
+        sw.check_ranks(datas, nproc)
         sys.exit(distributed.launch_self(nproc, sys.argv[1:], out))
+    windows = any(d.format in ("tokens-bin", "npy") for d in datas)
     both = {"off": [False], "on": [True], "both": [False, True]}
     if decode is None:
         decode = model is not None  # a model eats decoded samples: its verdict needs decoded loader rates
     grid = sw.Grid(formats=formats, num_workers=num_workers or sw.default_workers(),
+                   worker_types=worker_types or [None],
                    prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
                    persistent_workers=both[persistent_workers], decode=[decode],
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
-                   cap_tokens=cap_tokens, dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
+                   cap_tokens=cap_tokens, transform=transform, seq_len=seq_len if windows else None,
+                   dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
                    dali_decode_device=dali_decode, on_corrupt=None if on_corrupt == "fail" else on_corrupt)
     if config_file:
         grid, file_opts = sw.load_grid_file(config_file)
         topts.update(file_opts)
     opts = make_opts(raw_dir=out.parent / "raw", **topts)  # checks the values before any rank starts
-    trials = sw.plan(list(data), grid)
+    trials = sw.plan(datas, grid)
     for d, cfg in trials:
         preflight.check_loader(d, cfg)
     if model:
-        from dataperf.formats.dataset_dir import read_manifest
-
-        kinds = {read_manifest(d).kind for d in data}
-        preflight.check_model(model, kinds.pop() if len(kinds) == 1 else None,
+        kinds = {d.kind for d in datas}
+        preflight.check_model(model, kinds.pop() if len(kinds) == 1 else None, input_kind,
                               seq_len=seq_len if "tokens" in kinds else None)
     ctx = distributed.init_from_env()
     with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
         _sweep(ctx, trials, out, resume, overwrite, plot, model, model_batch_size, seq_len, device,
-               headroom, batch_size, image_size, opts)
+               headroom, batch_size, image_size, opts, optimizer, amp, input_kind)
 
 
 def _sweep(ctx, trials, out, resume, overwrite, plot, model, model_batch_size, seq_len, device, headroom,
-           batch_size, image_size, opts) -> None:
+           batch_size, image_size, opts, optimizer="adamw", amp=None, input_kind=None) -> None:
     from dataclasses import replace
 
     from dataperf import records, report
@@ -339,7 +396,8 @@ def _sweep(ctx, trials, out, resume, overwrite, plot, model, model_batch_size, s
             from dataperf.step import StepOptions, measure_step
 
             step = measure_step(StepOptions(model=model, batch_size=model_batch_size or batch_size[0],
-                                            seq_len=seq_len, device=device, image_size=image_size))
+                                            seq_len=seq_len, device=device, image_size=image_size,
+                                            optimizer=optimizer, amp=amp, input=input_kind))
             records.append(out, step)
     except KeyboardInterrupt:
         if ctx.rank == 0:
@@ -413,15 +471,21 @@ def step(model, seq_len, device, optimizer, amp, input_kind, deterministic, batc
 def loader_options(fn):
     """One loader config (not a grid), shared by e2e, profile and diagnose."""
     for opt in reversed([
-        click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset", "dali"]), default="auto",
+        click.option("--format", "fmt", type=click.Choice(["auto", *BACKENDS]), default="auto",
                      show_default=True),
         click.option("--batch-size", type=int, default=32, show_default=True),
         click.option("--num-workers", type=int, default=2, show_default=True),
+        click.option("--worker-type", type=click.Choice(["process", "thread"]), default=None,
+                     help="where the backend offers both [its own kind]"),
         click.option("--prefetch-factor", type=int, default=None),
         click.option("--pin-memory/--no-pin-memory", default=None, help="[on with CUDA]"),
         click.option("--persistent-workers", is_flag=True),
         click.option("--image-size", type=int, default=224, show_default=True),
         click.option("--cap", "cap_tokens", type=int, default=None, help="truncate token sequences"),
+        click.option("--dataset", "dataset_factory", default=None, metavar="MODULE:FACTORY",
+                     help="your own torch Dataset/IterableDataset (DATA is then left out)"),
+        click.option("--transform", default=None, metavar="PRESET|MODULE:FACTORY",
+                     help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY"),
         click.option("--cache", type=click.Choice(["warm", "cold"]), default="warm", show_default=True),
         click.option("--dali-threads", type=int, default=2, show_default=True),
         click.option("--dali-queue", type=int, default=2, show_default=True),
@@ -432,14 +496,21 @@ def loader_options(fn):
     return fn
 
 
+def _check_transform(transform: str | None) -> None:
+    from dataperf.sources import transforms
+
+    transforms.check(transform)
+
+
 def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory, persistent_workers, image_size,
                 cap_tokens, cache, dali_threads, dali_queue, dali_decode, device="cpu", decode=True,
-                on_corrupt="fail"):
-    from dataperf.formats.dataset_dir import read_manifest
+                on_corrupt="fail", worker_type=None, transform=None, seq_len=None, dataset_factory=None):
+    """One LoaderConfig from the options; `data` is the resolved sources.Data (its format is what auto means)."""
     from dataperf.records import LoaderConfig
 
+    _check_transform(transform)
     if fmt == "auto":
-        fmt = read_manifest(data).format
+        fmt = data.format
     dali = fmt == "dali"
     if dali and (dali_threads < 1 or dali_queue < 1):
         raise UserError(f"--dali-threads and --dali-queue must be at least 1, got {dali_threads} and {dali_queue}")
@@ -447,15 +518,15 @@ def make_config(data, fmt, batch_size, num_workers, prefetch_factor, pin_memory,
                         prefetch_factor=None if dali else prefetch_factor,
                         pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
                         persistent_workers=persistent_workers and not dali, decode=decode, cache=cache,
-                        image_size=image_size, cap_tokens=cap_tokens,
+                        image_size=image_size, cap_tokens=cap_tokens, transform=transform, seq_len=seq_len,
                         dali_num_threads=dali_threads if dali else None,
                         dali_prefetch_queue_depth=dali_queue if dali else None,
                         dali_decode_device=dali_decode if dali else None,
-                        on_corrupt=None if on_corrupt == "fail" else on_corrupt)
+                        on_corrupt=None if on_corrupt == "fail" else on_corrupt, worker_type=worker_type)
 
 
 @cli.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
 @loader_options
 @step_options
 @click.option("--steps", type=int, default=20, show_default=True, help="fed steps per repeat")
@@ -477,6 +548,7 @@ def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic,
 
     preflight.writable_file(out, "--out")
     preflight.writable_dir(nan_guard_dir, "--nan-guard")
+    data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, device=device, **loader)
     preflight.check_fed(data, cfg, model, input_kind)
 
@@ -493,7 +565,7 @@ def e2e(data, model, seq_len, device, optimizer, amp, input_kind, deterministic,
 
 
 @cli.command("profile")
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
 @loader_options
 @step_options
 @click.option("--out-dir", type=click.Path(path_type=Path), default=Path("results/profile"), show_default=True)
@@ -509,6 +581,7 @@ def profile_cmd(data, model, seq_len, device, optimizer, amp, input_kind, determ
 
     preflight.writable_file(out, "--out")
     preflight.writable_dir(out_dir, "--out-dir")
+    data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, device=device, **loader)
     preflight.check_fed(data, cfg, model, input_kind)
     sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
@@ -565,7 +638,7 @@ def lengths(data, batch_size, cap, model, device, out) -> None:
 
 
 @cli.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
 @loader_options
 @step_options
 @click.option("--throttle-mib-s", type=float, default=None,
@@ -582,6 +655,7 @@ def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, determini
     from dataperf.step import StepOptions
 
     preflight.writable_file(out, "--out")
+    data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, device=device, **loader)
     preflight.check_fed(data, cfg, model, input_kind)
     sopts = StepOptions(model=model, seq_len=seq_len, device=device, optimizer=optimizer, amp=amp,
@@ -594,11 +668,13 @@ def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, determini
 
 
 @cli.command()
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", required=False)
+@data_options
 @click.option("--target-samples-per-s", type=float, default=None, help="the rate to sustain")
 @click.option("--model", default=None, help="target = this model's step rate x --headroom")
 @click.option("--seq-len", type=int, default=512, show_default=True)
 @click.option("--device", default="cpu", show_default=True)
+@model_options
 @click.option("--headroom", type=float, default=1.2, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["auto", "files", "webdataset"]), default="auto")
 @click.option("--batch-size", type=int, default=32, show_default=True, help="starting batch size")
@@ -609,7 +685,8 @@ def diagnose(data, model, seq_len, device, optimizer, amp, input_kind, determini
 @click.option("--max-workers", type=int, default=None, help="[2 x cores]")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
 @trial_options
-def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batch_size, decode, image_size, cache,
+def tune(data, dataset_factory, transform, target_samples_per_s, model, seq_len, device, optimizer, amp, input_kind,
+         headroom, fmt, batch_size, decode, image_size, cache,
          min_gain, max_workers, out, **topts) -> None:
     """Find a config that sustains a target (or the model's step rate with headroom) without the whole grid."""
     from dataperf import preflight, records, report
@@ -629,20 +706,22 @@ def tune(data, target_samples_per_s, model, seq_len, device, headroom, fmt, batc
     topts_ = make_opts(raw_dir=out.parent / "raw", **topts)
     if model:
         preflight.check_model(model, seq_len=seq_len if model.startswith("gpt") else None)
+    data = resolve_data(data, dataset_factory)[0]
+    _check_transform(transform)
     target = target_samples_per_s
     if model:
         from dataperf.step import StepOptions, measure_step
 
         st = measure_step(StepOptions(model=model, batch_size=batch_size, seq_len=seq_len, device=device,
-                                      image_size=image_size))
+                                      image_size=image_size, optimizer=optimizer, amp=amp, input=input_kind))
         records.append(out, st)
         target = st.samples_per_s * headroom
         report.console.print(f"target: {target:.0f} samples/s ({model} step {st.samples_per_s:.0f} x {headroom:g})")
     if fmt == "auto":
-        from dataperf.formats.dataset_dir import read_manifest
-
-        fmt = read_manifest(data).format
-    base = LoaderConfig(format=fmt, batch_size=batch_size, decode=decode, image_size=image_size, cache=cache)
+        fmt = data.format
+    windows = data.format in ("tokens-bin", "npy")
+    base = LoaderConfig(format=fmt, batch_size=batch_size, decode=decode, image_size=image_size, cache=cache,
+                        transform=transform, seq_len=seq_len if windows else None)
 
     def show(step):
         records.append(out, step.result)

@@ -11,9 +11,9 @@ import psutil
 
 from dataperf.e2e import fed
 from dataperf.errors import UserError
-from dataperf.formats.dataset_dir import read_manifest
 from dataperf.records import DiagnoseResult, LoaderConfig
 from dataperf.runner import TrialOptions, run_trial
+from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, measure_step
 
 NEGLIGIBLE = 0.05
@@ -55,19 +55,23 @@ def advise(bottleneck: str, cfg: LoaderConfig, fmt: str) -> list[str]:
     return ["the loader keeps up: spend effort on the model step instead"]
 
 
-def diagnose(data: Path, cfg: LoaderConfig, sopts: StepOptions, topts: TrialOptions,
+def diagnose(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, topts: TrialOptions,
              throttle_mib_s: float | None = None, page_cache_gib: float | None = None) -> DiagnoseResult:
-    m = read_manifest(data)
-    cfg, sopts = fed(m, cfg, sopts)
+    data = as_data(data)
+    cfg, sopts = fed(data, cfg, sopts)
     step = measure_step(sopts)
     warm = run_trial(data, replace(cfg, cache="warm"), replace(topts, throttle_mib_s=None))
     cold = run_trial(data, replace(cfg, cache="cold"), replace(topts, throttle_mib_s=throttle_mib_s))
     for name, r in (("warm", warm), ("cold", cold)):
         if r.status != "ok":
             raise UserError(f"the {name}-cache loader trial failed: {r.error}")
-    res = DiagnoseResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
+    res = DiagnoseResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                          step_samples_per_s=step.samples_per_s, warm_samples_per_s=warm.samples_per_s_median,
-                         cold_samples_per_s=cold.samples_per_s_median, dataset_mib=m.total_bytes / 2**20)
+                         cold_samples_per_s=cold.samples_per_s_median,
+                         dataset_mib=(data.total_bytes or float("nan")) / 2**20)
+    if not data.cache_managed:
+        res.notes.append("warm and cold trials read the same way (" + data.cache_note().split(":")[0] + "), so "
+                         "the fetch share is what --throttle-mib-s simulates, not a page-cache difference")
     res.notes += [f"warm: {n}" for n in warm.notes] + [f"cold: {n}" for n in cold.notes]
     res.cold_cache_verified = bool(cold.cache_verified)
     cold_sps = cold.samples_per_s_median
@@ -98,7 +102,7 @@ def diagnose(data: Path, cfg: LoaderConfig, sopts: StepOptions, topts: TrialOpti
                         "samples/s")
     if not res.cold_cache_verified:
         res.fetch_stall_fraction = float("nan")
-    res.advice = advise(res.bottleneck, cfg, m.format)
+    res.advice = advise(res.bottleneck, cfg, data.format)
     fractions = list(WHAT_IF_FRACTIONS)
     if page_cache_gib is not None:
         fractions.append(min(1.0, page_cache_gib * 1024 / res.dataset_mib))

@@ -18,9 +18,9 @@ from torch.profiler import record_function
 
 from dataperf import cache
 from dataperf.errors import UserError
-from dataperf.formats.dataset_dir import Manifest, read_manifest
 from dataperf.records import E2EResult, LoaderConfig, percentile, summarize
 from dataperf.runner import TrialOptions, make_batches, run_trial
+from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, Trainer, is_oom, measure_step, oom_error
 
 
@@ -113,27 +113,29 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
     return t, wall
 
 
-def fed(m: Manifest, cfg: LoaderConfig, sopts: StepOptions) -> tuple[LoaderConfig, StepOptions]:
+def fed(data: Data, cfg: LoaderConfig, sopts: StepOptions) -> tuple[LoaderConfig, StepOptions]:
     """A loader config that decodes, and step options shaped like its batches (batch size, image size, and
-    the input kind of the dataset), for every measurement where the loader feeds the model."""
-    cfg = replace(cfg, decode=True).explicit()
+    the input kind of the dataset), for every measurement where the loader feeds the model. Token windows cut
+    from a flat stream are --seq-len long, so the step and the loader agree on the sequence length."""
+    windows = data.format in ("tokens-bin", "npy")
+    cfg = replace(cfg, decode=True, seq_len=cfg.seq_len or (sopts.seq_len if windows else None)).explicit()
     return cfg, replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
-                        input=sopts.input or ("tokens" if m.kind == "tokens" else "image"))
+                        input=sopts.input or ("tokens" if data.kind == "tokens" else "image"))
 
 
-def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
+def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
             warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None,
             sync_each_step: bool = False) -> E2EResult:
     """Measure the fed loop; with predict, also measure loader and step apart and compare."""
     if steps <= 0 or repeats <= 0:
         raise UserError("--steps and --repeats must be positive")
-    m = read_manifest(data)
-    cfg, sopts = fed(m, cfg, sopts)
+    data = as_data(data)
+    cfg, sopts = fed(data, cfg, sopts)
     topts = topts or TrialOptions()
     try:
         tr = Trainer(sopts)
-        stream = EpochStream(make_batches(data, m, cfg, topts))
-        res = E2EResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
+        stream = EpochStream(make_batches(data, cfg, topts))
+        res = E2EResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                         device=str(tr.device), batch_size=cfg.batch_size, repeats=repeats, steps_per_repeat=steps)
         cuda = tr.device.type == "cuda"
         res.sync_each_step = sync_each_step and cuda
@@ -141,8 +143,8 @@ def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, 
         stream.restarts = 0
         walls, stalls, host, idle, sps, waits, h2ds, comps, lens = [], [], [], [], [], [], [], [], []
         for _ in range(repeats):
-            if cfg.cache == "cold":
-                cache.evict(m.paths(data))
+            if cfg.cache == "cold" and data.cache_managed:
+                cache.evict(data.local_paths())
             t, wall = train_loop(stream, tr, steps, sync_each_step=res.sync_each_step)
             walls.append(wall / steps * 1000)
             host.append(sum(t.wait_s) / wall)
@@ -191,7 +193,7 @@ def run_e2e(data: Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, 
     return res
 
 
-def _predict(data: Path, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, topts: TrialOptions) -> None:
+def _predict(data: Data, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, topts: TrialOptions) -> None:
     """Separate loader and step measurements, and the stall they predict: 1 - loader rate / step rate."""
     lr = run_trial(data, cfg, replace(topts, collect=False))
     if lr.status != "ok":

@@ -159,40 +159,58 @@ def check_model(spec: str, data_kind: str | None = None, input_kind: str | None 
                             f"positions); use --seq-len / --cap of at most {longest}")
 
 
-def check_loader(data: Path, cfg) -> None:
-    """A loader config against the machine: workers, image size, and decoded batches in memory and shm."""
-    from dataperf.formats.dataset_dir import read_manifest
+def check_loader(data, cfg) -> None:
+    """A loader config against the machine: workers, image size, and decoded batches in memory and shm.
+    data: a resolved sources.Data (or a path); sizes come from its manifest when it has one."""
+    from dataperf.sources import as_data
 
-    m = read_manifest(data)
+    data = as_data(data)
+    m = data.manifest
     check_workers(cfg.num_workers)
     if cfg.batch_size < 1:
         raise UserError(f"--batch-size must be at least 1, got {cfg.batch_size}")
     if cfg.cap_tokens is not None and cfg.cap_tokens < 1:
         raise UserError(f"--cap must be at least 1 token, got {cfg.cap_tokens}")
+    if cfg.seq_len is not None and cfg.seq_len < 1:
+        raise UserError(f"--seq-len must be at least 1 token, got {cfg.seq_len}")
     if not cfg.decode:
-        biggest = max(m.sample_bytes, default=0)
-        check_batch_memory(cfg.batch_size * biggest, 0, None, f"batches of {cfg.batch_size} raw samples")
+        if m is not None:
+            biggest = max(m.sample_bytes, default=0)
+            check_batch_memory(cfg.batch_size * biggest, 0, None, f"batches of {cfg.batch_size} raw samples")
         return
-    if m.kind == "tokens":
-        longest = min(max(m.token_lengths, default=0), cfg.cap_tokens or 1 << 62)
+    kind = m.kind if m is not None else data.kind
+    if kind == "tokens":
+        if m is not None and m.token_lengths:
+            longest = min(max(m.token_lengths), cfg.cap_tokens or 1 << 62)
+        elif cfg.seq_len is not None:
+            longest = min(cfg.seq_len, cfg.cap_tokens or 1 << 62)
+        else:
+            return  # lengths unknown until tokenized (text files): nothing to bound here
         nbytes = decoded_batch_bytes("tokens", cfg.batch_size, cfg.image_size, longest)
-    else:
+    elif kind == "image":
         check_image_side(cfg.image_size)
         nbytes = decoded_batch_bytes("image", cfg.batch_size, cfg.image_size, None)
+    else:
+        return  # a user's Dataset: its samples are its own
     check_batch_memory(nbytes, cfg.num_workers, cfg.prefetch_factor, f"{cfg.short()}")
 
 
-def check_fed(data: Path, cfg, model: str, input_kind: str | None) -> None:
+def check_fed(data, cfg, model: str, input_kind: str | None) -> None:
     """The loader feeding --model: the loader's bounds, and a model that eats what the dataset holds
     (image vs tokens, and token lengths within the model's positions)."""
     from dataclasses import replace
 
-    from dataperf.formats.dataset_dir import read_manifest
+    from dataperf.sources import as_data
 
+    data = as_data(data)
     check_loader(data, replace(cfg, decode=True))
-    m = read_manifest(data)
-    kind = m.kind if m.kind in ("image", "tokens") else None
+    m = data.manifest
+    kind = (m.kind if m is not None else data.kind)
+    kind = kind if kind in ("image", "tokens") else None
     seq = None
-    if (input_kind or kind) == "tokens" and m.token_lengths:
-        seq = min(max(m.token_lengths), cfg.cap_tokens or 1 << 62)
+    if (input_kind or kind) == "tokens":
+        if m is not None and m.token_lengths:
+            seq = min(max(m.token_lengths), cfg.cap_tokens or 1 << 62)
+        elif cfg.seq_len is not None:
+            seq = min(cfg.seq_len, cfg.cap_tokens or 1 << 62)
     check_model(model, kind, input_kind, seq)

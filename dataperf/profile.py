@@ -14,20 +14,21 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from dataperf.e2e import EpochStream, fed, train_loop
 from dataperf.errors import UserError
-from dataperf.formats.dataset_dir import read_manifest
 from dataperf.records import LoaderConfig, ProfileResult
 from dataperf.runner import TrialOptions, make_batches
+from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, Trainer
 
 WAIT, WARMUP, ACTIVE = 1, 1, 3
 SPANS = ("data_wait", "h2d", "forward", "backward", "optimizer")
 
 
-def run_profile(data: Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path, top: int = 15) -> ProfileResult:
-    m = read_manifest(data)
-    cfg, sopts = fed(m, cfg, sopts)
+def run_profile(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path,
+                top: int = 15) -> ProfileResult:
+    data = as_data(data)
+    cfg, sopts = fed(data, cfg, sopts)
     tr = Trainer(sopts)
-    batches = make_batches(data, m, cfg, TrialOptions())
+    batches = make_batches(data, cfg, TrialOptions())
     cuda = tr.device.type == "cuda"
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -35,7 +36,7 @@ def run_profile(data: Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path
     with profile(activities=acts, schedule=schedule(wait=WAIT, warmup=WARMUP, active=ACTIVE, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(str(trace)), record_shapes=False) as prof:
         times, _ = train_loop(EpochStream(batches), tr, WAIT + WARMUP + ACTIVE, on_step=prof.step)
-    res = ProfileResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
+    res = ProfileResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                         device=str(tr.device), trace_path=str(trace))
     avgs = prof.key_averages()
     key = "self_device_time_total" if cuda else "self_cpu_time_total"

@@ -49,7 +49,7 @@ def percentile(values: list[float], q: float) -> float:
 class LoaderConfig:
     """One point of the sweep grid: everything that changes how samples reach the model."""
 
-    format: str = "files"  # files | webdataset | dali
+    format: str = "files"  # a backend of dataperf.formats.backends: files | webdataset | dali | spdl | ...
     batch_size: int = 32
     num_workers: int = 0
     prefetch_factor: int | None = None
@@ -63,6 +63,9 @@ class LoaderConfig:
     dali_prefetch_queue_depth: int | None = None
     dali_decode_device: str | None = None  # cpu | mixed
     on_corrupt: str | None = None  # None (= fail: the trial fails naming the sample) | skip (counted)
+    worker_type: str | None = None  # process | thread; None = the backend's own kind
+    transform: str | None = None  # None/resize = square resize; imagenet-train | imagenet-val | MODULE:FACTORY
+    seq_len: int | None = None  # tokens per window cut from a flat token stream (.bin / 1-d .npy)
 
     def explicit(self) -> LoaderConfig:
         """torch's default prefetch_factor (2) written out when workers are used, so records say what ran and
@@ -82,6 +85,8 @@ class LoaderConfig:
                      f"queue={self.dali_prefetch_queue_depth} decode={self.dali_decode_device}"]
             return " ".join(parts) + f" {self.cache}"
         s = f"{self.format} bs={self.batch_size} w={self.num_workers}"
+        if self.worker_type:
+            s += f" {self.worker_type}"
         if self.num_workers:
             s += f" pf={self.prefetch_factor}"
         if self.pin_memory:
@@ -128,6 +133,7 @@ class LoaderResult(Record):
     cache_mode: str = "warm"
     cache_verified: bool | None = None
     storage_read_mib_per_repeat: list[float] = field(default_factory=list)
+    network_recv_mib_per_repeat: list[float] = field(default_factory=list)  # remote data: host-wide NIC bytes
     dataset_mib_read_per_repeat: float = float("nan")
     # measurement definitions (issue 11; README "Measurement" defines each)
     epoch_samples_per_s_median: float = float("nan")  # whole epoch, iter() to the last batch, start-up included
@@ -150,6 +156,13 @@ class LoaderResult(Record):
     per_rank_samples_per_repeat: list[int] = field(default_factory=list)
     slowest_rank: int | None = None
     corrupt_samples: int = 0  # per repeat, skipped by on_corrupt=skip
+    backend: dict[str, Any] = field(default_factory=dict)  # name, worker_type, converted store and its cost
+    knobs_ignored: list[str] = field(default_factory=list)  # config knobs the backend cannot express
+    cpu_cores_busy_median: float = float("nan")  # CPU-seconds of the process tree per wall second
+    samples_per_s_per_core: float = float("nan")
+    pss_mib_peak: float = float("nan")  # PSS of the main process plus its workers, peak over the repeats
+    samples_per_s_per_gib_pss: float = float("nan")
+    worker_pss_growth_pct: float = float("nan")  # workers' PSS, last sample over first, within an epoch
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataperf.formats.dataset_dir import Manifest
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
-    console = Console(width=180)
+    console = Console(width=240)
 
 MIB = 1024 * 1024
 
@@ -93,10 +93,10 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
     from dataperf.records import LoaderConfig, LoaderResult
 
     t = Table(title=title)
-    cols = ("config", "steady samples/s median \\[min-max]", "epoch samples/s", "MiB/s payload/storage", "ttfb_s",
-            "wait_ms p50/p99", "workers active/shards", "cache")
+    cols = ("backend", "config", "steady samples/s median \\[min-max]", "epoch samples/s", "MiB/s payload/storage",
+            "ttfb_s", "wait_ms p50/p99", "workers active/shards", "per core", "per GiB PSS", "cache")
     for col in cols:
-        t.add_column(col, justify="left" if col == "config" else "right")
+        t.add_column(col, justify="left" if col in ("backend", "config") else "right")
     if step is not None:
         t.add_column(f"vs step ({_fmt(step.samples_per_s)} samples/s)")
     multi = any(getattr(r, "world_size", 1) > 1 for r in results)
@@ -106,12 +106,13 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
     for r in sorted_by_rate(results):
         cfg = LoaderConfig(**r.config)
         cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
-        row = [cfg.short(),
+        row = [backend_label(r), cfg.short(),
                f"{_fmt(r.samples_per_s_median)} \\[{_fmt(r.samples_per_s_min)}-{_fmt(r.samples_per_s_max)}]",
                _fmt(r.epoch_samples_per_s_median),
                f"{_fmt(r.payload_mib_s_median, 1)}/{_fmt(r.storage_read_mib_s_median, 1)}",
                _fmt(r.ttfb_s_median, 3), f"{_fmt(r.batch_wait_ms_p50, 2)}/{_fmt(r.batch_wait_ms_p99, 2)}",
-               workers_cell(r), cache]
+               workers_cell(r), _fmt(getattr(r, "samples_per_s_per_core", None)),
+               _fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
         if step is not None:
             row.append(verdict_short(r.samples_per_s_median, step.samples_per_s, headroom) if cfg.decode
                        else "no verdict (undecoded)")
@@ -120,7 +121,8 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
         t.add_row(*row)
     for r in failed:
-        row = [LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", "", "", r.cache_mode]
+        row = [backend_label(r), LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", "", "",
+               "", "", r.cache_mode]
         t.add_row(*row, *([""] if step is not None else []), *([""] if multi else []))
     return t
 
@@ -167,6 +169,18 @@ def verdict_caveats(results: list, step) -> list[str]:
     return out
 
 
+def backend_label(r) -> str:
+    """The backend facet: its name, its worker kind, and knobs it could not express."""
+    b = getattr(r, "backend", None) or {}
+    label = b.get("backend") or r.config.get("format", "?")
+    if b.get("worker_type") and r.config.get("num_workers", 0):
+        label += f" ({b['worker_type']} workers)"
+    ignored = getattr(r, "knobs_ignored", None)
+    if ignored:
+        label += f" [yellow]ignores {','.join(ignored)}[/yellow]"
+    return label
+
+
 def print_failures(results: list) -> None:
     from dataperf.records import LoaderConfig
 
@@ -210,7 +224,6 @@ def cheapest_feeding(results: list, step_sps: float, headroom: float = 1.2):
 
 def recommendation(results: list, step=None, headroom: float = 1.2) -> str:
     """One line a person can act on."""
-    from dataperf.records import LoaderConfig
 
     ok = sorted_by_rate(results)
     if not ok:
@@ -231,20 +244,28 @@ def recommendation(results: list, step=None, headroom: float = 1.2) -> str:
     if step is None:
         near = [r for r in ok if r.samples_per_s_median >= 0.95 * best.samples_per_s_median]
         pick = min(near, key=cost_key)
-        return (f"recommended: {LoaderConfig(**pick.config).short()} at {_fmt(pick.samples_per_s_median)} "
+        return (f"recommended: {_named(pick)} at {_fmt(pick.samples_per_s_median)} "
                 f"samples/s (within 5% of the best, {_fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
     pick = cheapest_feeding(results, step.samples_per_s, headroom)
     if pick is None:
         return (f"INPUT-BOUND: no config sustains {headroom:g}x the step rate of {_fmt(step.samples_per_s)} "
-                f"samples/s; the best, {LoaderConfig(**best.config).short()}, is "
+                f"samples/s; the best, {_named(best)}, is "
                 f"{verdict_text(best.samples_per_s_median, step.samples_per_s, headroom)}{basis}")
-    return (f"recommended: {LoaderConfig(**pick.config).short()} feeds the model "
+    return (f"recommended: {_named(pick)} feeds the model "
             f"({_fmt(pick.samples_per_s_median)} vs {_fmt(step.samples_per_s)} samples/s, "
             f"{pick.samples_per_s_median / step.samples_per_s:.2f}x, the cheapest with {headroom:g}x headroom){basis}")
 
 
+def _named(r) -> str:
+    """A config said with its backend first, so a side-by-side sweep's pick names the loader to use."""
+    from dataperf.records import LoaderConfig
+
+    b = r.backend.get("backend") if getattr(r, "backend", None) else None
+    return f"{LoaderConfig(**r.config).short()} [backend {b or r.config.get('format')}]"
+
+
 def heatmap(results: list, path: Path) -> Path | None:
-    """samples/s over workers x prefetch, one panel per format/cache/batch size/decode."""
+    """samples/s over workers x prefetch, one panel per backend/worker type/cache/batch size/decode."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -256,7 +277,8 @@ def heatmap(results: list, path: Path) -> Path | None:
         c = r.config
         if c["format"] == "dali":
             continue
-        groups.setdefault((c["format"], r.cache_mode, c["batch_size"], c["decode"]), []).append(r)
+        wt = (getattr(r, "backend", None) or {}).get("worker_type") or c.get("worker_type") or ""
+        groups.setdefault((c["format"], wt, r.cache_mode, c["batch_size"], c["decode"]), []).append(r)
     if not groups:
         return None
     rates = [r.samples_per_s_median for rs in groups.values() for r in rs]
@@ -278,7 +300,8 @@ def heatmap(results: list, path: Path) -> Path | None:
         ax.set_yticks(range(len(workers)), [str(w) for w in workers])
         ax.set_xlabel("prefetch_factor")
         ax.set_ylabel("num_workers")
-        ax.set_title(f"{g[0]} {g[1]} bs={g[2]}{' decode' if g[3] else ''}", fontsize=9)
+        ax.set_title(f"{g[0]}{f' ({g[1]} workers)' if g[1] else ''} {g[2]} bs={g[3]}{' decode' if g[4] else ''}",
+                     fontsize=9)
         fig.colorbar(im, ax=ax, label="samples/s")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -297,11 +320,26 @@ def print_trial(r) -> None:
         console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
                       f"{_fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {_fmt(r.harness_overhead_pct, 1)}% "
                       "of this trial's batch time")
+        print_footprint(r)
         print_collectors(r.collectors)
     else:
         print_failures([r])
     for n in r.notes:
         console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
+
+
+def print_footprint(r) -> None:
+    """Cost of the trial: cores busy and PSS of the process tree, and a converted store's one-off cost."""
+    b = getattr(r, "backend", None) or {}
+    if getattr(r, "cpu_cores_busy_median", None) == getattr(r, "cpu_cores_busy_median", 0.0):  # not NaN
+        console.print(f"footprint: {_fmt(r.cpu_cores_busy_median, 2)} cores busy "
+                      f"({_fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
+                      f"{_fmt(r.pss_mib_peak)} MiB, main process + workers "
+                      f"({_fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
+                      f"epoch {_fmt(r.worker_pss_growth_pct, 1)}%")
+    if "conversion_s" in b:
+        console.print(f"store: {b['store']} ({_fmt(b['store_mib'], 1)} MiB, converted in "
+                      f"{_fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
 
 
 def print_collectors(c: dict) -> None:

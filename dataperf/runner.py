@@ -5,6 +5,7 @@ The runner only measures; it returns a LoaderResult and never prints.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -12,13 +13,15 @@ from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
-from dataperf import cache
+from dataperf import cache, footprint
 from dataperf.collectors import Running, default_collectors
 from dataperf.errors import TrialError, UserError
-from dataperf.formats.dataset_dir import Manifest, read_manifest
+from dataperf.formats import backends
 from dataperf.records import LoaderConfig, LoaderResult, percentile, summarize
+from dataperf.sources import Data, as_data
 
 MIB = 1024 * 1024
 HIGH_SPREAD_PCT = 15.0
@@ -26,6 +29,8 @@ COLD_MIN_READ_FRACTION = 0.9  # a cold repeat reads at least 90% of the files' o
 COLD_MAX_RESIDENT_FRACTION = 0.1  # and at most 10% of them are still in page cache after eviction
 WARM_MAX_READ_FRACTION = 0.1
 NOOP_BATCHES = 200
+# backends whose batches come out of one stream (worker -1): no per-worker ids, so no active-worker count
+ONE_STREAM = ("dali", "spdl", "torchdata")
 
 
 @dataclass
@@ -47,18 +52,13 @@ class TrialOptions:
     world_size: int = 1
     barrier: Callable[[], None] | None = None  # distributed: all ranks start each repeat together
     gather: Callable[[Any], list[Any]] | None = None  # distributed: every rank's object, in rank order
+    footprint: bool = True  # CPU cores busy and PSS of the process tree per repeat (dataperf.footprint)
 
 
-def make_batches(root: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
-    """The backend for cfg.format: a torch DataLoader, or a DALI pipeline wrapped to look like one."""
-    if cfg.format == "dali":
-        from dataperf.formats.dali import DaliLoader
-
-        return DaliLoader(root, m, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
-    from dataperf.formats.loaders import make_loader
-
-    return make_loader(root, m, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed,
-                       opts.sample_cost_s)
+def make_batches(data: Data, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
+    """The backend for cfg.format (dataperf.formats.backends), yielding batch dicts with "n", "nbytes" and
+    "worker" (the DataLoader worker that made the batch; -1 for one stream: main process, DALI, a pipeline)."""
+    return backends.get(cfg.format).make(data, cfg, opts)[0]
 
 
 @dataclass
@@ -209,19 +209,19 @@ def harness_overhead_ms(cfg: LoaderConfig) -> float:
     return _overhead[key]
 
 
-def run_trial(data: Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -> LoaderResult:
+def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -> LoaderResult:
     """Measure one config. Trial failures (bad config, crashed worker, corrupt shard) come back as a failed
     record that says why; only problems with the dataset path itself raise UserError."""
     opts = opts or TrialOptions()
     cfg = cfg.explicit()
-    m = read_manifest(data)
-    res = LoaderResult(data=str(data), config=asdict(cfg), config_key=cfg.key(), cache_mode=cfg.cache,
-                       world_size=opts.world_size)
+    data = as_data(data)
+    res = LoaderResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), world_size=opts.world_size,
+                       cache_mode=cfg.cache if data.cache_managed else data.cache_mode)
     if opts.throttle_mib_s:
         res.notes.append(f"storage throttled to {opts.throttle_mib_s} MiB/s per reader (simulated)")
     reps: list[Repeat] = []
     try:
-        reps = _measure(data, m, cfg, opts, res)
+        reps = _measure(data, cfg, opts, res)
     except (TrialError, UserError) as e:  # raised in a worker, the message carries the worker's traceback
         res.status, res.error = "failed", describe_failure(e) if "Original Traceback" in str(e) else str(e)
     except KeyboardInterrupt:
@@ -274,43 +274,79 @@ def describe_failure(e: BaseException) -> str:
     return text
 
 
-def _measure(data: Path, m: Manifest, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResult) -> list[Repeat]:
+def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResult) -> list[Repeat]:
     if opts.repeats < 1:
         raise TrialError("repeats must be at least 1")
     if opts.repeats < 3:
         res.notes.append(f"only {opts.repeats} repeats: medians of fewer than 3 are not robust")
     if cfg.pin_memory and not torch.cuda.is_available() and cfg.format != "dali":
         res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
-    paths = m.paths(data)
-    if cfg.cache == "warm":
-        cache.preread(paths)
-    elif cfg.cache != "cold":
+    if cfg.cache not in ("warm", "cold"):
         raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
-    batches = make_batches(data, m, cfg, opts)
+    be = backends.get(cfg.format)
+    batches, prep = be.make(data, cfg, opts)  # a converting backend converts (once, cached) here
+    res.backend, res.knobs_ignored = prep.info, be.knobs_ignored(cfg)
+    if res.knobs_ignored:
+        res.notes.append(f"{be.name} cannot express {', '.join(res.knobs_ignored)}: set but not applied")
+    paths = prep.paths  # what this backend reads: the converted store, if it has one (none: remote, user's)
+    if not data.cache_managed:
+        res.notes.append(data.cache_note())
+    elif cfg.cache == "warm":
+        cache.preread(paths)
     # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
     # Non-persistent workers start again in every repeat: that cost is in epoch_samples_per_s, not hidden.
     if opts.warmup_batches > 0:
         time_epoch(batches, opts.warmup_batches)
     reps: list[Repeat] = []
-    collectors = default_collectors(data, opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) if opts.collect \
-        else []
+    costs: list[footprint.Footprint] = []
+    collectors = default_collectors(data.disk_path(), opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) \
+        if opts.collect else []
     with Running(collectors) as running:
         for _ in range(opts.repeats):
             resident = None
-            if cfg.cache == "cold":
+            if cfg.cache == "cold" and data.cache_managed:
                 res.notes.extend(n for n in cache.evict(paths, opts.drop_caches) if n not in res.notes)
                 resident = cache.resident_bytes(paths)
             if opts.barrier:
                 opts.barrier()
-            rep = time_epoch(batches, opts.max_batches, running.watch)
+            net0 = psutil.net_io_counters().bytes_recv
+            with footprint.Meter() if opts.footprint else contextlib.nullcontext() as meter:
+                rep = time_epoch(batches, opts.max_batches, running.watch)
+            if data.remote:
+                res.network_recv_mib_per_repeat.append((psutil.net_io_counters().bytes_recv - net0) / MIB)
+            if meter is not None:
+                costs.append(meter.result)
             rep.resident_after_evict_bytes = resident
             reps.append(rep)
         if cfg.format != "dali":
             res.harness_overhead_ms_per_batch = harness_overhead_ms(cfg)
         collected = running.stop()
     res.collectors = collected
-    _fill(res, reps, opts, m, paths, cfg)
+    _fill(res, reps, opts, data, paths, cfg)
+    if costs:
+        _fill_footprint(res, costs)
     return reps
+
+
+def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint]) -> None:
+    """Throughput per busy core and per GiB of PSS; workers' memory growth over an epoch flagged."""
+    cores = summarize([c.cores_busy for c in costs])["median"]
+    res.cpu_cores_busy_median = cores
+    res.samples_per_s_per_core = res.samples_per_s_median / cores if cores > 0 else float("nan")
+    peak = max(c.pss_peak_bytes for c in costs)
+    if peak:
+        res.pss_mib_peak = peak / MIB
+        res.samples_per_s_per_gib_pss = res.samples_per_s_median / (peak / 1024**3)
+    grown = [c for c in costs if c.workers_seen]
+    if grown:
+        worst = max(grown, key=lambda c: c.worker_pss_last_bytes - c.worker_pss_first_bytes)
+        res.worker_pss_growth_pct = worst.worker_growth_pct
+        delta_mib = (worst.worker_pss_last_bytes - worst.worker_pss_first_bytes) / MIB
+        if worst.worker_growth_pct > footprint.GROWTH_FLAG_PCT and delta_mib > footprint.GROWTH_FLAG_MIB:
+            res.notes.append(f"copy-on-read: worker memory (PSS) grew {worst.worker_growth_pct:.0f}% "
+                             f"(+{delta_mib:.0f} MiB over {worst.workers_seen} workers) within one epoch; "
+                             "forked workers are touching the parent's Python objects (keep per-sample "
+                             "metadata in numpy arrays, or use thread workers)")
 
 
 def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
@@ -319,7 +355,7 @@ def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
     return hashlib.sha1(cfg.key().encode()).hexdigest()[:10] + (f"-r{opts.rank}" if opts.world_size > 1 else "")
 
 
-def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, m: Manifest, paths: list[Path],
+def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data, paths: list[Path],
           cfg: LoaderConfig) -> None:
     fewest = min(r.batches for r in reps)
     if fewest < opts.min_batches:
@@ -351,7 +387,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, m: Manifest
     res.harness_overhead_pct = res.harness_overhead_ms_per_batch / batch_ms * 100 if batch_ms > 0 else float("nan")
     res.storage_read_mib_per_repeat = [r.storage_read_bytes / MIB for r in reps]
     res.dataset_mib_read_per_repeat = summarize([r.nbytes / MIB for r in reps])["median"]
-    _fill_workers(res, reps, m, cfg, opts)
+    _fill_workers(res, reps, data, cfg, opts)
     res.corrupt_samples = max(r.corrupt for r in reps)
     if res.corrupt_samples:
         res.notes.append(f"{res.corrupt_samples} corrupt samples per repeat skipped (on_corrupt=skip); the rate "
@@ -359,14 +395,14 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, m: Manifest
     if s["spread_pct"] > HIGH_SPREAD_PCT:
         res.notes.append(f"high spread: repeats differ by {s['spread_pct']:.0f}% of the median; "
                          "treat this config's figure as noisy (more repeats, a quieter machine)")
-    _verify_cache(res, reps, m, paths, opts)
+    _verify_cache(res, reps, data, paths, opts)
 
 
-def _fill_workers(res: LoaderResult, reps: list[Repeat], m: Manifest, cfg: LoaderConfig,
+def _fill_workers(res: LoaderResult, reps: list[Repeat], data: Data, cfg: LoaderConfig,
                   opts: TrialOptions) -> None:
     """Shard count and workers that delivered samples; one 'idle' warning naming the fix when some did not."""
-    res.shards = len(m.shards) if m.format == "webdataset" else None
-    if cfg.format == "dali":
+    res.shards = len(data.files) if data.format == "webdataset" else None
+    if cfg.format in ONE_STREAM:
         return
     res.active_workers = min(len(r.active_workers) for r in reps)
     w = cfg.num_workers
@@ -380,11 +416,13 @@ def _fill_workers(res: LoaderResult, reps: list[Repeat], m: Manifest, cfg: Loade
             f"(dataperf shards convert SRC OUT --shards {need}, or dataperf shards make --shards {need})")
 
 
-def _verify_cache(res: LoaderResult, reps: list[Repeat], m: Manifest, paths: list[Path], opts: TrialOptions) -> None:
+def _verify_cache(res: LoaderResult, reps: list[Repeat], data: Data, paths: list[Path], opts: TrialOptions) -> None:
     """Cold: every repeat read >= 90% of the files' own bytes (st_size, scaled to the share of the epoch it
     read) from storage, and mincore found <= 10% of them resident after eviction. Warm: <= 10% read."""
+    if res.cache_mode not in ("warm", "cold"):
+        return  # remote or a user's Dataset: no page cache of ours to verify (the note says so)
     per_rank = cache.file_bytes(paths) / max(opts.world_size, 1)
-    count = m.count / max(opts.world_size, 1)
+    count = (data.count or 0) / max(opts.world_size, 1)  # unknown count (text files): the whole files
     expected = [per_rank * min(1.0, r.samples / count) if count else per_rank for r in reps]
     res.file_mib_per_repeat = summarize([e / MIB for e in expected])["median"]
     got = [round(x, 2) for x in res.storage_read_mib_per_repeat]

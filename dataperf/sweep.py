@@ -11,9 +11,10 @@ from typing import Any
 
 from dataperf import records
 from dataperf.errors import UserError
-from dataperf.formats.dataset_dir import read_manifest
+from dataperf.formats import backends
 from dataperf.records import LoaderConfig, LoaderResult
 from dataperf.runner import TrialOptions, run_trial
+from dataperf.sources import Data, as_data
 
 
 def default_workers(cores: int | None = None) -> list[int]:
@@ -28,10 +29,12 @@ def default_workers(cores: int | None = None) -> list[int]:
 
 @dataclass
 class Grid:
-    """The axes of a sweep. Prefetch applies only with workers; DALI has its own axes."""
+    """The axes of a sweep. Prefetch applies only with workers; DALI has its own axes; formats may say auto
+    (the dataset's own) or all (every installed backend)."""
 
     formats: list[str] = field(default_factory=lambda: ["auto"])
     num_workers: list[int] = field(default_factory=default_workers)
+    worker_types: list[str | None] = field(default_factory=lambda: [None])  # None = each backend's own kind
     prefetch_factor: list[int] = field(default_factory=lambda: [2, 4, 8])
     batch_size: list[int] = field(default_factory=lambda: [32])
     pin_memory: list[bool] = field(default_factory=lambda: [False])
@@ -40,30 +43,48 @@ class Grid:
     cache: list[str] = field(default_factory=lambda: ["warm"])
     image_size: int = 224
     cap_tokens: int | None = None
+    transform: str | None = None
+    seq_len: int | None = None
     dali_num_threads: list[int] = field(default_factory=lambda: [1, 2, 4])
     dali_prefetch_queue_depth: list[int] = field(default_factory=lambda: [2])
     dali_decode_device: list[str] = field(default_factory=lambda: ["cpu"])
     on_corrupt: str | None = None
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
-        fmts = [data_format if f == "auto" else f for f in self.formats]
-        for fmt in dict.fromkeys(fmts):
+        """Every config per backend; a knob the backend cannot express keeps only its off value, a worker
+        type it does not offer and worker counts below its minimum are left out (not run as duplicates)."""
+        for fmt in backends.expand(self.formats, data_format):
+            if fmt not in backends.REGISTRY:
+                raise UserError(f"unknown format {fmt!r} in the sweep; choose from auto, all, "
+                                f"{', '.join(backends.REGISTRY)}")
+            be = backends.REGISTRY[fmt]
+            bad = [w for w in self.worker_types if w not in (None, "process", "thread")]
+            if bad:
+                raise UserError(f"unknown worker type {bad[0]!r}; choose process or thread")
+            wts = [w for w in self.worker_types if w is None or w in be.worker_types]
+            can = set(be.knobs)
+            pins = self.pin_memory if "pin_memory" in can else [False]
+            pfs = self.prefetch_factor if "prefetch_factor" in can else [None]
+            perss = self.persistent_workers if "persistent_workers" in can else [False]
             for bs, dec, cache in itertools.product(self.batch_size, self.decode, self.cache):
                 common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
-                              cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt)
+                              cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt, transform=self.transform,
+                              seq_len=self.seq_len)
                 if fmt == "dali":
                     for t, q, dev in itertools.product(self.dali_num_threads, self.dali_prefetch_queue_depth,
                                                        self.dali_decode_device):
                         yield LoaderConfig(**common, dali_num_threads=t, dali_prefetch_queue_depth=q,
                                            dali_decode_device=dev)
                     continue
-                for w, pin in itertools.product(self.num_workers, self.pin_memory):
+                for w, pin in itertools.product(self.num_workers, pins):
+                    if w < be.min_workers:
+                        continue
                     if w == 0:
                         yield LoaderConfig(**common, num_workers=0, pin_memory=pin)
                         continue
-                    for pf, pers in itertools.product(self.prefetch_factor, self.persistent_workers):
+                    for wt, pf, pers in itertools.product(wts, pfs, perss):
                         yield LoaderConfig(**common, num_workers=w, prefetch_factor=pf, pin_memory=pin,
-                                           persistent_workers=pers)
+                                           persistent_workers=pers, worker_type=wt)
 
 
 AXES = {f.name for f in fields(Grid)}
@@ -91,7 +112,8 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
         raise UserError(f"cannot parse {path}: {e}") from None
     if not isinstance(d, dict):
         raise UserError(f"{path} must hold a table of sweep axes")
-    d = {("formats" if k == "format" else k): v for k, v in d.items()}
+    alias = {"format": "formats", "worker_type": "worker_types"}
+    d = {alias.get(k, k): v for k, v in d.items()}
     trial_keys = {"repeats", "max_batches", "warmup_batches", "min_batches"}
     unknown = set(d) - AXES - trial_keys
     if unknown:
@@ -108,7 +130,11 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
                 raise UserError(f"{path}: on_corrupt must be skip or fail, got {v!r}")
             grid_kw[k] = None if v == "fail" else v
             continue
-        if scalar and not (_is(int, v) or (k == "cap_tokens" and v is None)):
+        if k == "transform":
+            if not (v is None or _is(str, v)):
+                raise UserError(f"{path}: transform takes one preset name or MODULE:FACTORY (it is not a sweep "
+                                f"axis), got {v!r}")
+        elif scalar and not (_is(int, v) or (k in ("cap_tokens", "seq_len") and v is None)):
             raise UserError(f"{path}: {k} takes one integer (it is not a sweep axis), got {v!r}")
         grid_kw[k] = v if scalar or isinstance(v, list) else [v]
         want = AXIS_TYPES.get(k, int)
@@ -121,9 +147,9 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
     return Grid(**grid_kw), {k: d[k] for k in trial_keys if k in d}
 
 
-SCALAR_AXES = ("image_size", "cap_tokens")
-AXIS_TYPES: dict[str, type] = {"formats": str, "pin_memory": bool, "persistent_workers": bool, "decode": bool,
-                               "cache": str, "dali_decode_device": str}
+SCALAR_AXES = ("image_size", "cap_tokens", "transform", "seq_len")
+AXIS_TYPES: dict[str, type] = {"formats": str, "worker_types": str, "pin_memory": bool, "persistent_workers": bool,
+                               "decode": bool, "cache": str, "dali_decode_device": str}
 
 
 def _is(t: type, v: Any) -> bool:
@@ -131,8 +157,13 @@ def _is(t: type, v: Any) -> bool:
     return isinstance(v, t) and (t is bool or not isinstance(v, bool))
 
 
-def trial_id(data: Path, cfg: LoaderConfig) -> str:
-    return f"{Path(data).resolve()}|{cfg.key()}"
+def data_id(spec: str) -> str:
+    """A URL as given; a local path made absolute, so a resumed sweep matches however the path was written."""
+    return spec if "://" in spec or ":" in spec.split("/")[0] else str(Path(spec).resolve())
+
+
+def trial_id(data: Data | Path, cfg: LoaderConfig) -> str:
+    return f"{data_id(data.spec if isinstance(data, Data) else str(data))}|{cfg.key()}"
 
 
 def finished_ids(out: Path) -> set[str]:
@@ -142,36 +173,35 @@ def finished_ids(out: Path) -> set[str]:
     done = set()
     for r in records.load(out):
         if isinstance(r, LoaderResult) and r.status == "ok":
-            done.add(f"{Path(r.data).resolve()}|{r.config_key}")
+            done.add(f"{data_id(r.data)}|{r.config_key}")
     return done
 
 
-def unique_datasets(datas: tuple[Path, ...] | list[Path]) -> list[Path]:
-    """Each dataset once, however it was spelled (./x, x, a symlink to x): measuring it twice adds nothing."""
-    seen: dict[Path, Path] = {}
+def unique_datasets(datas: tuple[str, ...] | list[str]) -> list[str]:
+    """Each dataset once, however it was spelled (./x, x, a symlink to x): measuring it twice adds nothing.
+    URLs and patterns are compared as given (data_id)."""
+    seen: dict[str, str] = {}
     for d in datas:
-        seen.setdefault(Path(d).resolve(), Path(d))
+        seen.setdefault(data_id(str(d)), str(d))
     return list(seen.values())
 
 
-def check_ranks(datas: list[Path], nproc: int) -> None:
+def check_ranks(datas: list[Data], nproc: int) -> None:
     """--nproc before torchrun starts: at least 1, and no more ranks than a webdataset has shards (shards are
     split between ranks, so a rank without one reads nothing)."""
     if nproc < 1:
         raise UserError(f"--nproc must be at least 1, got {nproc}")
-    for d in datas:
-        m = read_manifest(d)
-        if m.format == "webdataset" and len(m.shards) < nproc:
-            raise UserError(f"{d} has {len(m.shards)} shard(s) for {nproc} ranks; ranks split the shards, so "
-                            f"use --nproc {len(m.shards)} or fewer, or re-shard it (shards make/convert "
+    for d in map(as_data, datas):
+        if d.format == "webdataset" and len(d.files) < nproc:
+            raise UserError(f"{d.spec} has {len(d.files)} shard(s) for {nproc} ranks; ranks split the shards, so "
+                            f"use --nproc {len(d.files)} or fewer, or re-shard it (shards make/convert "
                             "--shard-mb smaller)")
 
 
-def plan(datas: list[Path], grid: Grid) -> list[tuple[Path, LoaderConfig]]:
+def plan(datas: list[Data | Path], grid: Grid) -> list[tuple[Data, LoaderConfig]]:
     out = []
-    for d in datas:
-        m = read_manifest(d)
-        out += [(d, c) for c in grid.configs(m.format)]
+    for d in map(as_data, datas):
+        out += [(d, c) for c in grid.configs(d.format)]
     if not out:
         raise UserError("the sweep grid is empty; give at least one value for every axis")
     return out
@@ -191,7 +221,7 @@ def prepare_out(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def run_sweep(
-    trials: list[tuple[Path, LoaderConfig]],
+    trials: list[tuple[Data, LoaderConfig]],
     opts: TrialOptions,
     out: Path | None,
     skip: set[str] | None = None,

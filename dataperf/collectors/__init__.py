@@ -14,7 +14,7 @@ class Collector(Protocol):
     def stop(self) -> dict[str, Any]: ...
 
 
-def default_collectors(data: Path, raw_dir: Path | None, tag: str, ebpf: bool = False) -> list[Collector]:
+def default_collectors(data: Path | None, raw_dir: Path | None, tag: str, ebpf: bool = False) -> list[Collector]:
     """The /proc collectors always; sysstat when installed; eBPF when asked for."""
     from dataperf.collectors.proc import DiskCollector, ProcessCollector
     from dataperf.collectors.sysstat import IostatCollector, PidstatCollector

@@ -13,8 +13,11 @@ import psutil
 MIB = 1024 * 1024
 
 
-def device_of(path: Path) -> str | None:
-    """The block device name (as in /proc/diskstats) holding path, or None (tmpfs, overlay without one)."""
+def device_of(path: Path | None) -> str | None:
+    """The block device name (as in /proc/diskstats) holding path, or None (tmpfs, overlay without one, or
+    remote data: no path)."""
+    if path is None:
+        return None
     st = os.stat(path)
     major, minor = os.major(st.st_dev), os.minor(st.st_dev)
     link = Path(f"/sys/dev/block/{major}:{minor}")

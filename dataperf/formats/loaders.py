@@ -11,21 +11,20 @@ import io
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, get_worker_info
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, get_worker_info
 
 from dataperf.errors import TrialError
-from dataperf.formats.dataset_dir import Manifest
 from dataperf.records import LoaderConfig
+from dataperf.sources import SOURCE_FORMATS, Data
 
 MIB = 1024 * 1024
 # a sweep tries more workers than cores on purpose: that is one of the things it measures
 warnings.filterwarnings("ignore", message="This DataLoader will create .* worker processes")
-PAYLOAD_EXTS = ("jpg", "jpeg", "png", "npy")
+PAYLOAD_EXTS = ("jpg", "jpeg", "png", "webp", "npy")
 
 
 def validate(cfg: LoaderConfig) -> None:
@@ -61,6 +60,9 @@ class SampleDecoder:
         self.size = cfg.image_size
         self.cap = cfg.cap_tokens
         self.skip_corrupt = cfg.on_corrupt == "skip"
+        from dataperf.sources.transforms import build
+
+        self.transform = build(cfg.transform, cfg.image_size) if self.decode else None
 
     def __call__(self, ext: str, payload: bytes, label: int, where: str = "") -> dict[str, Any]:
         """The decoded sample; a corrupt one fails naming it (where: shard and key, or file), or with
@@ -86,6 +88,9 @@ class SampleDecoder:
             from PIL import Image
 
             img = Image.open(io.BytesIO(payload)).convert("RGB")
+            if self.transform is not None:
+                out["x"] = self.transform(img)
+                return out
             img = img.resize((self.size, self.size), Image.BILINEAR)
             out["x"] = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
         return out
@@ -123,10 +128,10 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 class FilesDataset(Dataset):
     """One file per sample, read whole with plain open/read (what most training code does)."""
 
-    def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None,
+    def __init__(self, data: Data, cfg: LoaderConfig, throttle_mib_s: float | None = None,
                  sample_cost_s: float | None = None):
-        self.paths = [str(root / f) for f in m.files]
-        self.labels = m.labels or [0] * len(self.paths)
+        self.paths = data.urls()
+        self.labels = data.labels or [0] * len(self.paths)
         self.decoder = SampleDecoder(cfg)
         self.throttle_mib_s = throttle_mib_s
         self.sample_cost_s = sample_cost_s
@@ -157,32 +162,44 @@ def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
     return fn
 
 
-def make_dataset(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None,
-                 sample_cost_s: float | None = None):
+def make_dataset(data: Data, cfg: LoaderConfig, throttle_mib_s: float | None = None, rank: int = 0,
+                 world_size: int = 1, seed: int = 0, sample_cost_s: float | None = None):
+    if data.format in SOURCE_FORMATS:  # token files and the user's own Dataset
+        from dataperf.sources.datasets import make_source_dataset
+
+        return make_source_dataset(data, cfg, rank, world_size, seed)
     if cfg.format == "files":
-        if m.format != "files":
-            raise TrialError(f"format files asked for, but {root} holds {m.format}; use --format {m.format}")
-        return FilesDataset(root, m, cfg, throttle_mib_s, sample_cost_s)
+        if data.format != "files":
+            raise TrialError(f"format files asked for, but {data.spec} holds {data.format}; "
+                             f"use --format {data.format}")
+        return FilesDataset(data, cfg, throttle_mib_s, sample_cost_s)
     if cfg.format == "webdataset":
-        if m.format != "webdataset":
-            raise TrialError(f"format webdataset asked for, but {root} holds {m.format}; use --format {m.format}")
+        if data.format != "webdataset":
+            raise TrialError(f"format webdataset asked for, but {data.spec} holds {data.format}; "
+                             f"use --format {data.format}")
         import webdataset as wds
 
-        urls = [str(p) for p in m.paths(root)]
+        if data.remote:
+            from dataperf.sources.datasets import remote_webdataset
+
+            return remote_webdataset(data, wds_sample_fn(SampleDecoder(cfg), throttle_mib_s, sample_cost_s))
+        urls = data.urls()
         ds = wds.WebDataset(urls, shardshuffle=False, nodesplitter=wds.split_by_node,
                             workersplitter=wds.split_by_worker, empty_check=False)
         return ds.map(wds_sample_fn(SampleDecoder(cfg), throttle_mib_s, sample_cost_s))
     raise TrialError(f"unknown format {cfg.format!r} for the DataLoader backend; choose files or webdataset")
 
 
-def make_loader(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: float | None = None,
+def make_loader(data: Data, cfg: LoaderConfig, throttle_mib_s: float | None = None,
                 rank: int = 0, world_size: int = 1, seed: int = 0,
                 sample_cost_s: float | None = None) -> DataLoader:
     """A real torch DataLoader; with world_size > 1 each rank reads its own split."""
+    from dataperf.sources.datasets import collate_for
+
     validate(cfg)
-    ds = make_dataset(root, m, cfg, throttle_mib_s, sample_cost_s)
+    ds = make_dataset(data, cfg, throttle_mib_s, rank, world_size, seed, sample_cost_s)
     sampler = None
-    if world_size > 1 and cfg.format == "files":
+    if world_size > 1 and not isinstance(ds, IterableDataset):
         sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=False, seed=seed)
     kwargs: dict[str, Any] = {}
     if cfg.num_workers > 0:
@@ -190,6 +207,7 @@ def make_loader(root: Path, m: Manifest, cfg: LoaderConfig, throttle_mib_s: floa
         kwargs["persistent_workers"] = cfg.persistent_workers
     g = torch.Generator()
     g.manual_seed(seed)
-    return DataLoader(ds, batch_size=cfg.batch_size, num_workers=cfg.num_workers, collate_fn=collate,
+    return DataLoader(ds, batch_size=cfg.batch_size, num_workers=cfg.num_workers,
+                      collate_fn=collate_for(data, ds, collate),
                       pin_memory=cfg.pin_memory and torch.cuda.is_available(), sampler=sampler,
                       generator=g, **kwargs)

@@ -1,0 +1,68 @@
+"""LitData (Lightning's streaming format): the samples converted once with litdata.optimize() into its
+chunk files, read back through StreamingDataset + StreamingDataLoader (a torch DataLoader: process workers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dataperf.errors import TrialError
+from dataperf.formats.backends import Prepared
+from dataperf.formats.dataset_dir import Manifest
+from dataperf.formats.loaders import SampleDecoder, collate, validate
+from dataperf.formats.samples import SampleRef, Store, converted, raw_sample
+from dataperf.records import LoaderConfig
+
+CHUNK_BYTES = "64MB"
+
+
+def _write(refs: list[SampleRef], out: Path) -> None:
+    import logging
+
+    from litdata import optimize
+
+    logging.getLogger("litdata").setLevel(logging.WARNING)
+    # one worker: the conversion is a one-off cost reported as such, not something to parallelise here
+    optimize(fn=raw_sample, inputs=refs, output_dir=str(out), chunk_bytes=CHUNK_BYTES, num_workers=1,
+             reorder_files=False, verbose=False, start_method="fork")
+
+
+def prepare(root: Path, m: Manifest, cfg: LoaderConfig) -> Prepared:
+    store = converted(root, m, "litdata", _write)
+    return Prepared(store.files(), store.info(), state=store)
+
+
+def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None):
+    from litdata import StreamingDataset
+
+    from dataperf.formats.loaders import throttle
+
+    class Decoded(StreamingDataset):
+        """litdata's dataset with dataperf's decode applied per sample (in the worker)."""
+
+        def __getitem__(self, index: Any) -> dict[str, Any]:
+            s = super().__getitem__(index)
+            throttle(len(s["payload"]), throttle_mib_s)
+            return decoder(s["ext"], s["payload"], int(s["label"]))
+
+    decoder = SampleDecoder(cfg)
+    return Decoded(input_dir=f"local:{store.path}", shuffle=False, drop_last=False)
+
+
+def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared):
+    import torch
+    from litdata import StreamingDataLoader
+
+    validate(cfg)
+    if opts.world_size > 1:
+        raise TrialError("the litdata backend is measured on one rank here (litdata splits by its own "
+                         "distributed env); run it without --nproc")
+    ds = _dataset(prep.state, cfg, opts.throttle_mib_s)
+    if len(ds) != prep.state.samples:
+        raise TrialError(f"litdata store holds {len(ds)} samples, the dataset {prep.state.samples}; delete "
+                         f"{prep.state.path} to convert again")
+    kw: dict[str, Any] = {}
+    if cfg.num_workers > 0:
+        kw.update(prefetch_factor=cfg.prefetch_factor or 2, persistent_workers=cfg.persistent_workers)
+    return StreamingDataLoader(ds, batch_size=cfg.batch_size, num_workers=cfg.num_workers, collate_fn=collate,
+                               pin_memory=cfg.pin_memory and torch.cuda.is_available(), **kw)

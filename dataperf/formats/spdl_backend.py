@@ -1,0 +1,54 @@
+"""SPDL (Meta's Scalable and Performant Data Loading): an asyncio pipeline whose stages run in a thread pool
+(or, with --worker-type process, a process pool): read+decode with concurrency num_workers, aggregate into
+batches, collate, and a sink buffer of prefetch_factor batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from dataperf.errors import TrialError
+from dataperf.formats.backends import Prepared
+from dataperf.formats.dataset_dir import Manifest
+from dataperf.formats.loaders import collate
+from dataperf.formats.samples import LoadSample, sample_refs
+from dataperf.records import LoaderConfig
+
+
+class SpdlLoader:
+    """One SPDL pipeline per epoch; its workers are threads of this process unless worker_type is process."""
+
+    def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, worker_type: str):
+        if cfg.batch_size <= 0:
+            raise TrialError(f"batch_size must be positive, got {cfg.batch_size}")
+        self.cfg, self.worker_type = cfg, worker_type
+        refs = sample_refs(root, m)
+        self.refs = refs[opts.rank::opts.world_size] if opts.world_size > 1 else refs
+        self.load = LoadSample(cfg, opts.throttle_mib_s)
+
+    def _executor(self) -> Executor:
+        n = self.cfg.num_workers
+        return ProcessPoolExecutor(n) if self.worker_type == "process" else ThreadPoolExecutor(n)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from spdl.pipeline import PipelineBuilder
+
+        executor = self._executor()
+        pipe = (PipelineBuilder()
+                .add_source(self.refs)
+                .pipe(self.load, concurrency=self.cfg.num_workers, executor=executor, output_order="input")
+                .aggregate(self.cfg.batch_size)
+                .pipe(collate)
+                .add_sink(self.cfg.prefetch_factor or 2)
+                .build(num_threads=self.cfg.num_workers + 1))  # +1: the collate stage's thread
+        try:
+            with pipe.auto_stop():
+                yield from pipe
+        finally:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared) -> SpdlLoader:
+    return SpdlLoader(root, m, cfg, opts, prep.info["worker_type"])

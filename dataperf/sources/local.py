@@ -1,0 +1,147 @@
+"""Local DATA: a dataperf dataset, a folder of images (flat or ImageFolder), WebDataset shards (folder, glob,
+brace pattern), or token files (.bin memmap, .npy, .jsonl, .parquet). Only names and sizes are read here."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+from dataperf.errors import UserError
+from dataperf.formats.dataset_dir import MANIFEST, Manifest, read_manifest
+from dataperf.sources import IMAGE_EXTS, TOKEN_FORMATS, Data, DataFile
+
+PATTERN_CHARS = ("*", "?", "[", "{")
+
+
+def resolve_local(spec: str, path: str, options: dict[str, str]) -> Data:
+    if any(c in path for c in PATTERN_CHARS):
+        return _from_files(spec, expand_pattern(path), options, root=_pattern_root(path))
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"dataset path does not exist: {p}; give a folder, a file, a glob or a brace pattern "
+                        f"(or generate data with `dataperf shards make --out {p}`)")
+    if p.is_file():
+        return _from_files(spec, [p], options, root=p.parent)
+    if (p / MANIFEST).is_file():
+        return from_manifest(spec, p, read_manifest(p))
+    return _from_folder(spec, p, options)
+
+
+def expand_pattern(pattern: str) -> list[Path]:
+    """Brace pattern (`train-{0000..0146}.tar`) then glob; every brace-expanded name must exist."""
+    import braceexpand
+
+    out: list[Path] = []
+    for name in braceexpand.braceexpand(pattern):
+        if any(c in name for c in "*?["):
+            out += [Path(x) for x in sorted(glob.glob(name))]
+        else:
+            out.append(Path(name))
+    missing = [str(x) for x in out if not x.is_file()]
+    if missing:
+        raise UserError(f"{len(missing)} of {len(out)} files of {pattern!r} do not exist (first: {missing[0]})")
+    if not out:
+        raise UserError(f"no file matches {pattern!r}")
+    return out
+
+
+def _pattern_root(pattern: str) -> Path:
+    head = pattern
+    for c in ("*", "?", "[", "{"):
+        head = head.split(c)[0]
+    return Path(head).parent if not head.endswith(os.sep) else Path(head)
+
+
+def from_manifest(spec: str, root: Path, m: Manifest) -> Data:
+    names = m.shards if m.format == "webdataset" else m.files
+    sizes: list[int | None] = list(m.sample_bytes) if m.format == "files" and len(m.sample_bytes) == len(names) \
+        else [None] * len(names)
+    files = [DataFile(str(root / n), s if s is not None else _size(root / n))
+             for n, s in zip(names, sizes, strict=True)]
+    return Data(spec=spec, location=str(root), kind=m.kind, format=m.format, files=files, count=m.count,
+                labels=list(m.labels), manifest=m)
+
+
+def _size(p: Path) -> int | None:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return None
+
+
+def _ext(p: Path) -> str:
+    return p.name.rpartition(".")[2].lower()
+
+
+def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
+    """Scan once: shards win over images, images over token files (a folder holds one kind of data)."""
+    tars, images, tokens = [], [], {}
+    for d, dirs, names in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+        for n in sorted(names):
+            if n.startswith("."):
+                continue
+            full = Path(d) / n
+            if n.endswith(".tar"):
+                tars.append(full)
+            elif _ext(full) in IMAGE_EXTS:
+                images.append(full)
+            elif full.suffix in TOKEN_FORMATS:
+                tokens.setdefault(TOKEN_FORMATS[full.suffix], []).append(full)
+    if tars:
+        return _shards(spec, tars, root)
+    if images:
+        return _images(spec, images, root)
+    if tokens:
+        if len(tokens) > 1:
+            raise UserError(f"{root} mixes token formats {sorted(tokens)}; point DATA at one of them with a glob")
+        (fmt, files), = tokens.items()
+        return _tokens(spec, fmt, files, root, options)
+    raise UserError(f"{root} holds no data dataperf can read: no manifest.json, no .tar shards, no "
+                    f"{'/'.join(IMAGE_EXTS)} images, no .bin/.npy/.jsonl/.parquet token files")
+
+
+def _from_files(spec: str, files: list[Path], options: dict[str, str], root: Path) -> Data:
+    exts = {f.suffix for f in files}
+    if exts == {".tar"}:
+        return _shards(spec, files, root)
+    if all(_ext(f) in IMAGE_EXTS for f in files):
+        return _images(spec, files, root)
+    if len(exts) == 1 and next(iter(exts)) in TOKEN_FORMATS:
+        return _tokens(spec, TOKEN_FORMATS[next(iter(exts))], files, root, options)
+    raise UserError(f"cannot tell what {spec!r} holds (file types {sorted(exts)}); give .tar shards, "
+                    f"{'/'.join(IMAGE_EXTS)} images, or one of .bin/.npy/.jsonl/.parquet")
+
+
+def _shards(spec: str, tars: list[Path], root: Path) -> Data:
+    """WebDataset shards, no manifest needed; the in-memory Manifest lets DALI read them like ours."""
+    files = [DataFile(str(t), _size(t)) for t in tars]
+    m = Manifest(kind="unknown", format="webdataset", count=0, total_bytes=sum(f.size_bytes or 0 for f in files),
+                 seed=None, shards=[os.path.relpath(t, root) for t in tars])
+    return Data(spec=spec, location=str(root), kind="image", format="webdataset", files=files, manifest=m)
+
+
+def _images(spec: str, images: list[Path], root: Path) -> Data:
+    """ImageFolder when every image sits in a first-level class folder (label = sorted class index)."""
+    rel = [img.relative_to(root) if img.is_relative_to(root) else Path(img.name) for img in images]
+    classes: list[str] = []
+    labels: list[int] = []
+    if all(len(r.parts) >= 2 for r in rel):
+        classes = sorted({r.parts[0] for r in rel})
+        index = {c: i for i, c in enumerate(classes)}
+        labels = [index[r.parts[0]] for r in rel]
+    files = [DataFile(str(img), _size(img)) for img in images]
+    m = Manifest(kind="image", format="files", count=len(files), total_bytes=sum(f.size_bytes or 0 for f in files),
+                 seed=None, files=[str(r) for r in rel], labels=labels)
+    return Data(spec=spec, location=str(root), kind="image", format="files", files=files, count=len(files),
+                labels=labels, classes=classes, manifest=m)
+
+
+def _tokens(spec: str, fmt: str, files: list[Path], root: Path, options: dict[str, str]) -> Data:
+    from dataperf.sources import tokens
+
+    d = Data(spec=spec, location=str(root), kind="tokens", format=fmt,
+             files=[DataFile(str(f), _size(f)) for f in files], options=options)
+    tokens.check(d)
+    return d

@@ -1,0 +1,188 @@
+"""Token data as LLM training stores it: a flat uint16/uint32 .bin memmap (nanoGPT / Megatron), .npy arrays,
+and text in JSONL or Parquet tokenized on the fly (tokenization is the LLM loader's prep cost).
+
+With decode off a sample is its stored bytes; with decode on it is an int64 tensor of token ids.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from dataperf.errors import UserError
+from dataperf.sources import Data
+
+DTYPES = {"uint16": np.uint16, "uint32": np.uint32, "int32": np.int32}
+# Megatron's .idx header: 9-byte magic, 8-byte version, 1-byte dtype code
+MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
+MEGATRON_DTYPES = {8: "uint16", 4: "int32", 6: "float32", 1: "uint8"}
+DEFAULT_WINDOW = 512
+TEXT_EXTRA = "install it with `pip install 'dataperf[text]'`"
+
+
+def window_len(cfg: Any) -> int:
+    """Tokens per sample cut from a flat token stream: --seq-len, else --cap, else 512."""
+    return cfg.seq_len or cfg.cap_tokens or DEFAULT_WINDOW
+
+
+def bin_dtype(data: Data, path: Path) -> str:
+    """dtype from DATA#dtype=..., else a Megatron .idx beside the .bin, else nanoGPT's uint16."""
+    if "dtype" in data.options:
+        if data.options["dtype"] not in DTYPES:
+            raise UserError(f"dtype {data.options['dtype']!r} not supported; use one of {sorted(DTYPES)}")
+        return data.options["dtype"]
+    idx = path.with_suffix(".idx")
+    if idx.is_file():
+        head = idx.read_bytes()[:18]
+        if head[:9] == MEGATRON_MAGIC and MEGATRON_DTYPES.get(head[17]) in DTYPES:
+            return MEGATRON_DTYPES[head[17]]
+    return "uint16"
+
+
+def tokenizer(data: Data) -> Callable[[str], list[int]]:
+    """tiktoken's encoding named by DATA#tokenizer=NAME (default gpt2), or 'bytes' (UTF-8 bytes as ids)."""
+    name = data.options.get("tokenizer", "gpt2")
+    if name == "bytes":
+        return lambda text: list(text.encode("utf-8"))
+    try:
+        import tiktoken
+    except ImportError:
+        raise UserError(f"tokenizing text needs tiktoken, which is not installed: {TEXT_EXTRA}, "
+                        "or use DATA#tokenizer=bytes") from None
+    try:
+        enc = tiktoken.get_encoding(name)
+    except Exception as e:  # unknown name, or its BPE file cannot be fetched offline
+        raise UserError(f"tiktoken cannot load encoding {name!r} ({type(e).__name__}: {e}); pre-fill "
+                        "TIKTOKEN_CACHE_DIR on an offline machine, or use DATA#tokenizer=bytes") from None
+    return enc.encode_ordinary
+
+
+def check(data: Data) -> None:
+    """Everything that would fail later, found before measuring: dtype, file sizes, extras, text field."""
+    for f in data.files:
+        p = Path(f.path)
+        if data.format == "tokens-bin":
+            item = np.dtype(DTYPES[bin_dtype(data, p)]).itemsize
+            if (f.size_bytes or 0) % item:
+                raise UserError(f"{p} is {f.size_bytes} bytes, not a whole number of {bin_dtype(data, p)} "
+                                "tokens; give the right DATA#dtype=")
+        elif data.format == "npy":
+            try:
+                arr = np.load(p, mmap_mode="r", allow_pickle=False)
+            except ValueError as e:
+                raise UserError(f"{p} is not a plain .npy array ({e})") from None
+            if arr.ndim not in (1, 2) or arr.dtype.kind not in "iu":
+                raise UserError(f"{p} holds a {arr.ndim}-d {arr.dtype} array; token .npy must be 1-d (a flat "
+                                "stream) or 2-d (one sequence per row) of integer ids")
+    if data.format in ("jsonl", "parquet"):
+        if data.format == "parquet":
+            _pyarrow()
+        tokenizer(data)
+        first = next(iter_texts(data, Path(data.files[0].path)), None)
+        if first is None:
+            raise UserError(f"{data.files[0].path} holds no text in field {data.options.get('field', 'text')!r}; "
+                            "name the field with DATA#field=NAME")
+    if data.format == "npy":
+        arrs = [np.load(f.path, mmap_mode="r") for f in data.files]
+        if all(a.ndim == 2 for a in arrs):
+            data.count = sum(a.shape[0] for a in arrs)
+
+
+def _pyarrow():
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError(f"reading Parquet needs pyarrow, which is not installed: {TEXT_EXTRA}") from None
+    return pq
+
+
+def iter_texts(data: Data, path: Path) -> Iterator[str]:
+    key = data.options.get("field", "text")
+    if data.format == "jsonl":
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    v = json.loads(line).get(key)
+                    if isinstance(v, str):
+                        yield v
+        return
+    pf = _pyarrow().ParquetFile(path)
+    if key not in pf.schema_arrow.names:
+        return
+    for i in range(pf.num_row_groups):
+        yield from (t for t in pf.read_row_group(i, columns=[key]).column(0).to_pylist() if isinstance(t, str))
+
+
+class WindowDataset(Dataset):
+    """Fixed-length windows at seeded random offsets of a flat token stream (nanoGPT's get_batch), one epoch =
+    as many windows as the stream holds end to end. Files are memory-mapped lazily in each worker."""
+
+    def __init__(self, data: Data, cfg: Any, seed: int = 0):
+        self.files = [f.path for f in data.files]
+        self.dtypes = [bin_dtype(data, Path(p)) if data.format == "tokens-bin" else None for p in self.files]
+        self.decode, self.cap = cfg.decode, cfg.cap_tokens
+        self.L = window_len(cfg)
+        self._maps: list[np.ndarray] | None = None
+        rng = np.random.default_rng(seed)
+        self.index: list[tuple[int, int]] = []
+        for i, a in enumerate(self._open()):
+            if a.ndim == 2:
+                self.index += [(i, r) for r in range(a.shape[0])]
+                continue
+            n = len(a) // self.L
+            if n == 0:
+                raise UserError(f"{self.files[i]} holds {len(a)} tokens, fewer than one window of {self.L}; "
+                                "use a smaller --seq-len")
+            self.index += [(i, int(o)) for o in rng.integers(0, len(a) - self.L + 1, size=n)]
+        self._maps = None  # not pickled into workers: each opens its own maps
+
+    def _open(self) -> list[np.ndarray]:
+        if self._maps is None:
+            self._maps = [np.memmap(p, dtype=DTYPES[dt], mode="r") if dt else np.load(p, mmap_mode="r")
+                          for p, dt in zip(self.files, self.dtypes, strict=True)]
+        return self._maps
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, k: int) -> dict[str, Any]:
+        i, o = self.index[k]
+        a = self._open()[i]
+        w = np.array(a[o] if a.ndim == 2 else a[o:o + self.L])
+        if self.cap:
+            w = w[: self.cap]
+        if not self.decode:
+            return {"nbytes": w.nbytes, "y": 0, "payload": w.tobytes()}
+        return {"nbytes": w.nbytes, "y": 0, "x": torch.from_numpy(w.astype(np.int64))}
+
+
+class TextDataset(IterableDataset):
+    """JSONL / Parquet text, tokenized in the loader's workers; files are split across workers and ranks."""
+
+    def __init__(self, data: Data, cfg: Any, rank: int = 0, world_size: int = 1):
+        self.data, self.decode, self.cap = data, cfg.decode, cfg.cap_tokens
+        self.rank, self.world_size = rank, world_size
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        wi = get_worker_info()
+        n_workers, wid = (wi.num_workers, wi.id) if wi else (1, 0)
+        share, of = self.rank * n_workers + wid, self.world_size * n_workers
+        encode = tokenizer(self.data) if self.decode else None
+        k = 0
+        for f in self.data.files:
+            for text in iter_texts(self.data, Path(f.path)):
+                k += 1
+                if (k - 1) % of != share:
+                    continue
+                raw = text.encode("utf-8")
+                if encode is None:
+                    yield {"nbytes": len(raw), "y": 0, "payload": raw}
+                    continue
+                ids = encode(text)[: self.cap] if self.cap else encode(text)
+                yield {"nbytes": len(raw), "y": 0, "x": torch.tensor(ids or [0], dtype=torch.long)}

@@ -1,0 +1,95 @@
+"""The user's own code, named MODULE:FACTORY: a Dataset factory (--dataset) or a transform factory
+(--transform). Modules are found on PYTHONPATH and in the current directory, as `python -m` would."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from dataperf.errors import UserError
+
+
+def load_factory(spec: str, option: str) -> Callable[[], Any]:
+    """The callable FACTORY of MODULE:FACTORY, or a UserError naming the option and what is wrong."""
+    mod_name, sep, fn_name = spec.partition(":")
+    if not sep or not mod_name or not fn_name:
+        raise UserError(f"{option} {spec!r} is not MODULE:FACTORY (e.g. {option} mytrain.data:build_dataset)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as e:
+        raise UserError(f"cannot import module {mod_name!r} for {option} {spec}: {type(e).__name__}: {e} "
+                        "(is it on PYTHONPATH or in the current directory?)") from None
+    fn = getattr(mod, fn_name, None)
+    if fn is None or not callable(fn):
+        raise UserError(f"module {mod_name!r} has no callable {fn_name!r} (for {option} {spec})")
+    return fn
+
+
+def check_factory(spec: str) -> None:
+    """Build the user's Dataset once before measuring, so a broken factory is one error line, not a trial."""
+    build_dataset(spec)
+
+
+def build_dataset(spec: str):
+    from torch.utils.data import Dataset, IterableDataset
+
+    fn = load_factory(spec, "--dataset")
+    try:
+        ds = fn()
+    except Exception as e:
+        raise UserError(f"dataset factory {spec} failed: {type(e).__name__}: {e}") from None
+    if not isinstance(ds, (Dataset, IterableDataset)):
+        raise UserError(f"dataset factory {spec} returned {type(ds).__name__}, not a torch Dataset or "
+                        "IterableDataset")
+    return ds
+
+
+class UserCollate:
+    """The user's collate_fn (or torch's default), then the fields the runner counts: n, nbytes, x, y.
+
+    nbytes of a user's batch is the size of the tensors it produced (dataperf cannot see stored bytes)."""
+
+    def __init__(self, fn: Callable[[list[Any]], Any] | None):
+        from torch.utils.data import default_collate
+
+        self.fn = fn or default_collate
+
+    def __call__(self, samples: list[Any]) -> dict[str, Any]:
+        import torch
+        from torch.utils.data import get_worker_info
+
+        b = self.fn(samples)
+        tensors = _tensors(b)
+        info = get_worker_info()  # collate runs in the worker that fetched the samples (-1: main process)
+        out: dict[str, Any] = {"n": len(samples), "nbytes": sum(t.numel() * t.element_size() for t in tensors),
+                               "worker": info.id if info is not None else -1, "user": b}
+        if isinstance(b, torch.Tensor):
+            x, y = b, None
+        elif isinstance(b, dict):
+            x = next((b[k] for k in ("x", "image", "input_ids", "pixel_values") if k in b), None)
+            y = next((b[k] for k in ("y", "label", "labels", "target") if k in b), None)
+        elif isinstance(b, (list, tuple)) and b:
+            x, y = b[0], (b[1] if len(b) > 1 else None)
+        else:
+            x = y = None
+        if isinstance(x, torch.Tensor):
+            out["x"] = x
+            out["y"] = y if isinstance(y, torch.Tensor) else torch.zeros(len(samples), dtype=torch.long)
+        return out
+
+
+def _tensors(b: Any) -> list[Any]:
+    import torch
+
+    if isinstance(b, torch.Tensor):
+        return [b]
+    if isinstance(b, dict):
+        return [t for v in b.values() for t in _tensors(v)]
+    if isinstance(b, (list, tuple)):
+        return [t for v in b for t in _tensors(v)]
+    return []

@@ -1,0 +1,128 @@
+"""resolve(): what each DATA form is learnt to be, and the one-line errors for bad ones (exit 2)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dataperf import sources
+from dataperf.cli import cli
+from dataperf.errors import UserError
+from dataperf.records import LoaderConfig
+from dataperf.runner import TrialOptions, run_trial
+from tests.sources.servers import HttpServer
+
+
+def test_imagefolder_labels_from_class_folders(user_data):
+    d = sources.resolve(str(user_data["imagefolder"]))
+    assert (d.kind, d.format, d.count, d.classes) == ("image", "files", 48, ["cat", "dog"])
+    assert sorted(set(d.labels)) == [0, 1] and d.labels.count(1) == 24
+    assert d.total_bytes == sum(p.stat().st_size for p in user_data["imagefolder"].rglob("*.jpg"))
+
+
+def test_shards_by_folder_glob_and_brace_agree(user_data):
+    s = user_data["shards"]
+    forms = [str(s), f"{s}/*.tar", f"{s}/train-{{0000..0002}}.tar"]
+    got = [[f.path for f in sources.resolve(x).files] for x in forms]
+    assert got[0] == got[1] == got[2] and len(got[0]) == 3
+    assert not any(p.name == "manifest.json" for p in s.iterdir())  # nothing written into the user's data
+
+
+def test_token_forms(user_data):
+    assert sources.resolve(str(user_data["bin"])).format == "tokens-bin"
+    assert sources.resolve(str(user_data["npy"])).count == 48
+    assert sources.resolve(f"{user_data['jsonl']}#tokenizer=bytes").format == "jsonl"
+
+
+def test_bin_windows_are_seq_len_tokens(user_data):
+    d = sources.resolve(str(user_data["bin"]))
+    r = run_trial(d, LoaderConfig(format="tokens-bin", batch_size=4, decode=True, seq_len=32),
+                  TrialOptions(collect=False, max_batches=5))
+    assert r.status == "ok" and r.dataset_mib_read_per_repeat * 2**20 == 5 * 4 * 32 * 2  # uint16
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("http://127.0.0.1:9/x-{0..1}.tar", "cannot fetch"),  # nothing listens on port 9
+    ("ftp://host/x.tar", "unsupported URL scheme"),
+    ("/nonexistent/dir", "does not exist"),
+    ("/nonexistent/train-{0..3}.tar", "do not exist"),
+])
+def test_bad_data_is_one_error_line_exit_2(spec, words):
+    r = CliRunner().invoke(cli, ["bench", spec])
+    assert r.exit_code == 2 and r.output.startswith("error:") and words in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_http_404_found_before_measuring(user_data):
+    with HttpServer(user_data["shards"]) as srv:
+        with pytest.raises(UserError, match="HTTP 404"):
+            sources.resolve(srv.url + "/train-{0000..0009}.tar")
+
+
+def test_odd_bin_size_names_dtype(tmp_path):
+    (tmp_path / "t.bin").write_bytes(b"\0" * 7)
+    with pytest.raises(UserError, match="dtype"):
+        sources.resolve(str(tmp_path / "t.bin"))
+
+
+def test_both_data_and_dataset_refused(user_data):
+    r = CliRunner().invoke(cli, ["bench", str(user_data["imagefolder"]), "--dataset", "userds:build"])
+    assert r.exit_code == 2 and r.output.startswith("error: give DATA or --dataset")
+
+
+def test_bad_factory_is_one_error_line():
+    r = CliRunner().invoke(cli, ["bench", "--dataset", "no_such_module_xyz:build"])
+    assert r.exit_code == 2 and r.output.startswith("error: cannot import module")
+
+
+def test_more_workers_hide_http_latency(user_data, tmp_path):
+    """Each shard request sleeps 1 s on the server: with 3 shards and 3 workers the requests overlap (~1 s),
+    with none they queue (~3 s). Latency-bound sleeps, not CPU work, so 1.5x holds on a loaded machine."""
+    with HttpServer(user_data["shards"], latency_s=1.0) as srv:
+        d = sources.resolve(srv.url + "/train-{0000..0002}.tar")
+        rates = {}
+        for w in (0, 3):
+            t0 = time.perf_counter()
+            r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, num_workers=w),
+                          TrialOptions(collect=False, repeats=1, warmup_batches=0, min_batches=1))
+            assert r.status == "ok", r.error
+            rates[w] = time.perf_counter() - t0
+    assert rates[0] > 1.5 * rates[3], rates
+
+
+def test_npy_rows_need_integer_ids(tmp_path):
+    np.save(tmp_path / "f.npy", np.zeros((4, 4), dtype=np.float32))
+    with pytest.raises(UserError, match="integer ids"):
+        sources.resolve(str(tmp_path / "f.npy"))
+
+
+def test_s3_shards_from_a_local_s3_server(user_data, monkeypatch):
+    """moto's S3-compatible server on 127.0.0.1, read through fsspec/s3fs (the dataperf[s3] extra)."""
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    from moto.server import ThreadedMotoServer
+
+    srv = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    srv.start()
+    try:
+        host, port = srv.get_host_and_port()
+        url = f"http://{host}:{port}"
+        for k, v in {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            monkeypatch.setenv(k, v)
+        s3 = boto3.client("s3", endpoint_url=url)
+        s3.create_bucket(Bucket="data")
+        for p in sorted(user_data["shards"].glob("*.tar")):
+            s3.upload_file(str(p), "data", f"train/{p.name}")
+        d = sources.resolve("s3://data/train/")
+        assert d.remote and len(d.files) == 3 and all(f.size_bytes for f in d.files)
+        r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, decode=True, image_size=16),
+                      TrialOptions(collect=False, max_batches=5))
+        assert r.status == "ok" and r.cache_mode == "remote", r.error
+        with pytest.raises(UserError, match="does not exist"):
+            sources.resolve("s3://data/train/missing-{0..1}.tar")
+    finally:
+        srv.stop()
