@@ -261,7 +261,7 @@ def _named(r) -> str:
     from dataperf.records import LoaderConfig
 
     b = r.backend.get("backend") if getattr(r, "backend", None) else None
-    return f"{LoaderConfig(**r.config).short()} [backend {b or r.config.get('format')}]"
+    return f"{LoaderConfig(**r.config).short()} (backend {b or r.config.get('format')})"  # [..] is rich markup
 
 
 def heatmap(results: list, path: Path) -> Path | None:

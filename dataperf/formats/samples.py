@@ -98,6 +98,19 @@ class LoadSample:
         return self.decoder(ref.ext, payload, ref.label)
 
 
+class RankSamples:
+    """What the in-place thread/process pipelines (SPDL, torchdata) share: this rank's sample references and
+    how to load one."""
+
+    def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, worker_type: str):
+        if cfg.batch_size <= 0:
+            raise TrialError(f"batch_size must be positive, got {cfg.batch_size}")
+        self.cfg, self.worker_type = cfg, worker_type
+        refs = sample_refs(root, m)
+        self.refs = refs[opts.rank::opts.world_size] if opts.world_size > 1 else refs
+        self.load = LoadSample(cfg, opts.throttle_mib_s)
+
+
 def raw_sample(ref: SampleRef) -> dict[str, Any]:
     """A sample as the streaming formats store it: payload bytes, extension, label."""
     with open(ref.path, "rb") as f:

@@ -9,24 +9,15 @@ from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from dataperf.errors import TrialError
 from dataperf.formats.backends import Prepared
 from dataperf.formats.dataset_dir import Manifest
 from dataperf.formats.loaders import collate
-from dataperf.formats.samples import LoadSample, sample_refs
+from dataperf.formats.samples import RankSamples
 from dataperf.records import LoaderConfig
 
 
-class SpdlLoader:
+class SpdlLoader(RankSamples):
     """One SPDL pipeline per epoch; its workers are threads of this process unless worker_type is process."""
-
-    def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, worker_type: str):
-        if cfg.batch_size <= 0:
-            raise TrialError(f"batch_size must be positive, got {cfg.batch_size}")
-        self.cfg, self.worker_type = cfg, worker_type
-        refs = sample_refs(root, m)
-        self.refs = refs[opts.rank::opts.world_size] if opts.world_size > 1 else refs
-        self.load = LoadSample(cfg, opts.throttle_mib_s)
 
     def _executor(self) -> Executor:
         n = self.cfg.num_workers

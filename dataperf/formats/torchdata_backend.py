@@ -8,24 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dataperf.errors import TrialError
 from dataperf.formats.backends import Prepared
 from dataperf.formats.dataset_dir import Manifest
 from dataperf.formats.loaders import collate
-from dataperf.formats.samples import LoadSample, sample_refs
+from dataperf.formats.samples import RankSamples
 from dataperf.records import LoaderConfig
 
 
-class TorchdataLoader:
+class TorchdataLoader(RankSamples):
     """One torchdata.nodes graph per epoch (workers start with the epoch, like non-persistent workers)."""
-
-    def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, worker_type: str):
-        if cfg.batch_size <= 0:
-            raise TrialError(f"batch_size must be positive, got {cfg.batch_size}")
-        self.cfg, self.worker_type = cfg, worker_type
-        refs = sample_refs(root, m)
-        self.refs = refs[opts.rank::opts.world_size] if opts.world_size > 1 else refs
-        self.load = LoadSample(cfg, opts.throttle_mib_s)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         import torch
