@@ -9,7 +9,7 @@ from typing import Any
 from dataperf.errors import TrialError
 from dataperf.formats.backends import Prepared
 from dataperf.formats.dataset_dir import Manifest
-from dataperf.formats.loaders import SampleDecoder, collate, validate
+from dataperf.formats.loaders import SampleDecoder, collate, validate, worker_kwargs
 from dataperf.formats.samples import SampleRef, Store, converted, raw_sample
 from dataperf.records import LoaderConfig
 
@@ -50,7 +50,6 @@ def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None):
 
 
 def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared):
-    import torch
     from litdata import StreamingDataLoader
 
     validate(cfg)
@@ -61,8 +60,4 @@ def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared)
     if len(ds) != prep.state.samples:
         raise TrialError(f"litdata store holds {len(ds)} samples, the dataset {prep.state.samples}; delete "
                          f"{prep.state.path} to convert again")
-    kw: dict[str, Any] = {}
-    if cfg.num_workers > 0:
-        kw.update(prefetch_factor=cfg.prefetch_factor or 2, persistent_workers=cfg.persistent_workers)
-    return StreamingDataLoader(ds, batch_size=cfg.batch_size, num_workers=cfg.num_workers, collate_fn=collate,
-                               pin_memory=cfg.pin_memory and torch.cuda.is_available(), **kw)
+    return StreamingDataLoader(ds, batch_size=cfg.batch_size, collate_fn=collate, **worker_kwargs(cfg))

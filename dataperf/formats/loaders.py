@@ -201,13 +201,16 @@ def make_loader(data: Data, cfg: LoaderConfig, throttle_mib_s: float | None = No
     sampler = None
     if world_size > 1 and not isinstance(ds, IterableDataset):
         sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=False, seed=seed)
-    kwargs: dict[str, Any] = {}
-    if cfg.num_workers > 0:
-        kwargs["prefetch_factor"] = cfg.prefetch_factor or 2
-        kwargs["persistent_workers"] = cfg.persistent_workers
     g = torch.Generator()
     g.manual_seed(seed)
-    return DataLoader(ds, batch_size=cfg.batch_size, num_workers=cfg.num_workers,
-                      collate_fn=collate_for(data, ds, collate),
-                      pin_memory=cfg.pin_memory and torch.cuda.is_available(), sampler=sampler,
-                      generator=g, **kwargs)
+    return DataLoader(ds, batch_size=cfg.batch_size, collate_fn=collate_for(data, ds, collate), sampler=sampler,
+                      generator=g, **worker_kwargs(cfg))
+
+
+def worker_kwargs(cfg: LoaderConfig) -> dict[str, Any]:
+    """The DataLoader's worker knobs from a config, for every backend built on a torch DataLoader (torch
+    refuses prefetch_factor and persistent_workers without workers; pinning needs CUDA)."""
+    kw: dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory and torch.cuda.is_available()}
+    if cfg.num_workers > 0:
+        kw.update(prefetch_factor=cfg.prefetch_factor or 2, persistent_workers=cfg.persistent_workers)
+    return kw

@@ -12,7 +12,7 @@ from typing import Any
 from dataperf.errors import TrialError
 from dataperf.formats.backends import Prepared
 from dataperf.formats.dataset_dir import Manifest
-from dataperf.formats.loaders import SampleDecoder, collate, throttle, validate
+from dataperf.formats.loaders import SampleDecoder, collate, throttle, validate, worker_kwargs
 from dataperf.formats.samples import SampleRef, Store, converted, raw_sample
 from dataperf.records import LoaderConfig
 
@@ -52,7 +52,6 @@ def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None):
 
 
 def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared):
-    import torch
     from torch.utils.data import DataLoader
 
     validate(cfg)
@@ -60,8 +59,4 @@ def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared)
         raise TrialError("the streaming backend is measured on one rank here (streaming splits by its own "
                          "distributed env); run it without --nproc")
     ds = _dataset(prep.state, cfg, opts.throttle_mib_s)
-    kw: dict[str, Any] = {}
-    if cfg.num_workers > 0:
-        kw.update(prefetch_factor=cfg.prefetch_factor or 2, persistent_workers=cfg.persistent_workers)
-    return DataLoader(ds, batch_size=cfg.batch_size, num_workers=cfg.num_workers, collate_fn=collate,
-                      pin_memory=cfg.pin_memory and torch.cuda.is_available(), **kw)
+    return DataLoader(ds, batch_size=cfg.batch_size, collate_fn=collate, **worker_kwargs(cfg))
