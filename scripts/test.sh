@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Install dataperf with its test and DALI extras into .venv, then run the test suite.
+# Install dataperf with its test, DALI, SPDL and torchdata extras into .venv (so those backends' tests run), then the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q -e '.[dev,dali,gpu]'
+python -m pip install -q -e '.[dev,dali,gpu,spdl,torchdata]'
 ruff check dataperf tests benchmarks scripts
 python -m pytest -p no:cacheprovider tests
