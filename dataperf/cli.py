@@ -326,8 +326,9 @@ def sweep(data, dataset_factory, transform, config_file, formats, num_workers, w
           dali_decode, out, resume, overwrite, plot, model, model_batch_size, seq_len, device, optimizer, amp,
           input_kind, headroom, nproc, on_corrupt, **topts) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
-    from dataperf import distributed, preflight, records
+    from dataperf import distributed, preflight, report, verdict
     from dataperf import sweep as sw
+    from dataperf.step import StepOptions
 
     preflight.writable_file(out, "--out")
     preflight.writable_file(plot, "--plot")
@@ -366,57 +367,33 @@ def sweep(data, dataset_factory, transform, config_file, formats, num_workers, w
         kinds = {d.kind for d in datas}
         preflight.check_model(model, kinds.pop() if len(kinds) == 1 else None, input_kind,
                               seq_len=seq_len if "tokens" in kinds else None)
+    sopts = None
+    if model:
+        sopts = StepOptions(model=model, batch_size=model_batch_size or batch_size[0], seq_len=seq_len,
+                            device=device, image_size=image_size, optimizer=optimizer, amp=amp, input=input_kind)
     ctx = distributed.init_from_env()
-    with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
-        _sweep(ctx, trials, out, resume, overwrite, plot, model, model_batch_size, seq_len, device,
-               headroom, batch_size, image_size, opts, optimizer, amp, input_kind)
-
-
-def _sweep(ctx, trials, out, resume, overwrite, plot, model, model_batch_size, seq_len, device, headroom,
-           batch_size, image_size, opts, optimizer="adamw", amp=None, input_kind=None) -> None:
-    from dataclasses import replace
-
-    from dataperf import records, report
-    from dataperf import sweep as sw
-
-    if ctx.rank == 0:
-        sw.prepare_out(out, resume, overwrite)
-    if ctx.barrier:
-        ctx.barrier()  # no rank reads --out before rank 0 has cleared it
-    skip = sw.finished_ids(out) if resume else set()
-    opts = replace(opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather)
-    step = None
-    try:
-        with report.progress_bar(f"sweep ({len(trials)} trials)", len(trials), enabled=ctx.rank == 0) as advance:
-            results = sw.run_sweep(trials, opts, out, skip, on_result=lambda r: advance(1))
-        ctx.close()
-        if ctx.rank != 0:
-            return
-        if model:
-            from dataperf.step import StepOptions, measure_step
-
-            step = measure_step(StepOptions(model=model, batch_size=model_batch_size or batch_size[0],
-                                            seq_len=seq_len, device=device, image_size=image_size,
-                                            optimizer=optimizer, amp=amp, input=input_kind))
-            records.append(out, step)
-    except KeyboardInterrupt:
+    with report.progress_bar(f"sweep ({len(trials)} trials)", len(trials), enabled=ctx.rank == 0) as advance:
+        outcome = sw.run(trials, opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1))
+    if outcome.interrupted:
         if ctx.rank == 0:
-            click.echo(f"interrupted: {len(sw.finished_ids(out))} finished trials are kept in {out}; run the "
-                       "same command with --resume to skip them", err=True)
+            click.echo(f"interrupted: {outcome.kept} finished trials are kept in {out}; run the same command "
+                       "with --resume to skip them", err=True)
         sys.exit(130)
-    all_results = records.current(records.load(out))
-    report.console.print(report.loader_table(all_results, step, headroom))
-    report.print_failures(all_results)
-    for line in [report.idle_warning(all_results), *report.verdict_caveats(all_results, step)]:
+    if ctx.rank != 0:
+        return
+    recs, step = outcome.records, outcome.step
+    report.console.print(report.loader_table(recs, step, headroom))
+    report.print_failures(recs)
+    for line in [report.idle_warning(recs), *report.verdict_caveats(recs, step)]:
         if line:
             report.console.print(line)
-    png = report.heatmap(all_results, plot or out.with_suffix(".png"))
+    png = report.heatmap(recs, plot or out.with_suffix(".png"))
     if png:
         report.console.print(f"heatmap: {png}")
-    report.console.print(report.recommendation(all_results, step, headroom))
-    report.console.print(f"results: {out} ({len(results)} new trials)")
-    if results and all(r.status != "ok" for r in results):
-        raise UserError(f"every trial failed ({len(results)}); the first: {results[0].error}")
+    report.console.print(report.recommendation_line(verdict.recommend(recs, step, headroom)))
+    report.console.print(f"results: {out} ({len(outcome.results)} new trials)")
+    if outcome.all_failed:
+        raise UserError(f"every trial failed ({len(outcome.results)}); the first: {outcome.results[0].error}")
 
 
 OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-offload", "zero3", "zero3-offload",
@@ -691,7 +668,8 @@ def tune(data, dataset_factory, transform, target_samples_per_s, model, seq_len,
     """Find a config that sustains a target (or the model's step rate with headroom) without the whole grid."""
     from dataperf import preflight, records, report
     from dataperf.records import LoaderConfig
-    from dataperf.tune import Tuner
+    from dataperf.step import StepOptions
+    from dataperf.tune import Tuner, target_from_model
 
     if (target_samples_per_s is None) == (model is None):
         raise UserError("give exactly one of --target-samples-per-s or --model")
@@ -708,14 +686,12 @@ def tune(data, dataset_factory, transform, target_samples_per_s, model, seq_len,
         preflight.check_model(model, seq_len=seq_len if model.startswith("gpt") else None)
     data = resolve_data(data, dataset_factory)[0]
     _check_transform(transform)
-    target = target_samples_per_s
+    target, st = target_samples_per_s, None
     if model:
-        from dataperf.step import StepOptions, measure_step
-
-        st = measure_step(StepOptions(model=model, batch_size=batch_size, seq_len=seq_len, device=device,
-                                      image_size=image_size, optimizer=optimizer, amp=amp, input=input_kind))
+        st, target = target_from_model(StepOptions(model=model, batch_size=batch_size, seq_len=seq_len,
+                                                   device=device, image_size=image_size, optimizer=optimizer,
+                                                   amp=amp, input=input_kind), headroom)
         records.append(out, st)
-        target = st.samples_per_s * headroom
         report.console.print(f"target: {target:.0f} samples/s ({model} step {st.samples_per_s:.0f} x {headroom:g})")
     if fmt == "auto":
         fmt = data.format
@@ -727,8 +703,8 @@ def tune(data, dataset_factory, transform, target_samples_per_s, model, seq_len,
         records.append(out, step.result)
         report.print_tune_step(step)
 
-    outcome = Tuner(data, base, topts_, target, min_gain, max_workers,
-                    on_trial=show).run()
+    outcome = Tuner(data, base, topts_, target, min_gain, max_workers, on_trial=show, step=st,
+                    headroom=headroom).run()
     report.print_tune(outcome)
     if not outcome.met and target is not None:
         sys.exit(1)
@@ -781,13 +757,13 @@ def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, 
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="heatmap PNG")
 def report_cmd(results, headroom, plot) -> None:
     """Tables, heatmap and the input-bound verdict from a saved results file."""
-    from dataperf import preflight, records, report
+    from dataperf import preflight, records, report, verdict
 
     preflight.writable_file(plot, "--plot")
     recs = records.current(records.load(results))
     if not recs:
         raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
-    step = report.latest_step(recs)
+    step = verdict.latest_step(recs)
     report.print_env(recs)
     printers = {"e2e": report.print_e2e, "lengths": report.print_lengths, "profile": report.print_profile,
                 "diagnose": report.print_diagnose}
@@ -812,7 +788,7 @@ def report_cmd(results, headroom, plot) -> None:
         png = report.heatmap(recs, plot)
         report.console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")
     if loaders:
-        report.console.print(report.recommendation(recs, step, headroom))
+        report.console.print(report.recommendation_line(verdict.recommend(recs, step, headroom)))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -10,7 +10,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dataperf import verdict
 from dataperf.formats.dataset_dir import Manifest
+from dataperf.verdict import ok_loaders, sorted_by_rate
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
@@ -76,16 +78,6 @@ def _fmt(v: float | None, nd: int = 0) -> str:
     if v is None or v != v:
         return "-"
     return f"{v:,.{nd}f}"
-
-
-def ok_loaders(results: list) -> list:
-    from dataperf.records import LoaderResult
-
-    return [r for r in results if isinstance(r, LoaderResult) and r.status == "ok"]
-
-
-def sorted_by_rate(results: list) -> list:
-    return sorted(ok_loaders(results), key=lambda r: -r.samples_per_s_median)
 
 
 def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "loader trials") -> Table:
@@ -191,69 +183,42 @@ def print_failures(results: list) -> None:
 
 def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
     """How one loader rate compares with the model's consumption rate."""
-    ratio = loader_sps / step_sps
-    if ratio < 1:
-        return (f"input-bound by {(1 - ratio) * 100:.0f}% (loader gives {ratio * 100:.0f}% of the step rate; "
-                f"model idle {(1 - ratio) * 100:.0f}% of the time)")
-    tag = "" if ratio >= headroom else f", below the {headroom:g}x headroom"
-    return f"loader has {ratio:.2f}x headroom{tag}"
+    f = verdict.fit(loader_sps, step_sps, headroom)
+    if f.input_bound:
+        return (f"input-bound by {f.idle_fraction * 100:.0f}% (loader gives {f.ratio * 100:.0f}% of the step rate; "
+                f"model idle {f.idle_fraction * 100:.0f}% of the time)")
+    tag = "" if f.has_headroom else f", below the {headroom:g}x headroom"
+    return f"loader has {f.ratio:.2f}x headroom{tag}"
 
 
 def verdict_short(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
-    ratio = loader_sps / step_sps
-    if ratio < 1:
-        return f"[red]input-bound by {(1 - ratio) * 100:.0f}%[/red]"
-    return f"{ratio:.2f}x headroom" + ("" if ratio >= headroom else f" (< {headroom:g}x)")
+    f = verdict.fit(loader_sps, step_sps, headroom)
+    if f.input_bound:
+        return f"[red]input-bound by {f.idle_fraction * 100:.0f}%[/red]"
+    return f"{f.ratio:.2f}x headroom" + ("" if f.has_headroom else f" (< {headroom:g}x)")
 
 
-def cost_key(r) -> tuple:
-    """Cheapest first: fewest workers (DALI: threads), then smallest prefetch, then smallest batch."""
-    c = r.config
-    workers = c.get("dali_num_threads") or 0 if c.get("format") == "dali" else c.get("num_workers", 0)
-    prefetch = (c.get("dali_prefetch_queue_depth") if c.get("format") == "dali" else c.get("prefetch_factor")) or 0
-    return (workers, prefetch, c.get("batch_size", 0), c.get("pin_memory", False),
-            c.get("persistent_workers", False))
-
-
-def cheapest_feeding(results: list, step_sps: float, headroom: float = 1.2):
-    """The smallest decoded config whose median rate sustains the step rate with headroom, or None."""
-    feeding = [r for r in ok_loaders(results) if r.samples_per_s_median >= headroom * step_sps
-               and r.config.get("decode")]
-    return min(feeding, key=cost_key) if feeding else None
-
-
-def recommendation(results: list, step=None, headroom: float = 1.2) -> str:
-    """One line a person can act on."""
-
-    ok = sorted_by_rate(results)
-    if not ok:
+def recommendation_line(rec: verdict.Recommendation) -> str:
+    """One line a person can act on, from the verdict."""
+    if rec.outcome == "no_trials":
         return "no trial succeeded; see the errors above"
-    cold = [r for r in ok if r.cache_mode == "cold" and r.cache_verified]
-    unverified = sum(1 for r in ok if r.cache_mode == "cold" and not r.cache_verified)
-    basis = f" ({unverified} cold trial(s) not verified as cold: judged as warm)" if unverified else ""
-    if cold and len(cold) < len(ok):
-        # a training set larger than RAM is read cold: judge configs by what storage sustains
-        ok, results, basis = cold, cold, " (judged on verified cold-cache trials)"
-    if step is not None:
-        decoded = [r for r in ok if r.config.get("decode")]
-        if not decoded:
-            return ("no verdict: every trial moved undecoded bytes, and a model eats decoded samples; rerun the "
-                    "sweep with --decode")
-        ok = decoded
-    best = ok[0]
-    if step is None:
-        near = [r for r in ok if r.samples_per_s_median >= 0.95 * best.samples_per_s_median]
-        pick = min(near, key=cost_key)
+    if rec.outcome == "no_decoded":
+        return ("no verdict: every trial moved undecoded bytes, and a model eats decoded samples; rerun the "
+                "sweep with --decode")
+    basis = {"all": "", "verified_cold": " (judged on verified cold-cache trials)",
+             "unverified_cold_as_warm": f" ({rec.unverified_cold} cold trial(s) not verified as cold: judged as "
+                                        "warm)"}[rec.basis]
+    pick, best, step_sps = rec.pick, rec.best, rec.step_samples_per_s
+    if rec.outcome == "best_without_model":
         return (f"recommended: {_named(pick)} at {_fmt(pick.samples_per_s_median)} "
                 f"samples/s (within 5% of the best, {_fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
-    pick = cheapest_feeding(results, step.samples_per_s, headroom)
-    if pick is None:
-        return (f"INPUT-BOUND: no config sustains {headroom:g}x the step rate of {_fmt(step.samples_per_s)} "
+    if rec.outcome == "input_bound":
+        return (f"INPUT-BOUND: no config sustains {rec.headroom:g}x the step rate of {_fmt(step_sps)} "
                 f"samples/s; the best, {_named(best)}, is "
-                f"{verdict_text(best.samples_per_s_median, step.samples_per_s, headroom)}{basis}")
+                f"{verdict_text(best.samples_per_s_median, step_sps, rec.headroom)}{basis}")
     return (f"recommended: {_named(pick)} feeds the model "
-            f"({_fmt(pick.samples_per_s_median)} vs {_fmt(step.samples_per_s)} samples/s, "
-            f"{pick.samples_per_s_median / step.samples_per_s:.2f}x, the cheapest with {headroom:g}x headroom){basis}")
+            f"({_fmt(pick.samples_per_s_median)} vs {_fmt(step_sps)} samples/s, "
+            f"{rec.ratio:.2f}x, the cheapest with {rec.headroom:g}x headroom){basis}")
 
 
 def _named(r) -> str:
@@ -401,13 +366,6 @@ def print_ebpf(d: dict) -> None:
     if hist:
         print_histogram("read() sizes (bytes)", [(int(k.split("-")[0]), int(k.split("-")[1]), v)
                                                  for k, v in hist.items()])
-
-
-def latest_step(recs: list):
-    from dataperf.records import StepResult
-
-    steps = [r for r in recs if isinstance(r, StepResult) and r.status == "ok"]
-    return steps[-1] if steps else None
 
 
 def print_step(r) -> None:

@@ -9,8 +9,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from dataperf.records import LoaderConfig, LoaderResult
+from dataperf import verdict
+from dataperf.records import LoaderConfig, LoaderResult, StepResult
 from dataperf.runner import TrialOptions, run_trial
+from dataperf.step import StepOptions, measure_step
 
 
 @dataclass
@@ -27,6 +29,14 @@ class TuneOutcome:
     target_samples_per_s: float | None = None
     met: bool = False
     stop_reason: str = ""
+    # with a model: the verdict over every trial tune ran (which feeds the model, by how much)
+    recommendation: verdict.Recommendation | None = None
+
+
+def target_from_model(sopts: StepOptions, headroom: float) -> tuple[StepResult, float]:
+    """The rate to sustain for a model: its measured step rate times the headroom."""
+    step = measure_step(sopts)
+    return step, step.samples_per_s * headroom
 
 
 def worker_ladder(max_workers: int) -> list[int]:
@@ -41,8 +51,10 @@ class Tuner:
     def __init__(self, data, base: LoaderConfig, opts: TrialOptions, target: float | None = None,
                  min_gain: float = 0.10, max_workers: int | None = None, max_batch_doublings: int = 2,
                  on_trial: Callable[[TuneStep], None] | None = None,
-                 trial: Callable[..., LoaderResult] = run_trial):
+                 trial: Callable[..., LoaderResult] = run_trial, step: StepResult | None = None,
+                 headroom: float = 1.2):
         self.data, self.base, self.opts, self.target = data, base, opts, target
+        self.step, self.headroom = step, headroom
         self.min_gain = min_gain
         self.max_workers = max_workers if max_workers is not None else 2 * (os.cpu_count() or 1)
         self.max_batch_doublings = max_batch_doublings
@@ -81,6 +93,8 @@ class Tuner:
     def _finish(self, reason: str, met: bool) -> TuneOutcome:
         self.out.stop_reason, self.out.met = reason, met
         self.out.pick = self.best
+        if self.step is not None:
+            self.out.recommendation = verdict.recommend([s.result for s in self.out.steps], self.step, self.headroom)
         return self.out
 
     def _try(self, cfg: LoaderConfig, phase: str) -> tuple[bool, bool]:
