@@ -21,11 +21,10 @@ from pathlib import Path
 from dataperf import cache
 from dataperf.formats.dataset_dir import MANIFEST, read_manifest
 from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.records import LoaderConfig
+from dataperf.records import MIB, LoaderConfig
 from dataperf.runner import TrialOptions, run_trial
 from dataperf.sweep import default_workers
 
-MIB = 1024 * 1024
 BLOCK = 1 << 20
 
 
@@ -101,7 +100,7 @@ def main() -> int:
     if best is None:
         print("no verified cold loader trial")
         return 1
-    print(f"best cold loader: {LoaderConfig(**best.config).short()} at {best.storage_read_mib_s_median:.1f} MiB/s "
+    print(f"best cold loader: {best.loader_config.short()} at {best.storage_read_mib_s_median:.1f} MiB/s "
           "read from storage (whole epoch, start-up included)")
     print(f"ratio loader storage reads / raw = {best.storage_read_mib_s_median / raw:.2f}")
     return 0

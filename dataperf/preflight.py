@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 
 from dataperf.errors import UserError
+from dataperf.records import MIB
 
-MIB = 1024 * 1024
 MAX_IMAGE_SIDE = 16384  # pixels; past this a single decoded image is ~800 MiB
 WORKER_MIB = 100  # floor of what one DataLoader worker process costs (interpreter, torch, its batches)
 WORKERS_PER_CORE = 4  # a sweep tries up to 2x cores; far past that workers only contend

@@ -12,13 +12,12 @@ from rich.table import Table
 
 from dataperf import verdict
 from dataperf.formats.dataset_dir import Manifest
+from dataperf.records import MIB, LoaderResult, WatchResult
 from dataperf.verdict import ok_loaders, sorted_by_rate
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
     console = Console(width=240)
-
-MIB = 1024 * 1024
 
 
 @contextlib.contextmanager
@@ -82,8 +81,6 @@ def _fmt(v: float | None, nd: int = 0) -> str:
 
 def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "loader trials") -> Table:
     """Every trial, fastest first, failed trials last with their reason; with a step record, the verdict."""
-    from dataperf.records import LoaderConfig, LoaderResult
-
     t = Table(title=title)
     cols = ("backend", "config", "steady samples/s median \\[min-max]", "epoch samples/s", "MiB/s payload/storage",
             "ttfb_s", "wait_ms p50/p99", "workers active/shards", "per core", "per GiB PSS", "cache")
@@ -96,7 +93,7 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
         t.add_column("per-rank samples/s (slowest)")
     failed = [r for r in results if isinstance(r, LoaderResult) and r.status != "ok"]
     for r in sorted_by_rate(results):
-        cfg = LoaderConfig(**r.config)
+        cfg = r.loader_config
         cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
         row = [backend_label(r), cfg.short(),
                f"{_fmt(r.samples_per_s_median)} \\[{_fmt(r.samples_per_s_min)}-{_fmt(r.samples_per_s_max)}]",
@@ -113,7 +110,7 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
         t.add_row(*row)
     for r in failed:
-        row = [backend_label(r), LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", "", "",
+        row = [backend_label(r), r.loader_config.short(), "[red]failed (below)[/red]", "", "", "", "", "",
                "", "", r.cache_mode]
         t.add_row(*row, *([""] if step is not None else []), *([""] if multi else []))
     return t
@@ -174,11 +171,9 @@ def backend_label(r) -> str:
 
 
 def print_failures(results: list) -> None:
-    from dataperf.records import LoaderConfig
-
     for r in results:
         if getattr(r, "status", "ok") != "ok" and getattr(r, "config", None) is not None:
-            console.print(f"[red]failed[/red] {LoaderConfig(**r.config).short()}: {r.error}")
+            console.print(f"[red]failed[/red] {r.loader_config.short()}: {r.error}")
 
 
 def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
@@ -223,10 +218,8 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
 
 def _named(r) -> str:
     """A config said with its backend first, so a side-by-side sweep's pick names the loader to use."""
-    from dataperf.records import LoaderConfig
-
     b = r.backend.get("backend") if getattr(r, "backend", None) else None
-    return f"{LoaderConfig(**r.config).short()} (backend {b or r.config.get('format')})"  # [..] is rich markup
+    return f"{r.loader_config.short()} (backend {b or r.config.get('format')})"  # [..] is rich markup
 
 
 def heatmap(results: list, path: Path) -> Path | None:
@@ -391,9 +384,7 @@ def print_step(r) -> None:
 
 
 def print_e2e(r) -> None:
-    from dataperf.records import LoaderConfig
-
-    t = Table(title=f"end to end: {LoaderConfig(**r.config).short()} -> {r.model} on {r.device}")
+    t = Table(title=f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}")
     t.add_column("figure")
     t.add_column("value", justify="right")
     rows = [("step_ms median (wall, fed)", _fmt(r.step_ms_median, 2)),
@@ -521,21 +512,17 @@ def print_diagnose(r) -> None:
 
 
 def print_tune_step(step) -> None:
-    from dataperf.records import LoaderConfig
-
     r = step.result
     rate = _fmt(r.samples_per_s_median) if r.status == "ok" else "failed"
-    console.print(f"\\[{step.phase:>10}] {LoaderConfig(**r.config).short():<48} {rate:>10} samples/s  ({step.why})")
+    console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})")
 
 
 def print_tune(outcome) -> None:
-    from dataperf.records import LoaderConfig
-
     console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials")
     if outcome.pick is not None:
         p = outcome.pick
         tgt = f" (target {outcome.target_samples_per_s:.0f})" if outcome.target_samples_per_s else ""
-        console.print(f"pick: {LoaderConfig(**p.config).short()} at {_fmt(p.samples_per_s_median)} samples/s{tgt}")
+        console.print(f"pick: {p.loader_config.short()} at {_fmt(p.samples_per_s_median)} samples/s{tgt}")
 
 
 def print_env(recs: list) -> None:
@@ -594,8 +581,6 @@ def watch_verdict(r) -> str:
 
 def print_watch(recs: list) -> None:
     """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step."""
-    from dataperf.records import WatchResult
-
     ws = [r for r in recs if isinstance(r, WatchResult)]
     if not ws:
         return

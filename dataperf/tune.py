@@ -106,7 +106,7 @@ class Tuner:
         return False, self._better(r)
 
     def _target_met(self) -> TuneOutcome:
-        return self._finish(f"target met by {LoaderConfig(**self.best.config).short()}", True)
+        return self._finish(f"target met by {self.best.loader_config.short()}", True)
 
     def run(self) -> TuneOutcome:
         cfg = self.base
@@ -124,19 +124,19 @@ class Tuner:
                 break
         if self.best is None:
             return self._finish("every trial failed", False)
-        cfg = LoaderConfig(**self.best.config)
+        cfg = self.best.loader_config
         # 2. prefetch depth (only meaningful with workers): try each, keep the best
         if cfg.num_workers > 0:
             for pf in (4, 8):
                 if self._try(replace(cfg, prefetch_factor=pf), "prefetch")[0]:
                     return self._target_met()
-            cfg = LoaderConfig(**self.best.config)
+            cfg = self.best.loader_config
         # 3. batch size: per-batch overhead shrinks with size, so every doubling is tried
         start = cfg
         for k in range(1, self.max_batch_doublings + 1):
             if self._try(replace(start, batch_size=start.batch_size * 2**k), "batch_size")[0]:
                 return self._target_met()
-        cfg = LoaderConfig(**self.best.config)
+        cfg = self.best.loader_config
         # 4. larger batches can use more workers: one more rung of the ladder at the new batch size
         if cfg.batch_size != start.batch_size and 0 < cfg.num_workers * 2 <= self.max_workers:
             if self._try(replace(cfg, num_workers=cfg.num_workers * 2), "refine")[0]:

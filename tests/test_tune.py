@@ -43,7 +43,7 @@ def test_tune_cli_reports_only_measured_configs(tmp_path, datasets):
     assert r.exit_code == 1, r.output  # an unreachable target is not met
     measured = {x.config_key for x in records.load(out)}
     pick_line = next(line for line in r.output.splitlines() if line.startswith("pick: "))
-    assert any(LoaderConfig(**x.config).short() in pick_line for x in records.load(out))
+    assert any(x.loader_config.short() in pick_line for x in records.load(out))
     assert len(measured) == len(records.load(out)) >= 3
     assert "stopped: gains stopped below the target" in r.output
 

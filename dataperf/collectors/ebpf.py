@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-MIB = 1024 * 1024
+from dataperf.records import MIB
+
 DEBIAN_DIST = "/usr/lib/python3/dist-packages"
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 

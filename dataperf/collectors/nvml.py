@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any
 
-MIB = 1024 * 1024
+from dataperf.records import MIB
 
 
 class NvmlMemoryCollector:

@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-MIB = 1024 * 1024
+from dataperf.records import MIB
 
 
 def device_of(path: Path | None) -> str | None:

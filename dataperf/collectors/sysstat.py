@@ -15,8 +15,6 @@ from typing import Any
 
 from dataperf.collectors.proc import device_of
 
-MIB = 1024 * 1024
-
 
 def parse_table(text: str, header_first: str) -> list[dict[str, str]]:
     """Rows of sysstat's whitespace tables, keyed by the most recent header line starting with header_first."""

@@ -18,10 +18,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, get_worker_info
 
 from dataperf.errors import TrialError
-from dataperf.records import LoaderConfig
+from dataperf.records import MIB, LoaderConfig
 from dataperf.sources import SOURCE_FORMATS, Data
 
-MIB = 1024 * 1024
 # a sweep tries more workers than cores on purpose: that is one of the things it measures
 warnings.filterwarnings("ignore", message="This DataLoader will create .* worker processes")
 PAYLOAD_EXTS = ("jpg", "jpeg", "png", "webp", "npy")
