@@ -22,8 +22,7 @@ from dataperf import cache
 from dataperf.formats.dataset_dir import MANIFEST, read_manifest
 from dataperf.formats.generate import ImageSpec, write_dataset
 from dataperf.records import MIB, LoaderConfig
-from dataperf.runner import TrialOptions, run_trial
-from dataperf.sweep import default_workers
+from dataperf.runner import TrialOptions, run_trial, worker_ladder
 
 BLOCK = 1 << 20
 
@@ -84,7 +83,7 @@ def main() -> int:
     ref = "fio O_DIRECT 1 MiB sequential" if fio is not None else method
     best = None
     opts = TrialOptions(repeats=3, collect=False)
-    for w in default_workers():
+    for w in worker_ladder():
         for pf in ([None] if w == 0 else [2, 4]):
             cfg = LoaderConfig(format=m.format, batch_size=64, num_workers=w, prefetch_factor=pf, cache="cold")
             r = run_trial(data, cfg, opts)

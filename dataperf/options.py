@@ -294,6 +294,7 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
               transform: str | None, dataset_factory: str | None = None):
     """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both)."""
     from dataperf import sweep as sw
+    from dataperf.runner import worker_ladder
 
     for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
                         ("--batch-size", batch_size), ("--format", fmt), ("--dali-threads", dali_threads),
@@ -302,7 +303,7 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
     check_transform(transform)
     both = {"off": [False], "on": [True], "both": [False, True]}
-    return sw.Grid(formats=fmt, num_workers=num_workers or sw.default_workers(),
+    return sw.Grid(formats=fmt, num_workers=num_workers or worker_ladder(),
                    worker_types=worker_type or [None],
                    prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
                    persistent_workers=both[persistent_workers], decode=[decode],

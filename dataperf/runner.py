@@ -6,6 +6,7 @@ The runner only measures; it returns a LoaderResult and never prints.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -191,17 +192,29 @@ def harness_overhead_ms(cfg: LoaderConfig) -> float:
     harness can report. Measured once per (workers, prefetch, persistent) per process."""
     from dataperf.formats.loaders import collate
 
+    cfg = cfg.explicit()
     key = (cfg.num_workers, cfg.prefetch_factor, cfg.persistent_workers)
     if key not in _overhead:
         kw: dict[str, Any] = {}
         if cfg.num_workers > 0:
-            kw = {"prefetch_factor": cfg.prefetch_factor or 2, "persistent_workers": cfg.persistent_workers}
+            kw = {"prefetch_factor": cfg.prefetch_factor, "persistent_workers": cfg.persistent_workers}
         dl = torch.utils.data.DataLoader(_NoOp(), batch_size=1, num_workers=cfg.num_workers, collate_fn=collate,
                                          **kw)
         r = time_epoch(dl, None)
         rate = r.samples_per_s  # batches of 1: samples/s is batches/s
         _overhead[key] = 1000 / rate if rate == rate and rate > 0 else float("nan")
     return _overhead[key]
+
+
+def worker_ladder(max_workers: int | None = None) -> list[int]:
+    """The worker counts a search tries: 0, 1, 2, 4, ... up to max_workers, by default twice the cores (past
+    that, workers only contend). One ladder for sweep's default axis and tune's search."""
+    top = max_workers if max_workers is not None else 2 * (os.cpu_count() or 1)
+    out, w = [0], 1
+    while w <= top:
+        out.append(w)
+        w *= 2
+    return out
 
 
 def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -> LoaderResult:

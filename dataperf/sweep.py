@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -15,19 +14,9 @@ from dataperf.distributed import DistContext
 from dataperf.errors import UserError
 from dataperf.formats import backends
 from dataperf.records import LoaderConfig, LoaderResult, Record, StepResult
-from dataperf.runner import TrialOptions, run_trial
+from dataperf.runner import TrialOptions, run_trial, worker_ladder
 from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, measure_step
-
-
-def default_workers(cores: int | None = None) -> list[int]:
-    """0, 1, 2, 4, ... up to twice the cores (past that, workers only contend)."""
-    cores = cores or os.cpu_count() or 1
-    out, w = [0], 1
-    while w <= cores * 2:
-        out.append(w)
-        w *= 2
-    return out
 
 
 @dataclass
@@ -36,7 +25,7 @@ class Grid:
     (the dataset's own) or all (every installed backend)."""
 
     formats: list[str] = field(default_factory=lambda: ["auto"])
-    num_workers: list[int] = field(default_factory=default_workers)
+    num_workers: list[int] = field(default_factory=worker_ladder)
     worker_types: list[str | None] = field(default_factory=lambda: [None])  # None = each backend's own kind
     prefetch_factor: list[int] = field(default_factory=lambda: [2, 4, 8])
     batch_size: list[int] = field(default_factory=lambda: [32])

@@ -5,13 +5,12 @@ Every trial it runs is returned and recorded; the pick is always one of them (ne
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dataperf import verdict
 from dataperf.records import LoaderConfig, LoaderResult, StepResult
-from dataperf.runner import TrialOptions, run_trial
+from dataperf.runner import TrialOptions, run_trial, worker_ladder
 from dataperf.step import StepOptions, measure_step
 
 
@@ -39,14 +38,6 @@ def target_from_model(sopts: StepOptions, headroom: float) -> tuple[StepResult, 
     return step, step.samples_per_s * headroom
 
 
-def worker_ladder(max_workers: int) -> list[int]:
-    out, w = [0], 1
-    while w <= max_workers:
-        out.append(w)
-        w *= 2
-    return out
-
-
 class Tuner:
     def __init__(self, data, base: LoaderConfig, opts: TrialOptions, target: float | None = None,
                  min_gain: float = 0.10, max_workers: int | None = None, max_batch_doublings: int = 2,
@@ -56,7 +47,7 @@ class Tuner:
         self.data, self.base, self.opts, self.target = data, base, opts, target
         self.step, self.headroom = step, headroom
         self.min_gain = min_gain
-        self.max_workers = max_workers if max_workers is not None else 2 * (os.cpu_count() or 1)
+        self.max_workers = max_workers if max_workers is not None else max(worker_ladder())
         self.max_batch_doublings = max_batch_doublings
         self.on_trial = on_trial
         self.trial = trial
@@ -115,8 +106,8 @@ class Tuner:
         misses = 0
         for w in worker_ladder(self.max_workers):
             had_best = self.best is not None
-            met, kept = self._try(replace(cfg, num_workers=w, prefetch_factor=2 if w else None,
-                                          persistent_workers=cfg.persistent_workers and w > 0), "workers")
+            met, kept = self._try(replace(cfg, num_workers=w, prefetch_factor=None,
+                                          persistent_workers=cfg.persistent_workers and w > 0).explicit(), "workers")
             if met:
                 return self._target_met()
             misses = 0 if kept or not had_best else misses + 1

@@ -21,9 +21,12 @@ def test_grid_skips_prefetch_without_workers():
     assert len({c.key() for c in cfgs}) == len(cfgs)
 
 
-def test_default_workers_reach_twice_the_cores():
-    assert sw.default_workers(2) == [0, 1, 2, 4]
-    assert sw.default_workers(8) == [0, 1, 2, 4, 8, 16]
+def test_default_workers_reach_twice_the_cores(monkeypatch):
+    from dataperf import runner
+
+    assert runner.worker_ladder(4) == [0, 1, 2, 4] and runner.worker_ladder(6) == [0, 1, 2, 4]
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
+    assert runner.worker_ladder() == [0, 1, 2, 4, 8, 16] == sw.Grid().num_workers
 
 
 @pytest.mark.parametrize("suffix,text", [

@@ -211,5 +211,5 @@ def worker_kwargs(cfg: LoaderConfig) -> dict[str, Any]:
     refuses prefetch_factor and persistent_workers without workers; pinning needs CUDA)."""
     kw: dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory and torch.cuda.is_available()}
     if cfg.num_workers > 0:
-        kw.update(prefetch_factor=cfg.prefetch_factor or 2, persistent_workers=cfg.persistent_workers)
+        kw.update(prefetch_factor=cfg.explicit().prefetch_factor, persistent_workers=cfg.persistent_workers)
     return kw
