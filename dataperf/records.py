@@ -37,6 +37,13 @@ def summarize(values: list[float]) -> dict[str, float]:
     return {"median": med, "min": lo, "max": hi, "spread_pct": spread}
 
 
+def fmt(v: float | None, nd: int = 0) -> str:
+    """A figure as a person reads it: thousands separated, nd decimals, '-' when not measured (None, NaN)."""
+    if v is None or v != v:
+        return "-"
+    return f"{v:,.{nd}f}"
+
+
 def percentile(values: list[float], q: float) -> float:
     """Linear-interpolated percentile, q in [0, 100]; NaN for no values."""
     if not values:

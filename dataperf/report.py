@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from dataperf import verdict
+from dataperf import collectors, verdict
 from dataperf.formats.dataset_dir import Manifest
-from dataperf.records import MIB, LoaderResult, WatchResult
+from dataperf.records import MIB, LoaderResult, WatchResult, fmt
 from dataperf.verdict import ok_loaders, sorted_by_rate
 
 console = Console()
@@ -73,12 +73,6 @@ def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
     console.print(t)
 
 
-def _fmt(v: float | None, nd: int = 0) -> str:
-    if v is None or v != v:
-        return "-"
-    return f"{v:,.{nd}f}"
-
-
 def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "loader trials") -> Table:
     """Every trial, fastest first, failed trials last with their reason; with a step record, the verdict."""
     t = Table(title=title)
@@ -87,7 +81,7 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
     for col in cols:
         t.add_column(col, justify="left" if col in ("backend", "config") else "right")
     if step is not None:
-        t.add_column(f"vs step ({_fmt(step.samples_per_s)} samples/s)")
+        t.add_column(f"vs step ({fmt(step.samples_per_s)} samples/s)")
     multi = any(getattr(r, "world_size", 1) > 1 for r in results)
     if multi:
         t.add_column("per-rank samples/s (slowest)")
@@ -96,17 +90,17 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
         cfg = r.loader_config
         cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
         row = [backend_label(r), cfg.short(),
-               f"{_fmt(r.samples_per_s_median)} \\[{_fmt(r.samples_per_s_min)}-{_fmt(r.samples_per_s_max)}]",
-               _fmt(r.epoch_samples_per_s_median),
-               f"{_fmt(r.payload_mib_s_median, 1)}/{_fmt(r.storage_read_mib_s_median, 1)}",
-               _fmt(r.ttfb_s_median, 3), f"{_fmt(r.batch_wait_ms_p50, 2)}/{_fmt(r.batch_wait_ms_p99, 2)}",
-               workers_cell(r), _fmt(getattr(r, "samples_per_s_per_core", None)),
-               _fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
+               f"{fmt(r.samples_per_s_median)} \\[{fmt(r.samples_per_s_min)}-{fmt(r.samples_per_s_max)}]",
+               fmt(r.epoch_samples_per_s_median),
+               f"{fmt(r.payload_mib_s_median, 1)}/{fmt(r.storage_read_mib_s_median, 1)}",
+               fmt(r.ttfb_s_median, 3), f"{fmt(r.batch_wait_ms_p50, 2)}/{fmt(r.batch_wait_ms_p99, 2)}",
+               workers_cell(r), fmt(getattr(r, "samples_per_s_per_core", None)),
+               fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
         if step is not None:
             row.append(verdict_short(r.samples_per_s_median, step.samples_per_s, headroom) if cfg.decode
                        else "no verdict (undecoded)")
         if multi:
-            ranks = ", ".join(_fmt(x) for x in r.per_rank_samples_per_s)
+            ranks = ", ".join(fmt(x) for x in r.per_rank_samples_per_s)
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
         t.add_row(*row)
     for r in failed:
@@ -205,14 +199,14 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
                                         "warm)"}[rec.basis]
     pick, best, step_sps = rec.pick, rec.best, rec.step_samples_per_s
     if rec.outcome == "best_without_model":
-        return (f"recommended: {_named(pick)} at {_fmt(pick.samples_per_s_median)} "
-                f"samples/s (within 5% of the best, {_fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
+        return (f"recommended: {_named(pick)} at {fmt(pick.samples_per_s_median)} "
+                f"samples/s (within 5% of the best, {fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
     if rec.outcome == "input_bound":
-        return (f"INPUT-BOUND: no config sustains {rec.headroom:g}x the step rate of {_fmt(step_sps)} "
+        return (f"INPUT-BOUND: no config sustains {rec.headroom:g}x the step rate of {fmt(step_sps)} "
                 f"samples/s; the best, {_named(best)}, is "
                 f"{verdict_text(best.samples_per_s_median, step_sps, rec.headroom)}{basis}")
     return (f"recommended: {_named(pick)} feeds the model "
-            f"({_fmt(pick.samples_per_s_median)} vs {_fmt(step_sps)} samples/s, "
+            f"({fmt(pick.samples_per_s_median)} vs {fmt(step_sps)} samples/s, "
             f"{rec.ratio:.2f}x, the cheapest with {rec.headroom:g}x headroom){basis}")
 
 
@@ -274,9 +268,9 @@ def print_trial(r) -> None:
     if r.status == "ok":
         console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
                       f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
-                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {_fmt(r.startup_s_median, 3)} s")
+                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s")
         console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
-                      f"{_fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {_fmt(r.harness_overhead_pct, 1)}% "
+                      f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
                       "of this trial's batch time")
         print_footprint(r)
         print_collectors(r.collectors)
@@ -290,75 +284,30 @@ def print_footprint(r) -> None:
     """Cost of the trial: cores busy and PSS of the process tree, and a converted store's one-off cost."""
     b = getattr(r, "backend", None) or {}
     if getattr(r, "cpu_cores_busy_median", None) == getattr(r, "cpu_cores_busy_median", 0.0):  # not NaN
-        console.print(f"footprint: {_fmt(r.cpu_cores_busy_median, 2)} cores busy "
-                      f"({_fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
-                      f"{_fmt(r.pss_mib_peak)} MiB, main process + workers "
-                      f"({_fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
-                      f"epoch {_fmt(r.worker_pss_growth_pct, 1)}%")
+        console.print(f"footprint: {fmt(r.cpu_cores_busy_median, 2)} cores busy "
+                      f"({fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
+                      f"{fmt(r.pss_mib_peak)} MiB, main process + workers "
+                      f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
+                      f"epoch {fmt(r.worker_pss_growth_pct, 1)}%")
     if "conversion_s" in b:
-        console.print(f"store: {b['store']} ({_fmt(b['store_mib'], 1)} MiB, converted in "
-                      f"{_fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
+        console.print(f"store: {b['store']} ({fmt(b['store_mib'], 1)} MiB, converted in "
+                      f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
 
 
 def print_collectors(c: dict) -> None:
-    if not c:
-        return
-    disk = c.get("disk", {})
-    if disk.get("available"):
-        line = f"disk {disk['device']}: {disk['read_mib_s']:.1f} MiB/s read, {disk['read_iops']:.0f} IOPS"
-        if "util_pct" in disk:
-            line += f", {disk['util_pct']:.0f}% util"
-        console.print(line)
-    elif disk:
-        console.print(f"disk: unavailable: {disk.get('why')}")
-    procs = c.get("processes")
-    if procs:
-        t = Table(title="processes (/proc/PID/io)")
-        for col in ("pid", "role", "read_syscalls", "storage_read_mib", "cpu_pct_mean", "rss_peak_mib"):
-            t.add_column(col, justify="right")
-        for p in procs["per_process"]:
-            t.add_row(str(p["pid"]), p["role"] + (" (exited)" if p["exited"] else ""), str(p["read_syscalls"]),
-                      _fmt(p["storage_read_mib"], 2), _fmt(p["cpu_pct_mean"], 0), _fmt(p["rss_peak_mib"], 0))
-        console.print(t)
-        console.print("note: read_syscalls count every read(), worker result pipes and the collectors' own /proc "
-                      "reads included, not only dataset reads; exited workers' rows hold their last sample "
-                      "(totals are right via main)")
-        if procs.get("main_includes_exited_workers"):
-            console.print("note: the main row includes exited workers' counts (the kernel folds a reaped "
-                          "child's I/O into its parent)")
-    for name in ("iostat", "pidstat", "ebpf"):
-        d = c.get(name)
-        if not d:
-            continue
-        if not d.get("available"):
-            stand_in = f"; {d['fallback']} stand in" if d.get("fallback") else ""
-            console.print(f"{name}: unavailable: {d.get('why')}{stand_in}")
-        elif name == "iostat":
-            console.print(f"iostat {d.get('device')}: {d.get('intervals')} intervals, "
-                          f"{_fmt(d.get('read_mib_s_mean'), 1)} MiB/s, {_fmt(d.get('read_iops_mean'))} r/s, "
-                          f"{_fmt(d.get('util_pct_mean'), 0)}% util (log {d.get('raw_log')})")
-        elif name == "pidstat":
-            ours = [p for p in d.get("processes", []) if p["ours"]]
-            console.print(f"pidstat: {d.get('intervals')} intervals, our processes "
-                          + ", ".join(f"{p['pid']} {_fmt(p['cpu_pct_mean'])}% CPU" for p in ours)
-                          + f" (log {d.get('raw_log')})")
+    """What the collectors saw, each in its own words (collectors.describe)."""
+    for item in collectors.describe(c):
+        if isinstance(item, collectors.Table):
+            t = Table(title=item.title)
+            for col in item.columns:
+                t.add_column(col, justify="right")
+            for row in item.rows:
+                t.add_row(*row)
+            console.print(t)
+        elif isinstance(item, collectors.Histogram):
+            print_histogram(item.title, item.bins)
         else:
-            print_ebpf(d)
-
-
-def print_ebpf(d: dict) -> None:
-    t = Table(title=f"eBPF read syscalls by process (via {d.get('backend')})")
-    for col in ("pid", "comm", "reads", "read_mib"):
-        t.add_column(col, justify="right")
-    for p in d.get("per_process", []):
-        t.add_row(str(p["pid"]), p["comm"], str(p["reads"]), _fmt(p["read_mib"], 2))
-    console.print(t)
-    if d.get("skipped"):
-        console.print(f"note: eBPF first choice skipped: {d['skipped']}")
-    hist = d.get("read_size_histogram_bytes") or {}
-    if hist:
-        print_histogram("read() sizes (bytes)", [(int(k.split("-")[0]), int(k.split("-")[1]), v)
-                                                 for k, v in hist.items()])
+            console.print(item)
 
 
 def print_step(r) -> None:
@@ -368,14 +317,14 @@ def print_step(r) -> None:
     shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
     rows = [("batch", shape),
             ("step_ms median \\[min-max]", f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
-            ("samples_per_s", _fmt(r.samples_per_s, 1))]
+            ("samples_per_s", fmt(r.samples_per_s, 1))]
     if r.tokens_per_s:
-        rows.append(("tokens_per_s", _fmt(r.tokens_per_s)))
-    rows.append(("peak_mem_mib", _fmt(r.peak_mem_mib, 1)))
+        rows.append(("tokens_per_s", fmt(r.tokens_per_s)))
+    rows.append(("peak_mem_mib", fmt(r.peak_mem_mib, 1)))
     if r.cuda_max_allocated_mib is not None:
-        rows.append(("cuda_max_allocated_mib", _fmt(r.cuda_max_allocated_mib, 1)))
-        rows.append(("nvml_peak_used_mib", _fmt(r.nvml_peak_used_mib, 1)))
-    rows.append(("peak_rss_mib", _fmt(r.peak_rss_mib, 1)))
+        rows.append(("cuda_max_allocated_mib", fmt(r.cuda_max_allocated_mib, 1)))
+        rows.append(("nvml_peak_used_mib", fmt(r.nvml_peak_used_mib, 1)))
+    rows.append(("peak_rss_mib", fmt(r.peak_rss_mib, 1)))
     for row in rows:
         t.add_row(*row)
     console.print(t)
@@ -387,21 +336,21 @@ def print_e2e(r) -> None:
     t = Table(title=f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}")
     t.add_column("figure")
     t.add_column("value", justify="right")
-    rows = [("step_ms median (wall, fed)", _fmt(r.step_ms_median, 2)),
-            ("data_wait_ms median / p99", f"{_fmt(r.data_wait_ms_median, 2)} / {_fmt(r.data_wait_ms_p99, 2)}"),
+    rows = [("step_ms median (wall, fed)", fmt(r.step_ms_median, 2)),
+            ("data_wait_ms median / p99", f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
             ("epoch restarts while measured", str(r.epoch_restarts)),
-            ("h2d_ms median", _fmt(r.h2d_ms_median, 3)),
-            ("compute_ms median", _fmt(r.compute_ms_median, 2)),
-            ("samples_per_s", _fmt(r.samples_per_s, 1)),
+            ("h2d_ms median", fmt(r.h2d_ms_median, 3)),
+            ("compute_ms median", fmt(r.compute_ms_median, 2)),
+            ("samples_per_s", fmt(r.samples_per_s, 1)),
             ("host_wait_fraction", f"{r.host_wait_fraction * 100:.1f}%")]
     if r.gpu_idle_fraction is not None:
         rows.append(("gpu_idle_fraction", f"{r.gpu_idle_fraction * 100:.1f}%"))
     rows.append(("data_stall_fraction (device idle)", f"{r.data_stall_fraction * 100:.1f}%"))
     if r.predicted_stall_fraction is not None:
-        rows += [("loader_samples_per_s (alone, steady)", _fmt(r.loader_samples_per_s, 1)),
-                 ("loader epoch samples/s (alone, start-up incl.)", _fmt(r.loader_epoch_samples_per_s, 1)),
-                 ("loader rate with this run's epoch restarts", _fmt(r.predicted_loader_samples_per_s, 1)),
-                 ("step_samples_per_s (alone)", _fmt(r.step_samples_per_s, 1)),
+        rows += [("loader_samples_per_s (alone, steady)", fmt(r.loader_samples_per_s, 1)),
+                 ("loader epoch samples/s (alone, start-up incl.)", fmt(r.loader_epoch_samples_per_s, 1)),
+                 ("loader rate with this run's epoch restarts", fmt(r.predicted_loader_samples_per_s, 1)),
+                 ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
                  ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
     for row in rows:
         t.add_row(*row)
@@ -418,7 +367,7 @@ def print_profile(r) -> None:
     for col in ("op", "calls", "self_ms", "cpu_total_ms"):
         t.add_column(col, justify="left" if col == "op" else "right")
     for o in r.top_ops:
-        t.add_row(o["name"][:70], str(o["calls"]), _fmt(o["self_ms"], 3), _fmt(o["cpu_total_ms"], 3))
+        t.add_row(o["name"][:70], str(o["calls"]), fmt(o["self_ms"], 3), fmt(o["cpu_total_ms"], 3))
     console.print(t)
     split = " / ".join(f"{k} {v:.2f} ms ({r.split_fraction.get(k, 0) * 100:.0f}%)" for k, v in r.split_ms.items())
     console.print(f"step time split (per active step): {split}")
@@ -442,7 +391,7 @@ def print_compare(changes: list, threshold: str) -> None:
     colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white",
               "too few repeats": "yellow"}
     for c in changes:
-        t.add_row(c.kind, c.config[:60], c.metric, _fmt(c.base_median, 2), _fmt(c.head_median, 2),
+        t.add_row(c.kind, c.config[:60], c.metric, fmt(c.base_median, 2), fmt(c.head_median, 2),
                   f"{c.change_pct:+.1f}%", f"{c.ci_pct[0]:+.1f}..{c.ci_pct[1]:+.1f}%",
                   f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
     console.print(t)
@@ -474,9 +423,9 @@ def print_lengths(r) -> None:
                  ("capped padding_waste_pct", f"{r.capped_padding_waste_pct:.1f}"),
                  ("tokens_dropped_by_cap_pct", f"{r.tokens_dropped_by_cap_pct:.1f}")]
     if r.step_peak_mem_mib_uncapped is not None:
-        rows.append(("step peak_mem_mib at p99 batch length", _fmt(r.step_peak_mem_mib_uncapped, 1)))
+        rows.append(("step peak_mem_mib at p99 batch length", fmt(r.step_peak_mem_mib_uncapped, 1)))
     if r.step_peak_mem_mib_capped is not None:
-        rows.append(("step peak_mem_mib capped", _fmt(r.step_peak_mem_mib_capped, 1)))
+        rows.append(("step peak_mem_mib capped", fmt(r.step_peak_mem_mib_capped, 1)))
     for row in rows:
         t.add_row(*row)
     console.print(t)
@@ -490,9 +439,9 @@ def print_diagnose(r) -> None:
     t = Table(title=f"diagnose {r.data} -> {r.model}")
     t.add_column("measurement")
     t.add_column("samples_per_s", justify="right")
-    t.add_row("(1) model step, synthetic in-memory data", _fmt(r.step_samples_per_s, 1))
-    t.add_row("(2) loader, warm page cache", _fmt(r.warm_samples_per_s, 1))
-    t.add_row("(3) loader, cold cache", _fmt(r.cold_samples_per_s, 1))
+    t.add_row("(1) model step, synthetic in-memory data", fmt(r.step_samples_per_s, 1))
+    t.add_row("(2) loader, warm page cache", fmt(r.warm_samples_per_s, 1))
+    t.add_row("(3) loader, cold cache", fmt(r.cold_samples_per_s, 1))
     console.print(t)
     fetch = "not measured (cold not verified)" if r.fetch_stall_fraction != r.fetch_stall_fraction else \
         f"{r.fetch_stall_fraction * 100:.0f}%"
@@ -513,7 +462,7 @@ def print_diagnose(r) -> None:
 
 def print_tune_step(step) -> None:
     r = step.result
-    rate = _fmt(r.samples_per_s_median) if r.status == "ok" else "failed"
+    rate = fmt(r.samples_per_s_median) if r.status == "ok" else "failed"
     console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})")
 
 
@@ -522,7 +471,7 @@ def print_tune(outcome) -> None:
     if outcome.pick is not None:
         p = outcome.pick
         tgt = f" (target {outcome.target_samples_per_s:.0f})" if outcome.target_samples_per_s else ""
-        console.print(f"pick: {p.loader_config.short()} at {_fmt(p.samples_per_s_median)} samples/s{tgt}")
+        console.print(f"pick: {p.loader_config.short()} at {fmt(p.samples_per_s_median)} samples/s{tgt}")
 
 
 def print_env(recs: list) -> None:
@@ -590,18 +539,18 @@ def print_watch(recs: list) -> None:
         t.add_column("job" if r.rank is None else f"rank {r.rank}", justify="right")
     pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
     rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
-            ("first_step_ms (start-up, first batch)", lambda r: _fmt(r.first_step_ms, 1)),
-            ("step_ms median / p99", lambda r: f"{_fmt(r.step_ms_median, 2)} / {_fmt(r.step_ms_p99, 2)}"),
+            ("first_step_ms (start-up, first batch)", lambda r: fmt(r.first_step_ms, 1)),
+            ("step_ms median / p99", lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_p99, 2)}"),
             ("data_wait_ms median / p99",
-             lambda r: f"{_fmt(r.data_wait_ms_median, 2)} / {_fmt(r.data_wait_ms_p99, 2)}"),
+             lambda r: f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
             ("samples_per_s (steady / whole run)",
-             lambda r: f"{_fmt(r.samples_per_s, 1)} / {_fmt(r.run_samples_per_s, 1)}"),
-            ("model_samples_per_s (when fed)", lambda r: _fmt(r.model_samples_per_s, 1)),
+             lambda r: f"{fmt(r.samples_per_s, 1)} / {fmt(r.run_samples_per_s, 1)}"),
+            ("model_samples_per_s (when fed)", lambda r: fmt(r.model_samples_per_s, 1)),
             ("data_stall_fraction", lambda r: pct(r.data_stall_fraction)),
             ("gpu_idle_fraction (CUDA events)", lambda r: pct(r.gpu_idle_fraction) if r.gpu_idle_fraction is not None
              else "n/a (no CUDA)"),
-            ("hook cost us/step (% of step)", lambda r: f"{_fmt(r.hook_us_per_step_median, 1)} "
-             f"({_fmt(r.hook_overhead_pct, 3)}%)"),
+            ("hook cost us/step (% of step)", lambda r: f"{fmt(r.hook_us_per_step_median, 1)} "
+             f"({fmt(r.hook_overhead_pct, 3)}%)"),
             ("exit code", lambda r: str(r.exit_code))]
     for name, fn in rows:
         t.add_row(name, *[fn(r) for r in ws])
@@ -618,14 +567,6 @@ def print_watch(recs: list) -> None:
     for r in ws:
         if r.collectors:
             print_collectors(r.collectors)
-            nv = r.collectors.get("nvml", {})
-            if nv.get("available"):
-                for g in nv["gpus"]:
-                    console.print(f"GPU {g['index']} {g['name']}: peak {g['peak_used_mib']:,.0f} of "
-                                  f"{g['total_mib']:,.0f} MiB used (NVML, {len(g['used_mib_windows'])} x "
-                                  f"{nv['window_s']:g} s windows)")
-            elif nv:
-                console.print(f"nvml: unavailable: {nv.get('why')}")
     seen = set()
     for r in ws:
         for n in r.notes:
@@ -648,10 +589,10 @@ def print_memory(rows: list) -> None:
     for r in rows:
         red = "-" if r.reduction_vs_adamw_pct is None else f"{r.reduction_vs_adamw_pct:+.1f}%"
         if r.status != "ok":
-            t.add_row(r.optimizer, "failed", "", "", "", "", _fmt(r.max_batch) if r.max_batch is not None else "-")
+            t.add_row(r.optimizer, "failed", "", "", "", "", fmt(r.max_batch) if r.max_batch is not None else "-")
             continue
-        t.add_row(r.optimizer, _fmt(r.cuda_max_allocated_mib), _fmt(r.nvml_peak_used_mib), _fmt(r.step_ms_median, 1),
-                  _fmt(r.samples_per_s, 1), red, _fmt(r.max_batch) if r.max_batch is not None else "-")
+        t.add_row(r.optimizer, fmt(r.cuda_max_allocated_mib), fmt(r.nvml_peak_used_mib), fmt(r.step_ms_median, 1),
+                  fmt(r.samples_per_s, 1), red, fmt(r.max_batch) if r.max_batch is not None else "-")
     console.print(t)
     for r in rows:
         if r.error:
