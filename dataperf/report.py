@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,7 +13,19 @@ from rich.table import Table
 
 from dataperf import collectors, verdict
 from dataperf.formats.dataset_dir import Manifest
-from dataperf.records import MIB, LoaderResult, WatchResult, fmt
+from dataperf.records import (
+    MIB,
+    DiagnoseResult,
+    E2EResult,
+    LengthsResult,
+    LoaderResult,
+    MemoryResult,
+    ProfileResult,
+    Record,
+    StepResult,
+    WatchResult,
+    fmt,
+)
 from dataperf.verdict import ok_loaders, sorted_by_rate
 
 console = Console()
@@ -43,9 +56,6 @@ def print_made(out: Path, m: Manifest) -> None:
 def print_inspection(ins) -> None:
     from dataperf.formats.inspect import length_histogram
 
-    t = Table(title=f"dataset {ins.path}")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
     rows = [
         ("format", ins.format), ("kind", ins.kind), ("samples", str(ins.count)),
         ("total_mib", f"{ins.total_bytes / MIB:.2f}"), ("shards", str(ins.shard_count)),
@@ -55,11 +65,24 @@ def print_inspection(ins) -> None:
     if ins.token_lengths:
         rows += [("tokens_p50", f"{ins.token_p50:.0f}"), ("tokens_p99", f"{ins.token_p99:.0f}"),
                  ("tokens_max", str(max(ins.token_lengths)))]
-    for r in rows:
-        t.add_row(*r)
-    console.print(t)
+    console.print(_figure_table(f"dataset {ins.path}", rows))
     if ins.token_lengths:
         print_histogram("token length (tokens)", length_histogram(ins.token_lengths))
+
+
+def _figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    """A two-column table of named figures."""
+    t = Table(title=title)
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def print_notes(notes: list[str]) -> None:
+    for n in notes:
+        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
 
 
 def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
@@ -73,7 +96,8 @@ def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
     console.print(t)
 
 
-def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "loader trials") -> Table:
+def loader_table(results: list[Record], step: StepResult | None = None, headroom: float = 1.2,
+                 title: str = "loader trials") -> Table:
     """Every trial, fastest first, failed trials last with their reason; with a step record, the verdict."""
     t = Table(title=title)
     cols = ("backend", "config", "steady samples/s median \\[min-max]", "epoch samples/s", "MiB/s payload/storage",
@@ -110,7 +134,7 @@ def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "
     return t
 
 
-def workers_cell(r) -> str:
+def workers_cell(r: LoaderResult) -> str:
     """'active/configured' workers and the shard count; idle workers in red (they read nothing)."""
     w = r.config.get("num_workers", 0)
     if r.active_workers is None or not w:
@@ -120,7 +144,7 @@ def workers_cell(r) -> str:
     return cell + (f" ({r.shards} sh)" if r.shards is not None else "")
 
 
-def idle_warning(results: list) -> str | None:
+def idle_warning(results: list[Record]) -> str | None:
     """One line for a whole table: trials whose workers were partly idle, and the fix."""
     idle = [r for r in ok_loaders(results) if r.active_workers is not None
             and r.active_workers < r.config.get("num_workers", 0)]
@@ -133,7 +157,7 @@ def idle_warning(results: list) -> str | None:
             f"(workers x ranks): dataperf shards convert SRC OUT --shards {worst}")
 
 
-def verdict_caveats(results: list, step) -> list[str]:
+def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]:
     """What the loader-vs-step verdict cannot see, stated where it applies (audit M9, H4)."""
     out = []
     ok = ok_loaders(results)
@@ -152,7 +176,7 @@ def verdict_caveats(results: list, step) -> list[str]:
     return out
 
 
-def backend_label(r) -> str:
+def backend_label(r: LoaderResult) -> str:
     """The backend facet: its name, its worker kind, and knobs it could not express."""
     b = getattr(r, "backend", None) or {}
     label = b.get("backend") or r.config.get("format", "?")
@@ -164,7 +188,7 @@ def backend_label(r) -> str:
     return label
 
 
-def print_failures(results: list) -> None:
+def print_failures(results: list[Record]) -> None:
     for r in results:
         if getattr(r, "status", "ok") != "ok" and getattr(r, "config", None) is not None:
             console.print(f"[red]failed[/red] {r.loader_config.short()}: {r.error}")
@@ -210,13 +234,13 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
             f"{rec.ratio:.2f}x, the cheapest with {rec.headroom:g}x headroom){basis}")
 
 
-def _named(r) -> str:
+def _named(r: LoaderResult) -> str:
     """A config said with its backend first, so a side-by-side sweep's pick names the loader to use."""
     b = r.backend.get("backend") if getattr(r, "backend", None) else None
     return f"{r.loader_config.short()} (backend {b or r.config.get('format')})"  # [..] is rich markup
 
 
-def heatmap(results: list, path: Path) -> Path | None:
+def heatmap(results: list[Record], path: Path) -> Path | None:
     """samples/s over workers x prefetch, one panel per backend/worker type/cache/batch size/decode."""
     import matplotlib
 
@@ -262,7 +286,7 @@ def heatmap(results: list, path: Path) -> Path | None:
     return path
 
 
-def print_trial(r) -> None:
+def print_trial(r: LoaderResult) -> None:
     """One trial in full: figures, collectors, notes."""
     console.print(loader_table([r], title=f"bench {r.data}"))
     if r.status == "ok":
@@ -276,11 +300,10 @@ def print_trial(r) -> None:
         print_collectors(r.collectors)
     else:
         print_failures([r])
-    for n in r.notes:
-        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
+    print_notes(r.notes)
 
 
-def print_footprint(r) -> None:
+def print_footprint(r: LoaderResult) -> None:
     """Cost of the trial: cores busy and PSS of the process tree, and a converted store's one-off cost."""
     b = getattr(r, "backend", None) or {}
     if getattr(r, "cpu_cores_busy_median", None) == getattr(r, "cpu_cores_busy_median", 0.0):  # not NaN
@@ -294,7 +317,7 @@ def print_footprint(r) -> None:
                       f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
 
 
-def print_collectors(c: dict) -> None:
+def print_collectors(c: dict[str, Any]) -> None:
     """What the collectors saw, each in its own words (collectors.describe)."""
     for item in collectors.describe(c):
         if isinstance(item, collectors.Table):
@@ -310,10 +333,7 @@ def print_collectors(c: dict) -> None:
             console.print(item)
 
 
-def print_step(r) -> None:
-    t = Table(title=f"step {r.model} on {r.device} ({r.params_m:.1f}M params, {r.optimizer})")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
+def print_step(r: StepResult) -> None:
     shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
     rows = [("batch", shape),
             ("step_ms median \\[min-max]", f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
@@ -325,17 +345,11 @@ def print_step(r) -> None:
         rows.append(("cuda_max_allocated_mib", fmt(r.cuda_max_allocated_mib, 1)))
         rows.append(("nvml_peak_used_mib", fmt(r.nvml_peak_used_mib, 1)))
     rows.append(("peak_rss_mib", fmt(r.peak_rss_mib, 1)))
-    for row in rows:
-        t.add_row(*row)
-    console.print(t)
-    for n in r.notes:
-        console.print(f"note: {n}")
+    console.print(_figure_table(f"step {r.model} on {r.device} ({r.params_m:.1f}M params, {r.optimizer})", rows))
+    print_notes(r.notes)
 
 
-def print_e2e(r) -> None:
-    t = Table(title=f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
+def print_e2e(r: E2EResult) -> None:
     rows = [("step_ms median (wall, fed)", fmt(r.step_ms_median, 2)),
             ("data_wait_ms median / p99", f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
             ("epoch restarts while measured", str(r.epoch_restarts)),
@@ -352,17 +366,14 @@ def print_e2e(r) -> None:
                  ("loader rate with this run's epoch restarts", fmt(r.predicted_loader_samples_per_s, 1)),
                  ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
                  ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
-    for row in rows:
-        t.add_row(*row)
-    console.print(t)
+    console.print(_figure_table(f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}", rows))
     verdict = "input-bound" if r.data_stall_fraction > 0.05 else "not input-bound"
     console.print(f"{verdict}: the model's device sat idle waiting for data {r.data_stall_fraction * 100:.1f}% of "
                   f"the time ({r.stall_basis})")
-    for n in r.notes:
-        console.print(f"note: {n}")
+    print_notes(r.notes)
 
 
-def print_profile(r) -> None:
+def print_profile(r: ProfileResult) -> None:
     t = Table(title=f"top ops by {r.sort_by} ({r.model} on {r.device})")
     for col in ("op", "calls", "self_ms", "cpu_total_ms"):
         t.add_column(col, justify="left" if col == "op" else "right")
@@ -404,14 +415,11 @@ def print_compare(changes: list, threshold: str) -> None:
     console.print(f"{n} regression(s)" if n else "no regression")
 
 
-def print_lengths(r) -> None:
+def print_lengths(r: LengthsResult) -> None:
     from dataperf.formats.inspect import length_histogram
 
     print_histogram("sample length (tokens)", length_histogram(r.sample_lengths))
     print_histogram(f"per-batch padded length (tokens, batch {r.batch_size})", length_histogram(r.batch_max_tokens))
-    t = Table(title=f"token lengths {r.data}")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
     rows = [("samples", str(r.samples)),
             ("sample_tokens p50 / p99 / max",
              f"{r.sample_tokens_p50:.0f} / {r.sample_tokens_p99:.0f} / {r.sample_tokens_max}"),
@@ -426,16 +434,14 @@ def print_lengths(r) -> None:
         rows.append(("step peak_mem_mib at p99 batch length", fmt(r.step_peak_mem_mib_uncapped, 1)))
     if r.step_peak_mem_mib_capped is not None:
         rows.append(("step peak_mem_mib capped", fmt(r.step_peak_mem_mib_capped, 1)))
-    for row in rows:
-        t.add_row(*row)
-    console.print(t)
+    console.print(_figure_table(f"token lengths {r.data}", rows))
     ratio = r.batch_max_tokens_p99 / r.batch_max_tokens_p50 if r.batch_max_tokens_p50 else 1
     if ratio > 2:
         console.print(f"OOM risk: the p99 batch is {ratio:.1f}x longer than the median batch; size memory for "
                       f"{r.batch_max_tokens_max} tokens per row, or --cap / bucket by length")
 
 
-def print_diagnose(r) -> None:
+def print_diagnose(r: DiagnoseResult) -> None:
     t = Table(title=f"diagnose {r.data} -> {r.model}")
     t.add_column("measurement")
     t.add_column("samples_per_s", justify="right")
@@ -456,8 +462,7 @@ def print_diagnose(r) -> None:
     for row in r.what_if:
         w.add_row(f"{row['cached_fraction'] * 100:.0f}%", f"{row['predicted_stall_fraction'] * 100:.0f}%")
     console.print(w)
-    for n in r.notes:
-        console.print(f"note: {n}")
+    print_notes(r.notes)
 
 
 def print_tune_step(step) -> None:
@@ -474,7 +479,7 @@ def print_tune(outcome) -> None:
         console.print(f"pick: {p.loader_config.short()} at {fmt(p.samples_per_s_median)} samples/s{tgt}")
 
 
-def print_env(recs: list) -> None:
+def print_env(recs: list[Record]) -> None:
     """Where the results came from, once at the top; a warning when the file mixes machines or versions."""
     from dataperf import provenance
 
@@ -517,7 +522,7 @@ def to_stderr() -> Iterator[None]:
         console = saved
 
 
-def watch_verdict(r) -> str:
+def watch_verdict(r: WatchResult) -> str:
     """Input-bound or not, from the host's wait on the DataLoader and, on CUDA, the GPU's idle share."""
     if r.steps_measured == 0:
         return "no verdict: no optimizer steps were measured"
@@ -528,7 +533,7 @@ def watch_verdict(r) -> str:
     return f"not input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
 
 
-def print_watch(recs: list) -> None:
+def print_watch(recs: list[Record]) -> None:
     """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step."""
     ws = [r for r in recs if isinstance(r, WatchResult)]
     if not ws:
@@ -578,7 +583,7 @@ def print_watch(recs: list) -> None:
         console.print(f"next: {s}")
 
 
-def print_memory(rows: list) -> None:
+def print_memory(rows: list[MemoryResult]) -> None:
     """The memory table: one row per optimizer at one batch size, reduction against AdamW."""
     first = rows[0]
     t = Table(title=f"GPU memory {first.model} batch {first.batch_size} seq {first.seq_len} amp {first.amp}")
