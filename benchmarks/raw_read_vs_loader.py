@@ -21,11 +21,9 @@ from pathlib import Path
 from dataperf import cache
 from dataperf.formats.dataset_dir import MANIFEST, read_manifest
 from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.records import LoaderConfig
-from dataperf.runner import TrialOptions, run_trial
-from dataperf.sweep import default_workers
+from dataperf.records import MIB, LoaderConfig
+from dataperf.runner import TrialOptions, run_trial, worker_ladder
 
-MIB = 1024 * 1024
 BLOCK = 1 << 20
 
 
@@ -85,7 +83,7 @@ def main() -> int:
     ref = "fio O_DIRECT 1 MiB sequential" if fio is not None else method
     best = None
     opts = TrialOptions(repeats=3, collect=False)
-    for w in default_workers():
+    for w in worker_ladder():
         for pf in ([None] if w == 0 else [2, 4]):
             cfg = LoaderConfig(format=m.format, batch_size=64, num_workers=w, prefetch_factor=pf, cache="cold")
             r = run_trial(data, cfg, opts)
@@ -101,7 +99,7 @@ def main() -> int:
     if best is None:
         print("no verified cold loader trial")
         return 1
-    print(f"best cold loader: {LoaderConfig(**best.config).short()} at {best.storage_read_mib_s_median:.1f} MiB/s "
+    print(f"best cold loader: {best.loader_config.short()} at {best.storage_read_mib_s_median:.1f} MiB/s "
           "read from storage (whole epoch, start-up included)")
     print(f"ratio loader storage reads / raw = {best.storage_read_mib_s_median / raw:.2f}")
     return 0

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from dataperf import verdict
 from dataperf.formats.dataset_dir import MANIFEST, read_manifest
 from dataperf.formats.generate import ImageSpec, write_dataset
 from dataperf.records import LoaderConfig
@@ -29,9 +30,9 @@ def main() -> int:
     opts = TrialOptions(repeats=3, collect=False)
     grid = Grid(prefetch_factor=[2, 4, 8], batch_size=[32, 64, 128], decode=[True], image_size=128)
     t0 = time.perf_counter()
-    results = [r for r in run_sweep(plan([data], grid), opts, None) if r.status == "ok"]
+    results = verdict.ok_loaders(run_sweep(plan([data], grid), opts, None))
     grid_s = time.perf_counter() - t0
-    best = max(results, key=lambda r: r.samples_per_s_median)
+    best = verdict.recommend(results).best
     t0 = time.perf_counter()
     out = Tuner(data, LoaderConfig(format=fmt, batch_size=32, decode=True, image_size=128), opts).run()
     tune_s = time.perf_counter() - t0

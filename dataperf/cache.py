@@ -1,4 +1,8 @@
-"""Page-cache control for cold and warm trials, and proof that a cold trial really read storage."""
+"""Page-cache control for cold and warm trials, and proof that a cold trial really read storage.
+
+One policy for every command that reads a dataset cold or warm: `prepare` before reading (warm: read it all
+once; cold: evict, then ask mincore what stayed) and `verify` after (a cold repeat read at least 90% of its
+files' bytes from storage and found at most 10% resident; a warm one read at most 10%)."""
 
 from __future__ import annotations
 
@@ -6,11 +10,79 @@ import ctypes
 import ctypes.util
 import mmap
 import os
+import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from dataperf.records import MIB
+
 CHUNK = 4 * 1024 * 1024
+COLD_MIN_READ_FRACTION = 0.9  # a cold repeat reads at least 90% of the files' own bytes from storage
+COLD_MAX_RESIDENT_FRACTION = 0.1  # and at most 10% of them are still in page cache after eviction
+WARM_MAX_READ_FRACTION = 0.1
+
+
+@dataclass
+class Prepared:
+    """What preparing the cache left: notes on what could not be done, and (cold) the bytes still resident."""
+
+    notes: list[str] = field(default_factory=list)
+    resident_bytes: int | None = None  # cold: mincore after eviction; None warm, or where mincore is missing
+
+
+def prepare(paths: list[Path], mode: str, drop_caches: bool = False) -> Prepared:
+    """Warm: read every byte once, so reads are served from page cache. Cold: evict (before every repeat),
+    then measure what stayed resident, which `verify` judges."""
+    if mode == "warm":
+        preread(paths)
+        return Prepared()
+    notes = evict(paths, drop_caches)
+    return Prepared(notes, resident_bytes(paths))
+
+
+def expected_read_bytes(paths: list[Path], count: int | None, samples: list[int], world_size: int = 1) -> list[float]:
+    """Per repeat, the files' own bytes (st_size) a rank's samples live in: the share of the epoch it read
+    (all of it when the sample count is unknown, as for text files)."""
+    per_rank = file_bytes(paths) / max(world_size, 1)
+    n = (count or 0) / max(world_size, 1)
+    return [per_rank * min(1.0, s / n) if n else per_rank for s in samples]
+
+
+@dataclass
+class Verification:
+    verified: bool
+    resident_after_evict_pct: float | None = None  # cold: the worst repeat
+    note: str | None = None  # why not, when not verified
+
+
+def verify(mode: str, read_bytes: list[int], expected: list[float], resident: list[int | None],
+           total_bytes: int) -> Verification:
+    """Judge repeats by what they read from storage (`read_bytes`, /proc read_bytes) against what their
+    samples' files hold (`expected`), and, cold, by what mincore found resident after each eviction."""
+    got = [round(b / MIB, 2) for b in read_bytes]
+    exp_mib = statistics.median(expected) / MIB if expected else float("nan")
+    if mode != "cold":
+        ok = all(b <= WARM_MAX_READ_FRACTION * e for b, e in zip(read_bytes, expected, strict=True))
+        return Verification(ok, note=None if ok else (
+            f"warm cache NOT verified: repeats still read {got} MiB from storage, over 10% of the {exp_mib:.2f} "
+            "MiB of files (dataset larger than free page cache?)"))
+    known = [x for x in resident if x is not None]
+    pct = max(known) / max(total_bytes, 1) * 100 if known else None
+    read_ok = all(b >= COLD_MIN_READ_FRACTION * e for b, e in zip(read_bytes, expected, strict=True))
+    evicted = bool(known) and max(known) <= COLD_MAX_RESIDENT_FRACTION * max(total_bytes, 1)
+    if read_ok and evicted:
+        return Verification(True, pct)
+    why = []
+    if not read_ok:
+        why.append(f"storage read {got} MiB per repeat, under 90% of the {exp_mib:.2f} MiB of files read")
+    if not evicted:
+        why.append("mincore unavailable" if not known else
+                   f"{pct:.0f}% of the files stayed in page cache after eviction")
+    return Verification(False, pct, "cold cache NOT verified: " + "; ".join(why) + " (the files are mapped by "
+                        "another process, sit on tmpfs/RAM, or the filesystem ignores fadvise): this is not a cold "
+                        "measurement, and diagnose and the recommendation will not use it as one")
 PAGE = mmap.PAGESIZE
 _PROT_READ, _MAP_SHARED = 0x1, 0x01
 

@@ -93,11 +93,9 @@ def judge(base: list[float], head: list[float], higher_better: bool, threshold_p
     return b, h, pct, ci, verdict
 
 
-def _label(r) -> str:
-    if isinstance(getattr(r, "config", None), dict) and r.config.get("format"):
-        from dataperf.records import LoaderConfig
-
-        return LoaderConfig(**r.config).short()
+def _label(r: records.Record) -> str:
+    if isinstance(r, records.TrialRecord) and r.config.get("format"):
+        return r.loader_config.short()
     return r.config_key or getattr(r, "model", "")
 
 

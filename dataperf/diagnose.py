@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psutil
 
-from dataperf.e2e import fed
 from dataperf.errors import UserError
+from dataperf.fed import shape_for_model
 from dataperf.records import DiagnoseResult, LoaderConfig
 from dataperf.runner import TrialOptions, run_trial
 from dataperf.sources import Data, as_data
@@ -58,7 +58,7 @@ def advise(bottleneck: str, cfg: LoaderConfig, fmt: str) -> list[str]:
 def diagnose(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, topts: TrialOptions,
              throttle_mib_s: float | None = None, page_cache_gib: float | None = None) -> DiagnoseResult:
     data = as_data(data)
-    cfg, sopts = fed(data, cfg, sopts)
+    cfg, sopts = shape_for_model(data, cfg, sopts)
     step = measure_step(sopts)
     warm = run_trial(data, replace(cfg, cache="warm"), replace(topts, throttle_mib_s=None))
     cold = run_trial(data, replace(cfg, cache="cold"), replace(topts, throttle_mib_s=throttle_mib_s))

@@ -7,55 +7,19 @@ beside it. On CPU the step is synchronous, so the device is idle exactly while t
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 import torch
-from torch.profiler import record_function
 
 from dataperf import cache
 from dataperf.errors import UserError
+from dataperf.fed import EpochStream, shape_for_model, train_loop
+from dataperf.formats import backends
 from dataperf.records import E2EResult, LoaderConfig, percentile, summarize
-from dataperf.runner import TrialOptions, make_batches, run_trial
+from dataperf.runner import TrialOptions, run_trial
 from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, Trainer, is_oom, measure_step, oom_error
-
-
-@dataclass
-class StepTimes:
-    wait_s: list[float] = field(default_factory=list)
-    h2d_ms: list[float] = field(default_factory=list)
-    compute_ms: list[float] = field(default_factory=list)
-    samples: int = 0
-    padded_lengths: list[int] = field(default_factory=list)
-
-
-def to_device(batch: dict[str, Any], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    if "x" not in batch:
-        raise UserError("end-to-end runs need decoded batches (the loader was built without --decode)")
-    nb = device.type == "cuda"
-    return batch["x"].to(device, non_blocking=nb), batch["y"].to(device, non_blocking=nb)
-
-
-class EpochStream:
-    """Batches across epochs, as a training loop sees them: one iterator until the epoch ends, then a new one
-    (for non-persistent workers that restart is real start-up cost, and it is counted)."""
-
-    def __init__(self, batches):
-        self.batches = batches
-        self.it = iter(batches)
-        self.restarts = 0
-
-    def next(self) -> dict[str, Any]:
-        try:
-            return next(self.it)
-        except StopIteration:
-            self.restarts += 1
-            self.it = iter(self.batches)
-            return next(self.it)
 
 
 def idle_fraction(busy_ms: list[float], wall_s: float) -> float:
@@ -65,64 +29,6 @@ def idle_fraction(busy_ms: list[float], wall_s: float) -> float:
     return min(1.0, max(0.0, 1 - sum(busy_ms) / 1000 / wall_s))
 
 
-def train_loop(stream: EpochStream, tr: Trainer, steps: int,
-               on_step: Callable[[], None] | None = None, sync_each_step: bool = False) -> tuple[StepTimes, float]:
-    """Run `steps` real steps fed by the loader; returns times and wall seconds.
-
-    On CUDA, copy and compute are timed with CUDA events (read once at the end), so timing adds no syncs;
-    with sync_each_step the host also waits for each step, so host wait equals GPU idle (at some cost).
-    """
-    cuda = tr.device.type == "cuda"
-    t = StepTimes()
-    events = []
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        tw = time.perf_counter()
-        with record_function("data_wait"):
-            b = stream.next()
-        t.wait_s.append(time.perf_counter() - tw)
-        if cuda:
-            e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
-            e[0].record()
-        th = time.perf_counter()
-        with record_function("h2d"):
-            x, y = to_device(b, tr.device)
-        if cuda:
-            e[1].record()
-        else:
-            t.h2d_ms.append((time.perf_counter() - th) * 1000)
-        tc = time.perf_counter()
-        tr.step(x, y)
-        if cuda:
-            e[2].record()
-            events.append(e)
-            if sync_each_step:
-                tr.sync()
-        else:
-            t.compute_ms.append((time.perf_counter() - tc) * 1000)
-        t.samples += b["n"]
-        if x.dim() == 2:
-            t.padded_lengths.append(int(x.shape[1]))
-        if on_step:
-            on_step()
-    tr.sync()
-    wall = time.perf_counter() - t0
-    for e in events:
-        t.h2d_ms.append(e[0].elapsed_time(e[1]))
-        t.compute_ms.append(e[1].elapsed_time(e[2]))
-    return t, wall
-
-
-def fed(data: Data, cfg: LoaderConfig, sopts: StepOptions) -> tuple[LoaderConfig, StepOptions]:
-    """A loader config that decodes, and step options shaped like its batches (batch size, image size, and
-    the input kind of the dataset), for every measurement where the loader feeds the model. Token windows cut
-    from a flat stream are --seq-len long, so the step and the loader agree on the sequence length."""
-    windows = data.format in ("tokens-bin", "npy")
-    cfg = replace(cfg, decode=True, seq_len=cfg.seq_len or (sopts.seq_len if windows else None)).explicit()
-    return cfg, replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
-                        input=sopts.input or ("tokens" if data.kind == "tokens" else "image"))
-
-
 def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
             warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None,
             sync_each_step: bool = False) -> E2EResult:
@@ -130,22 +36,33 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
     if steps <= 0 or repeats <= 0:
         raise UserError("--steps and --repeats must be positive")
     data = as_data(data)
-    cfg, sopts = fed(data, cfg, sopts)
+    cfg, sopts = shape_for_model(data, cfg, sopts)
     topts = topts or TrialOptions()
     try:
         tr = Trainer(sopts)
-        stream = EpochStream(make_batches(data, cfg, topts))
+        batches, prep = backends.get(cfg.format).make(data, cfg, topts)
+        stream = EpochStream(batches)
         res = E2EResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                         device=str(tr.device), batch_size=cfg.batch_size, repeats=repeats, steps_per_repeat=steps)
         cuda = tr.device.type == "cuda"
         res.sync_each_step = sync_each_step and cuda
+        if not data.cache_managed:
+            res.notes.append(data.cache_note())
+        elif cfg.cache == "warm":
+            cache.prepare(prep.paths, "warm")
         train_loop(stream, tr, warmup)
         stream.restarts = 0
         walls, stalls, host, idle, sps, waits, h2ds, comps, lens = [], [], [], [], [], [], [], [], []
+        reads, samples, resident = [], [], []
         for _ in range(repeats):
             if cfg.cache == "cold" and data.cache_managed:
-                cache.evict(data.local_paths())
+                prepared = cache.prepare(prep.paths, "cold", topts.drop_caches)
+                res.notes.extend(n for n in prepared.notes if n not in res.notes)
+                resident.append(prepared.resident_bytes)
+            read0 = cache.tree_read_bytes()
             t, wall = train_loop(stream, tr, steps, sync_each_step=res.sync_each_step)
+            reads.append(cache.tree_read_bytes() - read0)
+            samples.append(t.samples)
             walls.append(wall / steps * 1000)
             host.append(sum(t.wait_s) / wall)
             if cuda:
@@ -175,9 +92,8 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
                              "is the model's idle share, not the whole GPU's")
     else:
         res.stall_basis = "host wait / wall (synchronous CPU step: the device is idle exactly while it waits)"
-    if cfg.cache == "cold":
-        res.notes.append("cold e2e: the page cache is evicted between repeats while batches are already "
-                         "prefetched, and is not verified; use diagnose for a verified cold figure")
+    if data.cache_managed:
+        _verify_cache(res, cfg, data, prep.paths, reads, samples, resident)
     res.data_wait_ms_median = summarize(waits)["median"]
     res.data_wait_ms_p99 = percentile(waits, 99)
     res.epoch_restarts = stream.restarts
@@ -191,6 +107,30 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
     if predict:
         _predict(data, cfg, sopts, res, topts)
     return res
+
+
+def in_flight_samples(cfg: LoaderConfig) -> int:
+    """Samples a loader may already hold when a repeat starts (workers x prefetch batches, DALI's queue): read
+    before that repeat's eviction, so a cold repeat is not expected to read them from storage."""
+    if cfg.format == "dali":
+        return cfg.batch_size * (cfg.dali_prefetch_queue_depth or 0)
+    return cfg.batch_size * cfg.num_workers * (cfg.prefetch_factor or 0)
+
+
+def _verify_cache(res: E2EResult, cfg: LoaderConfig, data: Data, paths: list[Path], reads: list[int],
+                  samples: list[int], resident: list[int | None]) -> None:
+    """The runner's cache verification (cache.verify) on the fed repeats. The workers keep running across
+    repeats, so the samples in flight at a repeat's start may be read around its eviction: a cold repeat
+    must read from storage the files of the samples it consumed beyond those, and may find those resident."""
+    ahead = in_flight_samples(cfg) if cfg.cache == "cold" else 0
+    fresh = [max(0, s - ahead) for s in samples]
+    allowance = cache.expected_read_bytes(paths, data.count, [ahead])[0] if ahead else 0
+    left = [None if r is None else max(0, r - allowance) for r in resident] or [None] * len(reads)
+    v = cache.verify(cfg.cache, reads, cache.expected_read_bytes(paths, data.count, fresh), left,
+                     cache.file_bytes(paths))
+    res.cache_verified = v.verified
+    if v.note:
+        res.notes.append(v.note)
 
 
 def _predict(data: Data, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, topts: TrialOptions) -> None:

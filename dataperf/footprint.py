@@ -15,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MIB = 1024 * 1024
 GROWTH_FLAG_PCT = 20.0  # workers' PSS growing more than this over an epoch is flagged as copy-on-read
 GROWTH_FLAG_MIB = 8.0  # ... and by at least this much (tiny workers wobble by a few pages)
 CLK = os.sysconf("SC_CLK_TCK")

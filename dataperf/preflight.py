@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 
 from dataperf.errors import UserError
+from dataperf.records import MIB, TORCH_PREFETCH_FACTOR
 
-MIB = 1024 * 1024
 MAX_IMAGE_SIDE = 16384  # pixels; past this a single decoded image is ~800 MiB
 WORKER_MIB = 100  # floor of what one DataLoader worker process costs (interpreter, torch, its batches)
 WORKERS_PER_CORE = 4  # a sweep tries up to 2x cores; far past that workers only contend
@@ -110,7 +110,7 @@ def check_workers(n: int, option: str = "--num-workers") -> None:
 def check_batch_memory(batch_bytes: float, num_workers: int, prefetch_factor: int | None, what: str) -> None:
     """Decoded batches in flight must fit free memory, and with workers /dev/shm, where torch puts the
     tensors workers hand to the main process: when shm runs out a worker dies with "Bus error"."""
-    in_flight = max(num_workers, 1) * (prefetch_factor or 2) if num_workers else 1
+    in_flight = num_workers * (prefetch_factor or TORCH_PREFETCH_FACTOR) if num_workers else 1
     need = batch_bytes * (in_flight + 1) / MIB
     if need > 0.8 * available_mib():
         raise UserError(f"{what}: {in_flight} batches in flight of {batch_bytes / MIB:.0f} MiB each need "
@@ -192,7 +192,7 @@ def check_loader(data, cfg) -> None:
         nbytes = decoded_batch_bytes("image", cfg.batch_size, cfg.image_size, None)
     else:
         return  # a user's Dataset: its samples are its own
-    check_batch_memory(nbytes, cfg.num_workers, cfg.prefetch_factor, f"{cfg.short()}")
+    check_batch_memory(nbytes, cfg.num_workers, cfg.explicit().prefetch_factor, f"{cfg.short()}")
 
 
 def check_fed(data, cfg, model: str, input_kind: str | None) -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from dataperf.e2e import EpochStream, fed, train_loop
 from dataperf.errors import UserError
+from dataperf.fed import EpochStream, shape_for_model, train_loop
 from dataperf.records import LoaderConfig, ProfileResult
 from dataperf.runner import TrialOptions, make_batches
 from dataperf.sources import Data, as_data
@@ -26,7 +26,7 @@ SPANS = ("data_wait", "h2d", "forward", "backward", "optimizer")
 def run_profile(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, out_dir: Path,
                 top: int = 15) -> ProfileResult:
     data = as_data(data)
-    cfg, sopts = fed(data, cfg, sopts)
+    cfg, sopts = shape_for_model(data, cfg, sopts)
     tr = Trainer(sopts)
     batches = make_batches(data, cfg, TrialOptions())
     cuda = tr.device.type == "cuda"

@@ -22,6 +22,9 @@ from typing import Any
 from dataperf.errors import UserError
 
 SCHEMA_VERSION = 2  # 2: every record carries `env` (provenance); 1 is upgraded on read
+MIB = 1024 * 1024
+HIGH_SPREAD_PCT = 15.0  # repeats spread wider than this (max - min over the median) get a "high spread" note
+TORCH_PREFETCH_FACTOR = 2  # what torch's DataLoader prefetches per worker when prefetch_factor is not given
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -32,6 +35,13 @@ def summarize(values: list[float]) -> dict[str, float]:
     lo, hi = min(values), max(values)
     spread = (hi - lo) / med * 100 if med else 0.0
     return {"median": med, "min": lo, "max": hi, "spread_pct": spread}
+
+
+def fmt(v: float | None, nd: int = 0) -> str:
+    """A figure as a person reads it: thousands separated, nd decimals, '-' when not measured (None, NaN)."""
+    if v is None or v != v:
+        return "-"
+    return f"{v:,.{nd}f}"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -71,7 +81,7 @@ class LoaderConfig:
         """torch's default prefetch_factor (2) written out when workers are used, so records say what ran and
         a config given with or without it is the same config."""
         if self.num_workers > 0 and self.prefetch_factor is None:
-            return dataclasses.replace(self, prefetch_factor=2)
+            return dataclasses.replace(self, prefetch_factor=TORCH_PREFETCH_FACTOR)
         return self
 
     def key(self) -> str:
@@ -112,13 +122,23 @@ class Record:
 
 
 @dataclass
-class LoaderResult(Record):
-    """One loader trial: medians over repeats, with every repeat kept for noise-aware comparison."""
+class TrialRecord(Record):
+    """A record of something a loader config fed: which data, which config (as a dict, for JSON), its key."""
 
-    kind: str = "loader"
     data: str = ""
     config: dict[str, Any] = field(default_factory=dict)
     config_key: str = ""
+
+    @property
+    def loader_config(self) -> LoaderConfig:
+        return LoaderConfig(**self.config)
+
+
+@dataclass
+class LoaderResult(TrialRecord):
+    """One loader trial: medians over repeats, with every repeat kept for noise-aware comparison."""
+
+    kind: str = "loader"
     repeats: int = 0
     batches_per_repeat: int = 0
     samples_per_repeat: int = 0
@@ -195,11 +215,8 @@ class StepResult(Record):
 
 
 @dataclass
-class E2EResult(Record):
+class E2EResult(TrialRecord):
     kind: str = "e2e"
-    data: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    config_key: str = ""
     model: str = ""
     device: str = "cpu"
     batch_size: int = 0
@@ -230,14 +247,12 @@ class E2EResult(Record):
     loader_epoch_samples_per_s: float | None = None  # the loader alone, start-up included
     loader_startup_s: float | None = None  # the loader alone: one epoch start's cost
     predicted_loader_samples_per_s: float | None = None  # steady rate with this run's epoch restarts paid
+    cache_verified: bool | None = None  # cold/warm as for a loader trial (cache.verify); None: not ours to manage
 
 
 @dataclass
-class DiagnoseResult(Record):
+class DiagnoseResult(TrialRecord):
     kind: str = "diagnose"
-    data: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    config_key: str = ""
     model: str = ""
     step_samples_per_s: float = float("nan")
     warm_samples_per_s: float = float("nan")
@@ -254,11 +269,8 @@ class DiagnoseResult(Record):
 
 
 @dataclass
-class ProfileResult(Record):
+class ProfileResult(TrialRecord):
     kind: str = "profile"
-    data: str = ""
-    config: dict[str, Any] = field(default_factory=dict)
-    config_key: str = ""
     model: str = ""
     device: str = "cpu"
     trace_path: str = ""

@@ -5,18 +5,32 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dataperf import collectors, verdict
 from dataperf.formats.dataset_dir import Manifest
+from dataperf.records import (
+    MIB,
+    DiagnoseResult,
+    E2EResult,
+    LengthsResult,
+    LoaderResult,
+    MemoryResult,
+    ProfileResult,
+    Record,
+    StepResult,
+    WatchResult,
+    fmt,
+)
+from dataperf.verdict import ok_loaders, sorted_by_rate
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
     console = Console(width=240)
-
-MIB = 1024 * 1024
 
 
 @contextlib.contextmanager
@@ -42,9 +56,6 @@ def print_made(out: Path, m: Manifest) -> None:
 def print_inspection(ins) -> None:
     from dataperf.formats.inspect import length_histogram
 
-    t = Table(title=f"dataset {ins.path}")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
     rows = [
         ("format", ins.format), ("kind", ins.kind), ("samples", str(ins.count)),
         ("total_mib", f"{ins.total_bytes / MIB:.2f}"), ("shards", str(ins.shard_count)),
@@ -54,11 +65,24 @@ def print_inspection(ins) -> None:
     if ins.token_lengths:
         rows += [("tokens_p50", f"{ins.token_p50:.0f}"), ("tokens_p99", f"{ins.token_p99:.0f}"),
                  ("tokens_max", str(max(ins.token_lengths)))]
-    for r in rows:
-        t.add_row(*r)
-    console.print(t)
+    console.print(_figure_table(f"dataset {ins.path}", rows))
     if ins.token_lengths:
         print_histogram("token length (tokens)", length_histogram(ins.token_lengths))
+
+
+def _figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    """A two-column table of named figures."""
+    t = Table(title=title)
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def print_notes(notes: list[str]) -> None:
+    for n in notes:
+        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
 
 
 def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
@@ -72,62 +96,45 @@ def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
     console.print(t)
 
 
-def _fmt(v: float | None, nd: int = 0) -> str:
-    if v is None or v != v:
-        return "-"
-    return f"{v:,.{nd}f}"
-
-
-def ok_loaders(results: list) -> list:
-    from dataperf.records import LoaderResult
-
-    return [r for r in results if isinstance(r, LoaderResult) and r.status == "ok"]
-
-
-def sorted_by_rate(results: list) -> list:
-    return sorted(ok_loaders(results), key=lambda r: -r.samples_per_s_median)
-
-
-def loader_table(results: list, step=None, headroom: float = 1.2, title: str = "loader trials") -> Table:
+def loader_table(results: list[Record], step: StepResult | None = None, headroom: float = 1.2,
+                 title: str = "loader trials") -> Table:
     """Every trial, fastest first, failed trials last with their reason; with a step record, the verdict."""
-    from dataperf.records import LoaderConfig, LoaderResult
-
     t = Table(title=title)
     cols = ("backend", "config", "steady samples/s median \\[min-max]", "epoch samples/s", "MiB/s payload/storage",
             "ttfb_s", "wait_ms p50/p99", "workers active/shards", "per core", "per GiB PSS", "cache")
     for col in cols:
         t.add_column(col, justify="left" if col in ("backend", "config") else "right")
     if step is not None:
-        t.add_column(f"vs step ({_fmt(step.samples_per_s)} samples/s)")
+        t.add_column(f"vs step ({fmt(step.samples_per_s)} samples/s)")
     multi = any(getattr(r, "world_size", 1) > 1 for r in results)
     if multi:
         t.add_column("per-rank samples/s (slowest)")
     failed = [r for r in results if isinstance(r, LoaderResult) and r.status != "ok"]
     for r in sorted_by_rate(results):
-        cfg = LoaderConfig(**r.config)
+        cfg = r.loader_config
         cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
         row = [backend_label(r), cfg.short(),
-               f"{_fmt(r.samples_per_s_median)} \\[{_fmt(r.samples_per_s_min)}-{_fmt(r.samples_per_s_max)}]",
-               _fmt(r.epoch_samples_per_s_median),
-               f"{_fmt(r.payload_mib_s_median, 1)}/{_fmt(r.storage_read_mib_s_median, 1)}",
-               _fmt(r.ttfb_s_median, 3), f"{_fmt(r.batch_wait_ms_p50, 2)}/{_fmt(r.batch_wait_ms_p99, 2)}",
-               workers_cell(r), _fmt(getattr(r, "samples_per_s_per_core", None)),
-               _fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
+               f"{fmt(r.samples_per_s_median)} \\[{fmt(r.samples_per_s_min)}-{fmt(r.samples_per_s_max)}]",
+               fmt(r.epoch_samples_per_s_median),
+               f"{fmt(r.payload_mib_s_median, 1)}/{fmt(r.storage_read_mib_s_median, 1)}",
+               fmt(r.ttfb_s_median, 3), f"{fmt(r.batch_wait_ms_p50, 2)}/{fmt(r.batch_wait_ms_p99, 2)}",
+               workers_cell(r), fmt(getattr(r, "samples_per_s_per_core", None)),
+               fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
         if step is not None:
             row.append(verdict_short(r.samples_per_s_median, step.samples_per_s, headroom) if cfg.decode
                        else "no verdict (undecoded)")
         if multi:
-            ranks = ", ".join(_fmt(x) for x in r.per_rank_samples_per_s)
+            ranks = ", ".join(fmt(x) for x in r.per_rank_samples_per_s)
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
         t.add_row(*row)
     for r in failed:
-        row = [backend_label(r), LoaderConfig(**r.config).short(), "[red]failed (below)[/red]", "", "", "", "", "",
+        row = [backend_label(r), r.loader_config.short(), "[red]failed (below)[/red]", "", "", "", "", "",
                "", "", r.cache_mode]
         t.add_row(*row, *([""] if step is not None else []), *([""] if multi else []))
     return t
 
 
-def workers_cell(r) -> str:
+def workers_cell(r: LoaderResult) -> str:
     """'active/configured' workers and the shard count; idle workers in red (they read nothing)."""
     w = r.config.get("num_workers", 0)
     if r.active_workers is None or not w:
@@ -137,7 +144,7 @@ def workers_cell(r) -> str:
     return cell + (f" ({r.shards} sh)" if r.shards is not None else "")
 
 
-def idle_warning(results: list) -> str | None:
+def idle_warning(results: list[Record]) -> str | None:
     """One line for a whole table: trials whose workers were partly idle, and the fix."""
     idle = [r for r in ok_loaders(results) if r.active_workers is not None
             and r.active_workers < r.config.get("num_workers", 0)]
@@ -150,7 +157,7 @@ def idle_warning(results: list) -> str | None:
             f"(workers x ranks): dataperf shards convert SRC OUT --shards {worst}")
 
 
-def verdict_caveats(results: list, step) -> list[str]:
+def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]:
     """What the loader-vs-step verdict cannot see, stated where it applies (audit M9, H4)."""
     out = []
     ok = ok_loaders(results)
@@ -169,7 +176,7 @@ def verdict_caveats(results: list, step) -> list[str]:
     return out
 
 
-def backend_label(r) -> str:
+def backend_label(r: LoaderResult) -> str:
     """The backend facet: its name, its worker kind, and knobs it could not express."""
     b = getattr(r, "backend", None) or {}
     label = b.get("backend") or r.config.get("format", "?")
@@ -181,90 +188,59 @@ def backend_label(r) -> str:
     return label
 
 
-def print_failures(results: list) -> None:
-    from dataperf.records import LoaderConfig
-
+def print_failures(results: list[Record]) -> None:
     for r in results:
         if getattr(r, "status", "ok") != "ok" and getattr(r, "config", None) is not None:
-            console.print(f"[red]failed[/red] {LoaderConfig(**r.config).short()}: {r.error}")
+            console.print(f"[red]failed[/red] {r.loader_config.short()}: {r.error}")
 
 
 def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
     """How one loader rate compares with the model's consumption rate."""
-    ratio = loader_sps / step_sps
-    if ratio < 1:
-        return (f"input-bound by {(1 - ratio) * 100:.0f}% (loader gives {ratio * 100:.0f}% of the step rate; "
-                f"model idle {(1 - ratio) * 100:.0f}% of the time)")
-    tag = "" if ratio >= headroom else f", below the {headroom:g}x headroom"
-    return f"loader has {ratio:.2f}x headroom{tag}"
+    f = verdict.fit(loader_sps, step_sps, headroom)
+    if f.input_bound:
+        return (f"input-bound by {f.idle_fraction * 100:.0f}% (loader gives {f.ratio * 100:.0f}% of the step rate; "
+                f"model idle {f.idle_fraction * 100:.0f}% of the time)")
+    tag = "" if f.has_headroom else f", below the {headroom:g}x headroom"
+    return f"loader has {f.ratio:.2f}x headroom{tag}"
 
 
 def verdict_short(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
-    ratio = loader_sps / step_sps
-    if ratio < 1:
-        return f"[red]input-bound by {(1 - ratio) * 100:.0f}%[/red]"
-    return f"{ratio:.2f}x headroom" + ("" if ratio >= headroom else f" (< {headroom:g}x)")
+    f = verdict.fit(loader_sps, step_sps, headroom)
+    if f.input_bound:
+        return f"[red]input-bound by {f.idle_fraction * 100:.0f}%[/red]"
+    return f"{f.ratio:.2f}x headroom" + ("" if f.has_headroom else f" (< {headroom:g}x)")
 
 
-def cost_key(r) -> tuple:
-    """Cheapest first: fewest workers (DALI: threads), then smallest prefetch, then smallest batch."""
-    c = r.config
-    workers = c.get("dali_num_threads") or 0 if c.get("format") == "dali" else c.get("num_workers", 0)
-    prefetch = (c.get("dali_prefetch_queue_depth") if c.get("format") == "dali" else c.get("prefetch_factor")) or 0
-    return (workers, prefetch, c.get("batch_size", 0), c.get("pin_memory", False),
-            c.get("persistent_workers", False))
-
-
-def cheapest_feeding(results: list, step_sps: float, headroom: float = 1.2):
-    """The smallest decoded config whose median rate sustains the step rate with headroom, or None."""
-    feeding = [r for r in ok_loaders(results) if r.samples_per_s_median >= headroom * step_sps
-               and r.config.get("decode")]
-    return min(feeding, key=cost_key) if feeding else None
-
-
-def recommendation(results: list, step=None, headroom: float = 1.2) -> str:
-    """One line a person can act on."""
-
-    ok = sorted_by_rate(results)
-    if not ok:
+def recommendation_line(rec: verdict.Recommendation) -> str:
+    """One line a person can act on, from the verdict."""
+    if rec.outcome == "no_trials":
         return "no trial succeeded; see the errors above"
-    cold = [r for r in ok if r.cache_mode == "cold" and r.cache_verified]
-    unverified = sum(1 for r in ok if r.cache_mode == "cold" and not r.cache_verified)
-    basis = f" ({unverified} cold trial(s) not verified as cold: judged as warm)" if unverified else ""
-    if cold and len(cold) < len(ok):
-        # a training set larger than RAM is read cold: judge configs by what storage sustains
-        ok, results, basis = cold, cold, " (judged on verified cold-cache trials)"
-    if step is not None:
-        decoded = [r for r in ok if r.config.get("decode")]
-        if not decoded:
-            return ("no verdict: every trial moved undecoded bytes, and a model eats decoded samples; rerun the "
-                    "sweep with --decode")
-        ok = decoded
-    best = ok[0]
-    if step is None:
-        near = [r for r in ok if r.samples_per_s_median >= 0.95 * best.samples_per_s_median]
-        pick = min(near, key=cost_key)
-        return (f"recommended: {_named(pick)} at {_fmt(pick.samples_per_s_median)} "
-                f"samples/s (within 5% of the best, {_fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
-    pick = cheapest_feeding(results, step.samples_per_s, headroom)
-    if pick is None:
-        return (f"INPUT-BOUND: no config sustains {headroom:g}x the step rate of {_fmt(step.samples_per_s)} "
+    if rec.outcome == "no_decoded":
+        return ("no verdict: every trial moved undecoded bytes, and a model eats decoded samples; rerun the "
+                "sweep with --decode")
+    basis = {"all": "", "verified_cold": " (judged on verified cold-cache trials)",
+             "unverified_cold_as_warm": f" ({rec.unverified_cold} cold trial(s) not verified as cold: judged as "
+                                        "warm)"}[rec.basis]
+    pick, best, step_sps = rec.pick, rec.best, rec.step_samples_per_s
+    if rec.outcome == "best_without_model":
+        return (f"recommended: {_named(pick)} at {fmt(pick.samples_per_s_median)} "
+                f"samples/s (within 5% of the best, {fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
+    if rec.outcome == "input_bound":
+        return (f"INPUT-BOUND: no config sustains {rec.headroom:g}x the step rate of {fmt(step_sps)} "
                 f"samples/s; the best, {_named(best)}, is "
-                f"{verdict_text(best.samples_per_s_median, step.samples_per_s, headroom)}{basis}")
+                f"{verdict_text(best.samples_per_s_median, step_sps, rec.headroom)}{basis}")
     return (f"recommended: {_named(pick)} feeds the model "
-            f"({_fmt(pick.samples_per_s_median)} vs {_fmt(step.samples_per_s)} samples/s, "
-            f"{pick.samples_per_s_median / step.samples_per_s:.2f}x, the cheapest with {headroom:g}x headroom){basis}")
+            f"({fmt(pick.samples_per_s_median)} vs {fmt(step_sps)} samples/s, "
+            f"{rec.ratio:.2f}x, the cheapest with {rec.headroom:g}x headroom){basis}")
 
 
-def _named(r) -> str:
+def _named(r: LoaderResult) -> str:
     """A config said with its backend first, so a side-by-side sweep's pick names the loader to use."""
-    from dataperf.records import LoaderConfig
-
     b = r.backend.get("backend") if getattr(r, "backend", None) else None
-    return f"{LoaderConfig(**r.config).short()} (backend {b or r.config.get('format')})"  # [..] is rich markup
+    return f"{r.loader_config.short()} (backend {b or r.config.get('format')})"  # [..] is rich markup
 
 
-def heatmap(results: list, path: Path) -> Path | None:
+def heatmap(results: list[Record], path: Path) -> Path | None:
     """samples/s over workers x prefetch, one panel per backend/worker type/cache/batch size/decode."""
     import matplotlib
 
@@ -310,166 +286,99 @@ def heatmap(results: list, path: Path) -> Path | None:
     return path
 
 
-def print_trial(r) -> None:
+def print_trial(r: LoaderResult) -> None:
     """One trial in full: figures, collectors, notes."""
     console.print(loader_table([r], title=f"bench {r.data}"))
     if r.status == "ok":
         console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
                       f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
-                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {_fmt(r.startup_s_median, 3)} s")
+                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s")
         console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
-                      f"{_fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {_fmt(r.harness_overhead_pct, 1)}% "
+                      f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
                       "of this trial's batch time")
         print_footprint(r)
         print_collectors(r.collectors)
     else:
         print_failures([r])
-    for n in r.notes:
-        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
+    print_notes(r.notes)
 
 
-def print_footprint(r) -> None:
+def print_footprint(r: LoaderResult) -> None:
     """Cost of the trial: cores busy and PSS of the process tree, and a converted store's one-off cost."""
     b = getattr(r, "backend", None) or {}
     if getattr(r, "cpu_cores_busy_median", None) == getattr(r, "cpu_cores_busy_median", 0.0):  # not NaN
-        console.print(f"footprint: {_fmt(r.cpu_cores_busy_median, 2)} cores busy "
-                      f"({_fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
-                      f"{_fmt(r.pss_mib_peak)} MiB, main process + workers "
-                      f"({_fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
-                      f"epoch {_fmt(r.worker_pss_growth_pct, 1)}%")
+        console.print(f"footprint: {fmt(r.cpu_cores_busy_median, 2)} cores busy "
+                      f"({fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
+                      f"{fmt(r.pss_mib_peak)} MiB, main process + workers "
+                      f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
+                      f"epoch {fmt(r.worker_pss_growth_pct, 1)}%")
     if "conversion_s" in b:
-        console.print(f"store: {b['store']} ({_fmt(b['store_mib'], 1)} MiB, converted in "
-                      f"{_fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
+        console.print(f"store: {b['store']} ({fmt(b['store_mib'], 1)} MiB, converted in "
+                      f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
 
 
-def print_collectors(c: dict) -> None:
-    if not c:
-        return
-    disk = c.get("disk", {})
-    if disk.get("available"):
-        line = f"disk {disk['device']}: {disk['read_mib_s']:.1f} MiB/s read, {disk['read_iops']:.0f} IOPS"
-        if "util_pct" in disk:
-            line += f", {disk['util_pct']:.0f}% util"
-        console.print(line)
-    elif disk:
-        console.print(f"disk: unavailable: {disk.get('why')}")
-    procs = c.get("processes")
-    if procs:
-        t = Table(title="processes (/proc/PID/io)")
-        for col in ("pid", "role", "read_syscalls", "storage_read_mib", "cpu_pct_mean", "rss_peak_mib"):
-            t.add_column(col, justify="right")
-        for p in procs["per_process"]:
-            t.add_row(str(p["pid"]), p["role"] + (" (exited)" if p["exited"] else ""), str(p["read_syscalls"]),
-                      _fmt(p["storage_read_mib"], 2), _fmt(p["cpu_pct_mean"], 0), _fmt(p["rss_peak_mib"], 0))
-        console.print(t)
-        console.print("note: read_syscalls count every read(), worker result pipes and the collectors' own /proc "
-                      "reads included, not only dataset reads; exited workers' rows hold their last sample "
-                      "(totals are right via main)")
-        if procs.get("main_includes_exited_workers"):
-            console.print("note: the main row includes exited workers' counts (the kernel folds a reaped "
-                          "child's I/O into its parent)")
-    for name in ("iostat", "pidstat", "ebpf"):
-        d = c.get(name)
-        if not d:
-            continue
-        if not d.get("available"):
-            stand_in = f"; {d['fallback']} stand in" if d.get("fallback") else ""
-            console.print(f"{name}: unavailable: {d.get('why')}{stand_in}")
-        elif name == "iostat":
-            console.print(f"iostat {d.get('device')}: {d.get('intervals')} intervals, "
-                          f"{_fmt(d.get('read_mib_s_mean'), 1)} MiB/s, {_fmt(d.get('read_iops_mean'))} r/s, "
-                          f"{_fmt(d.get('util_pct_mean'), 0)}% util (log {d.get('raw_log')})")
-        elif name == "pidstat":
-            ours = [p for p in d.get("processes", []) if p["ours"]]
-            console.print(f"pidstat: {d.get('intervals')} intervals, our processes "
-                          + ", ".join(f"{p['pid']} {_fmt(p['cpu_pct_mean'])}% CPU" for p in ours)
-                          + f" (log {d.get('raw_log')})")
+def print_collectors(c: dict[str, Any]) -> None:
+    """What the collectors saw, each in its own words (collectors.describe)."""
+    for item in collectors.describe(c):
+        if isinstance(item, collectors.Table):
+            t = Table(title=item.title)
+            for col in item.columns:
+                t.add_column(col, justify="right")
+            for row in item.rows:
+                t.add_row(*row)
+            console.print(t)
+        elif isinstance(item, collectors.Histogram):
+            print_histogram(item.title, item.bins)
         else:
-            print_ebpf(d)
+            console.print(item)
 
 
-def print_ebpf(d: dict) -> None:
-    t = Table(title=f"eBPF read syscalls by process (via {d.get('backend')})")
-    for col in ("pid", "comm", "reads", "read_mib"):
-        t.add_column(col, justify="right")
-    for p in d.get("per_process", []):
-        t.add_row(str(p["pid"]), p["comm"], str(p["reads"]), _fmt(p["read_mib"], 2))
-    console.print(t)
-    if d.get("skipped"):
-        console.print(f"note: eBPF first choice skipped: {d['skipped']}")
-    hist = d.get("read_size_histogram_bytes") or {}
-    if hist:
-        print_histogram("read() sizes (bytes)", [(int(k.split("-")[0]), int(k.split("-")[1]), v)
-                                                 for k, v in hist.items()])
-
-
-def latest_step(recs: list):
-    from dataperf.records import StepResult
-
-    steps = [r for r in recs if isinstance(r, StepResult) and r.status == "ok"]
-    return steps[-1] if steps else None
-
-
-def print_step(r) -> None:
-    t = Table(title=f"step {r.model} on {r.device} ({r.params_m:.1f}M params, {r.optimizer})")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
+def print_step(r: StepResult) -> None:
     shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
     rows = [("batch", shape),
             ("step_ms median \\[min-max]", f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
-            ("samples_per_s", _fmt(r.samples_per_s, 1))]
+            ("samples_per_s", fmt(r.samples_per_s, 1))]
     if r.tokens_per_s:
-        rows.append(("tokens_per_s", _fmt(r.tokens_per_s)))
-    rows.append(("peak_mem_mib", _fmt(r.peak_mem_mib, 1)))
+        rows.append(("tokens_per_s", fmt(r.tokens_per_s)))
+    rows.append(("peak_mem_mib", fmt(r.peak_mem_mib, 1)))
     if r.cuda_max_allocated_mib is not None:
-        rows.append(("cuda_max_allocated_mib", _fmt(r.cuda_max_allocated_mib, 1)))
-        rows.append(("nvml_peak_used_mib", _fmt(r.nvml_peak_used_mib, 1)))
-    rows.append(("peak_rss_mib", _fmt(r.peak_rss_mib, 1)))
-    for row in rows:
-        t.add_row(*row)
-    console.print(t)
-    for n in r.notes:
-        console.print(f"note: {n}")
+        rows.append(("cuda_max_allocated_mib", fmt(r.cuda_max_allocated_mib, 1)))
+        rows.append(("nvml_peak_used_mib", fmt(r.nvml_peak_used_mib, 1)))
+    rows.append(("peak_rss_mib", fmt(r.peak_rss_mib, 1)))
+    console.print(_figure_table(f"step {r.model} on {r.device} ({r.params_m:.1f}M params, {r.optimizer})", rows))
+    print_notes(r.notes)
 
 
-def print_e2e(r) -> None:
-    from dataperf.records import LoaderConfig
-
-    t = Table(title=f"end to end: {LoaderConfig(**r.config).short()} -> {r.model} on {r.device}")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
-    rows = [("step_ms median (wall, fed)", _fmt(r.step_ms_median, 2)),
-            ("data_wait_ms median / p99", f"{_fmt(r.data_wait_ms_median, 2)} / {_fmt(r.data_wait_ms_p99, 2)}"),
+def print_e2e(r: E2EResult) -> None:
+    rows = [("step_ms median (wall, fed)", fmt(r.step_ms_median, 2)),
+            ("data_wait_ms median / p99", f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
             ("epoch restarts while measured", str(r.epoch_restarts)),
-            ("h2d_ms median", _fmt(r.h2d_ms_median, 3)),
-            ("compute_ms median", _fmt(r.compute_ms_median, 2)),
-            ("samples_per_s", _fmt(r.samples_per_s, 1)),
+            ("h2d_ms median", fmt(r.h2d_ms_median, 3)),
+            ("compute_ms median", fmt(r.compute_ms_median, 2)),
+            ("samples_per_s", fmt(r.samples_per_s, 1)),
             ("host_wait_fraction", f"{r.host_wait_fraction * 100:.1f}%")]
     if r.gpu_idle_fraction is not None:
         rows.append(("gpu_idle_fraction", f"{r.gpu_idle_fraction * 100:.1f}%"))
     rows.append(("data_stall_fraction (device idle)", f"{r.data_stall_fraction * 100:.1f}%"))
     if r.predicted_stall_fraction is not None:
-        rows += [("loader_samples_per_s (alone, steady)", _fmt(r.loader_samples_per_s, 1)),
-                 ("loader epoch samples/s (alone, start-up incl.)", _fmt(r.loader_epoch_samples_per_s, 1)),
-                 ("loader rate with this run's epoch restarts", _fmt(r.predicted_loader_samples_per_s, 1)),
-                 ("step_samples_per_s (alone)", _fmt(r.step_samples_per_s, 1)),
+        rows += [("loader_samples_per_s (alone, steady)", fmt(r.loader_samples_per_s, 1)),
+                 ("loader epoch samples/s (alone, start-up incl.)", fmt(r.loader_epoch_samples_per_s, 1)),
+                 ("loader rate with this run's epoch restarts", fmt(r.predicted_loader_samples_per_s, 1)),
+                 ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
                  ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
-    for row in rows:
-        t.add_row(*row)
-    console.print(t)
+    console.print(_figure_table(f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}", rows))
     verdict = "input-bound" if r.data_stall_fraction > 0.05 else "not input-bound"
     console.print(f"{verdict}: the model's device sat idle waiting for data {r.data_stall_fraction * 100:.1f}% of "
                   f"the time ({r.stall_basis})")
-    for n in r.notes:
-        console.print(f"note: {n}")
+    print_notes(r.notes)
 
 
-def print_profile(r) -> None:
+def print_profile(r: ProfileResult) -> None:
     t = Table(title=f"top ops by {r.sort_by} ({r.model} on {r.device})")
     for col in ("op", "calls", "self_ms", "cpu_total_ms"):
         t.add_column(col, justify="left" if col == "op" else "right")
     for o in r.top_ops:
-        t.add_row(o["name"][:70], str(o["calls"]), _fmt(o["self_ms"], 3), _fmt(o["cpu_total_ms"], 3))
+        t.add_row(o["name"][:70], str(o["calls"]), fmt(o["self_ms"], 3), fmt(o["cpu_total_ms"], 3))
     console.print(t)
     split = " / ".join(f"{k} {v:.2f} ms ({r.split_fraction.get(k, 0) * 100:.0f}%)" for k, v in r.split_ms.items())
     console.print(f"step time split (per active step): {split}")
@@ -493,7 +402,7 @@ def print_compare(changes: list, threshold: str) -> None:
     colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white",
               "too few repeats": "yellow"}
     for c in changes:
-        t.add_row(c.kind, c.config[:60], c.metric, _fmt(c.base_median, 2), _fmt(c.head_median, 2),
+        t.add_row(c.kind, c.config[:60], c.metric, fmt(c.base_median, 2), fmt(c.head_median, 2),
                   f"{c.change_pct:+.1f}%", f"{c.ci_pct[0]:+.1f}..{c.ci_pct[1]:+.1f}%",
                   f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
     console.print(t)
@@ -506,14 +415,11 @@ def print_compare(changes: list, threshold: str) -> None:
     console.print(f"{n} regression(s)" if n else "no regression")
 
 
-def print_lengths(r) -> None:
+def print_lengths(r: LengthsResult) -> None:
     from dataperf.formats.inspect import length_histogram
 
     print_histogram("sample length (tokens)", length_histogram(r.sample_lengths))
     print_histogram(f"per-batch padded length (tokens, batch {r.batch_size})", length_histogram(r.batch_max_tokens))
-    t = Table(title=f"token lengths {r.data}")
-    t.add_column("figure")
-    t.add_column("value", justify="right")
     rows = [("samples", str(r.samples)),
             ("sample_tokens p50 / p99 / max",
              f"{r.sample_tokens_p50:.0f} / {r.sample_tokens_p99:.0f} / {r.sample_tokens_max}"),
@@ -525,25 +431,23 @@ def print_lengths(r) -> None:
                  ("capped padding_waste_pct", f"{r.capped_padding_waste_pct:.1f}"),
                  ("tokens_dropped_by_cap_pct", f"{r.tokens_dropped_by_cap_pct:.1f}")]
     if r.step_peak_mem_mib_uncapped is not None:
-        rows.append(("step peak_mem_mib at p99 batch length", _fmt(r.step_peak_mem_mib_uncapped, 1)))
+        rows.append(("step peak_mem_mib at p99 batch length", fmt(r.step_peak_mem_mib_uncapped, 1)))
     if r.step_peak_mem_mib_capped is not None:
-        rows.append(("step peak_mem_mib capped", _fmt(r.step_peak_mem_mib_capped, 1)))
-    for row in rows:
-        t.add_row(*row)
-    console.print(t)
+        rows.append(("step peak_mem_mib capped", fmt(r.step_peak_mem_mib_capped, 1)))
+    console.print(_figure_table(f"token lengths {r.data}", rows))
     ratio = r.batch_max_tokens_p99 / r.batch_max_tokens_p50 if r.batch_max_tokens_p50 else 1
     if ratio > 2:
         console.print(f"OOM risk: the p99 batch is {ratio:.1f}x longer than the median batch; size memory for "
                       f"{r.batch_max_tokens_max} tokens per row, or --cap / bucket by length")
 
 
-def print_diagnose(r) -> None:
+def print_diagnose(r: DiagnoseResult) -> None:
     t = Table(title=f"diagnose {r.data} -> {r.model}")
     t.add_column("measurement")
     t.add_column("samples_per_s", justify="right")
-    t.add_row("(1) model step, synthetic in-memory data", _fmt(r.step_samples_per_s, 1))
-    t.add_row("(2) loader, warm page cache", _fmt(r.warm_samples_per_s, 1))
-    t.add_row("(3) loader, cold cache", _fmt(r.cold_samples_per_s, 1))
+    t.add_row("(1) model step, synthetic in-memory data", fmt(r.step_samples_per_s, 1))
+    t.add_row("(2) loader, warm page cache", fmt(r.warm_samples_per_s, 1))
+    t.add_row("(3) loader, cold cache", fmt(r.cold_samples_per_s, 1))
     console.print(t)
     fetch = "not measured (cold not verified)" if r.fetch_stall_fraction != r.fetch_stall_fraction else \
         f"{r.fetch_stall_fraction * 100:.0f}%"
@@ -558,29 +462,24 @@ def print_diagnose(r) -> None:
     for row in r.what_if:
         w.add_row(f"{row['cached_fraction'] * 100:.0f}%", f"{row['predicted_stall_fraction'] * 100:.0f}%")
     console.print(w)
-    for n in r.notes:
-        console.print(f"note: {n}")
+    print_notes(r.notes)
 
 
 def print_tune_step(step) -> None:
-    from dataperf.records import LoaderConfig
-
     r = step.result
-    rate = _fmt(r.samples_per_s_median) if r.status == "ok" else "failed"
-    console.print(f"\\[{step.phase:>10}] {LoaderConfig(**r.config).short():<48} {rate:>10} samples/s  ({step.why})")
+    rate = fmt(r.samples_per_s_median) if r.status == "ok" else "failed"
+    console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})")
 
 
 def print_tune(outcome) -> None:
-    from dataperf.records import LoaderConfig
-
     console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials")
     if outcome.pick is not None:
         p = outcome.pick
         tgt = f" (target {outcome.target_samples_per_s:.0f})" if outcome.target_samples_per_s else ""
-        console.print(f"pick: {LoaderConfig(**p.config).short()} at {_fmt(p.samples_per_s_median)} samples/s{tgt}")
+        console.print(f"pick: {p.loader_config.short()} at {fmt(p.samples_per_s_median)} samples/s{tgt}")
 
 
-def print_env(recs: list) -> None:
+def print_env(recs: list[Record]) -> None:
     """Where the results came from, once at the top; a warning when the file mixes machines or versions."""
     from dataperf import provenance
 
@@ -623,7 +522,7 @@ def to_stderr() -> Iterator[None]:
         console = saved
 
 
-def watch_verdict(r) -> str:
+def watch_verdict(r: WatchResult) -> str:
     """Input-bound or not, from the host's wait on the DataLoader and, on CUDA, the GPU's idle share."""
     if r.steps_measured == 0:
         return "no verdict: no optimizer steps were measured"
@@ -634,10 +533,8 @@ def watch_verdict(r) -> str:
     return f"not input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
 
 
-def print_watch(recs: list) -> None:
+def print_watch(recs: list[Record]) -> None:
     """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step."""
-    from dataperf.records import WatchResult
-
     ws = [r for r in recs if isinstance(r, WatchResult)]
     if not ws:
         return
@@ -647,18 +544,18 @@ def print_watch(recs: list) -> None:
         t.add_column("job" if r.rank is None else f"rank {r.rank}", justify="right")
     pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
     rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
-            ("first_step_ms (start-up, first batch)", lambda r: _fmt(r.first_step_ms, 1)),
-            ("step_ms median / p99", lambda r: f"{_fmt(r.step_ms_median, 2)} / {_fmt(r.step_ms_p99, 2)}"),
+            ("first_step_ms (start-up, first batch)", lambda r: fmt(r.first_step_ms, 1)),
+            ("step_ms median / p99", lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_p99, 2)}"),
             ("data_wait_ms median / p99",
-             lambda r: f"{_fmt(r.data_wait_ms_median, 2)} / {_fmt(r.data_wait_ms_p99, 2)}"),
+             lambda r: f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
             ("samples_per_s (steady / whole run)",
-             lambda r: f"{_fmt(r.samples_per_s, 1)} / {_fmt(r.run_samples_per_s, 1)}"),
-            ("model_samples_per_s (when fed)", lambda r: _fmt(r.model_samples_per_s, 1)),
+             lambda r: f"{fmt(r.samples_per_s, 1)} / {fmt(r.run_samples_per_s, 1)}"),
+            ("model_samples_per_s (when fed)", lambda r: fmt(r.model_samples_per_s, 1)),
             ("data_stall_fraction", lambda r: pct(r.data_stall_fraction)),
             ("gpu_idle_fraction (CUDA events)", lambda r: pct(r.gpu_idle_fraction) if r.gpu_idle_fraction is not None
              else "n/a (no CUDA)"),
-            ("hook cost us/step (% of step)", lambda r: f"{_fmt(r.hook_us_per_step_median, 1)} "
-             f"({_fmt(r.hook_overhead_pct, 3)}%)"),
+            ("hook cost us/step (% of step)", lambda r: f"{fmt(r.hook_us_per_step_median, 1)} "
+             f"({fmt(r.hook_overhead_pct, 3)}%)"),
             ("exit code", lambda r: str(r.exit_code))]
     for name, fn in rows:
         t.add_row(name, *[fn(r) for r in ws])
@@ -675,14 +572,6 @@ def print_watch(recs: list) -> None:
     for r in ws:
         if r.collectors:
             print_collectors(r.collectors)
-            nv = r.collectors.get("nvml", {})
-            if nv.get("available"):
-                for g in nv["gpus"]:
-                    console.print(f"GPU {g['index']} {g['name']}: peak {g['peak_used_mib']:,.0f} of "
-                                  f"{g['total_mib']:,.0f} MiB used (NVML, {len(g['used_mib_windows'])} x "
-                                  f"{nv['window_s']:g} s windows)")
-            elif nv:
-                console.print(f"nvml: unavailable: {nv.get('why')}")
     seen = set()
     for r in ws:
         for n in r.notes:
@@ -694,7 +583,7 @@ def print_watch(recs: list) -> None:
         console.print(f"next: {s}")
 
 
-def print_memory(rows: list) -> None:
+def print_memory(rows: list[MemoryResult]) -> None:
     """The memory table: one row per optimizer at one batch size, reduction against AdamW."""
     first = rows[0]
     t = Table(title=f"GPU memory {first.model} batch {first.batch_size} seq {first.seq_len} amp {first.amp}")
@@ -705,10 +594,10 @@ def print_memory(rows: list) -> None:
     for r in rows:
         red = "-" if r.reduction_vs_adamw_pct is None else f"{r.reduction_vs_adamw_pct:+.1f}%"
         if r.status != "ok":
-            t.add_row(r.optimizer, "failed", "", "", "", "", _fmt(r.max_batch) if r.max_batch is not None else "-")
+            t.add_row(r.optimizer, "failed", "", "", "", "", fmt(r.max_batch) if r.max_batch is not None else "-")
             continue
-        t.add_row(r.optimizer, _fmt(r.cuda_max_allocated_mib), _fmt(r.nvml_peak_used_mib), _fmt(r.step_ms_median, 1),
-                  _fmt(r.samples_per_s, 1), red, _fmt(r.max_batch) if r.max_batch is not None else "-")
+        t.add_row(r.optimizer, fmt(r.cuda_max_allocated_mib), fmt(r.nvml_peak_used_mib), fmt(r.step_ms_median, 1),
+                  fmt(r.samples_per_s, 1), red, fmt(r.max_batch) if r.max_batch is not None else "-")
     console.print(t)
     for r in rows:
         if r.error:

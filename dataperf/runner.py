@@ -6,6 +6,7 @@ The runner only measures; it returns a LoaderResult and never prints.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -20,14 +21,9 @@ from dataperf import cache, footprint
 from dataperf.collectors import Running, default_collectors
 from dataperf.errors import TrialError, UserError
 from dataperf.formats import backends
-from dataperf.records import LoaderConfig, LoaderResult, percentile, summarize
+from dataperf.records import HIGH_SPREAD_PCT, MIB, LoaderConfig, LoaderResult, percentile, summarize
 from dataperf.sources import Data, as_data
 
-MIB = 1024 * 1024
-HIGH_SPREAD_PCT = 15.0
-COLD_MIN_READ_FRACTION = 0.9  # a cold repeat reads at least 90% of the files' own bytes from storage
-COLD_MAX_RESIDENT_FRACTION = 0.1  # and at most 10% of them are still in page cache after eviction
-WARM_MAX_READ_FRACTION = 0.1
 NOOP_BATCHES = 200
 # backends whose batches come out of one stream (worker -1): no per-worker ids, so no active-worker count
 ONE_STREAM = ("dali", "spdl", "torchdata")
@@ -196,17 +192,29 @@ def harness_overhead_ms(cfg: LoaderConfig) -> float:
     harness can report. Measured once per (workers, prefetch, persistent) per process."""
     from dataperf.formats.loaders import collate
 
+    cfg = cfg.explicit()
     key = (cfg.num_workers, cfg.prefetch_factor, cfg.persistent_workers)
     if key not in _overhead:
         kw: dict[str, Any] = {}
         if cfg.num_workers > 0:
-            kw = {"prefetch_factor": cfg.prefetch_factor or 2, "persistent_workers": cfg.persistent_workers}
+            kw = {"prefetch_factor": cfg.prefetch_factor, "persistent_workers": cfg.persistent_workers}
         dl = torch.utils.data.DataLoader(_NoOp(), batch_size=1, num_workers=cfg.num_workers, collate_fn=collate,
                                          **kw)
         r = time_epoch(dl, None)
         rate = r.samples_per_s  # batches of 1: samples/s is batches/s
         _overhead[key] = 1000 / rate if rate == rate and rate > 0 else float("nan")
     return _overhead[key]
+
+
+def worker_ladder(max_workers: int | None = None) -> list[int]:
+    """The worker counts a search tries: 0, 1, 2, 4, ... up to max_workers, by default twice the cores (past
+    that, workers only contend). One ladder for sweep's default axis and tune's search."""
+    top = max_workers if max_workers is not None else 2 * (os.cpu_count() or 1)
+    out, w = [0], 1
+    while w <= top:
+        out.append(w)
+        w *= 2
+    return out
 
 
 def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -> LoaderResult:
@@ -292,7 +300,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     if not data.cache_managed:
         res.notes.append(data.cache_note())
     elif cfg.cache == "warm":
-        cache.preread(paths)
+        cache.prepare(paths, "warm")
     # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
     # Non-persistent workers start again in every repeat: that cost is in epoch_samples_per_s, not hidden.
     if opts.warmup_batches > 0:
@@ -305,8 +313,9 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
         for _ in range(opts.repeats):
             resident = None
             if cfg.cache == "cold" and data.cache_managed:
-                res.notes.extend(n for n in cache.evict(paths, opts.drop_caches) if n not in res.notes)
-                resident = cache.resident_bytes(paths)
+                prepared = cache.prepare(paths, "cold", opts.drop_caches)
+                res.notes.extend(n for n in prepared.notes if n not in res.notes)
+                resident = prepared.resident_bytes
             if opts.barrier:
                 opts.barrier()
             net0 = psutil.net_io_counters().bytes_recv
@@ -417,37 +426,16 @@ def _fill_workers(res: LoaderResult, reps: list[Repeat], data: Data, cfg: Loader
 
 
 def _verify_cache(res: LoaderResult, reps: list[Repeat], data: Data, paths: list[Path], opts: TrialOptions) -> None:
-    """Cold: every repeat read >= 90% of the files' own bytes (st_size, scaled to the share of the epoch it
-    read) from storage, and mincore found <= 10% of them resident after eviction. Warm: <= 10% read."""
+    """Cold: every repeat read >= 90% of the files' own bytes from storage and mincore found <= 10% of them
+    resident after eviction; warm: <= 10% read (cache.verify)."""
     if res.cache_mode not in ("warm", "cold"):
         return  # remote or a user's Dataset: no page cache of ours to verify (the note says so)
-    per_rank = cache.file_bytes(paths) / max(opts.world_size, 1)
-    count = (data.count or 0) / max(opts.world_size, 1)  # unknown count (text files): the whole files
-    expected = [per_rank * min(1.0, r.samples / count) if count else per_rank for r in reps]
+    expected = cache.expected_read_bytes(paths, data.count, [r.samples for r in reps], opts.world_size)
     res.file_mib_per_repeat = summarize([e / MIB for e in expected])["median"]
-    got = [round(x, 2) for x in res.storage_read_mib_per_repeat]
+    v = cache.verify(res.cache_mode, [r.storage_read_bytes for r in reps], expected,
+                     [r.resident_after_evict_bytes for r in reps], cache.file_bytes(paths))
+    res.cache_verified = v.verified
     if res.cache_mode == "cold":
-        resident = [r.resident_after_evict_bytes for r in reps]
-        known = [x for x in resident if x is not None]
-        total = max(cache.file_bytes(paths), 1)
-        res.resident_after_evict_pct = max(known) / total * 100 if known else None
-        read_ok = all(r.storage_read_bytes >= COLD_MIN_READ_FRACTION * e for r, e in zip(reps, expected, strict=True))
-        evicted = bool(known) and max(known) <= COLD_MAX_RESIDENT_FRACTION * total
-        res.cache_verified = read_ok and evicted
-        if not res.cache_verified:
-            why = []
-            if not read_ok:
-                why.append(f"storage read {got} MiB per repeat, under 90% of the {res.file_mib_per_repeat:.2f} MiB "
-                           "of files read")
-            if not evicted:
-                why.append("mincore unavailable" if not known else
-                           f"{res.resident_after_evict_pct:.0f}% of the files stayed in page cache after eviction")
-            res.notes.append("cold cache NOT verified: " + "; ".join(why) + " (the files are mapped by another "
-                             "process, sit on tmpfs/RAM, or the filesystem ignores fadvise): this is not a "
-                             "cold measurement, and diagnose and the recommendation will not use it as one")
-    else:
-        res.cache_verified = all(r.storage_read_bytes <= WARM_MAX_READ_FRACTION * e
-                                 for r, e in zip(reps, expected, strict=True))
-        if not res.cache_verified:
-            res.notes.append(f"warm cache NOT verified: repeats still read {got} MiB from storage, over 10% of "
-                             f"the {res.file_mib_per_repeat:.2f} MiB of files (dataset larger than free page cache?)")
+        res.resident_after_evict_pct = v.resident_after_evict_pct
+    if v.note:
+        res.notes.append(v.note)

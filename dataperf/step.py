@@ -19,10 +19,9 @@ from torch.profiler import record_function
 
 from dataperf.errors import UserError
 from dataperf.models import input_kind, load_model, loss_of
-from dataperf.records import StepResult, summarize
+from dataperf.records import HIGH_SPREAD_PCT, MIB, StepResult, summarize
 from dataperf.zero import CHOICES as ZERO_CHOICES
 
-MIB = 1024 * 1024
 OPTIMIZERS = ("adamw", "adam8bit", "adamw-cpu-offload", "zero", *ZERO_CHOICES)
 
 
@@ -319,6 +318,6 @@ def _measure_step(opts: StepOptions) -> StepResult:
                          "context and allocator cache")
     else:
         res.notes.append("peak_mem_mib is the process's peak RSS (CPU run)")
-    if s["spread_pct"] > 15:
+    if s["spread_pct"] > HIGH_SPREAD_PCT:
         res.notes.append(f"high spread: step times differ by {s['spread_pct']:.0f}% of the median")
     return res

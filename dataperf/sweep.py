@@ -2,29 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from dataperf import records
+from dataperf.distributed import DistContext
 from dataperf.errors import UserError
 from dataperf.formats import backends
-from dataperf.records import LoaderConfig, LoaderResult
-from dataperf.runner import TrialOptions, run_trial
+from dataperf.records import LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.runner import TrialOptions, run_trial, worker_ladder
 from dataperf.sources import Data, as_data
-
-
-def default_workers(cores: int | None = None) -> list[int]:
-    """0, 1, 2, 4, ... up to twice the cores (past that, workers only contend)."""
-    cores = cores or os.cpu_count() or 1
-    out, w = [0], 1
-    while w <= cores * 2:
-        out.append(w)
-        w *= 2
-    return out
+from dataperf.step import StepOptions, measure_step
 
 
 @dataclass
@@ -33,7 +25,7 @@ class Grid:
     (the dataset's own) or all (every installed backend)."""
 
     formats: list[str] = field(default_factory=lambda: ["auto"])
-    num_workers: list[int] = field(default_factory=default_workers)
+    num_workers: list[int] = field(default_factory=worker_ladder)
     worker_types: list[str | None] = field(default_factory=lambda: [None])  # None = each backend's own kind
     prefetch_factor: list[int] = field(default_factory=lambda: [2, 4, 8])
     batch_size: list[int] = field(default_factory=lambda: [32])
@@ -241,3 +233,50 @@ def run_sweep(
         if on_result:
             on_result(r)
     return results
+
+
+@dataclass
+class SweepOutcome:
+    """What a sweep did: its new trials, the model's step, and every current record of --out (reloaded from
+    disk, so a resumed sweep reports old and new trials alike). Non-zero ranks get only their trials."""
+
+    results: list[LoaderResult] = field(default_factory=list)
+    step: StepResult | None = None
+    records: list[Record] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C: the finished trials stay in --out for --resume
+    kept: int = 0  # finished trials in --out when interrupted
+
+    @property
+    def all_failed(self) -> bool:
+        return bool(self.results) and all(r.status != "ok" for r in self.results)
+
+
+def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, ctx: DistContext | None = None,
+        resume: bool = False, overwrite: bool = False, step: StepOptions | None = None,
+        on_result: Callable[[LoaderResult | None], None] | None = None) -> SweepOutcome:
+    """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it, every rank skips the
+    finished trials, rank 0 appends each record as it finishes and then measures the model's step.
+    Ctrl-C is answered with an outcome saying how many finished trials are kept, not an exception."""
+    ctx = ctx or DistContext()
+    with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
+        if ctx.rank == 0:
+            prepare_out(out, resume, overwrite)
+        if ctx.barrier:
+            ctx.barrier()  # no rank reads --out before rank 0 has cleared it
+        skip = finished_ids(out) if resume else set()
+        opts = replace(opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather)
+        outcome = SweepOutcome()
+        try:
+            outcome.results = run_sweep(trials, opts, out, skip, on_result)
+            ctx.close()
+            if ctx.rank != 0:
+                return outcome
+            if step is not None:
+                outcome.step = measure_step(step)
+                records.append(out, outcome.step)
+        except KeyboardInterrupt:
+            outcome.interrupted = True
+            outcome.kept = len(finished_ids(out)) if ctx.rank == 0 else 0
+            return outcome
+        outcome.records = records.current(records.load(out))
+    return outcome

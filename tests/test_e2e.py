@@ -1,6 +1,6 @@
 import pytest
 
-from dataperf.e2e import fed_loader_rate, run_e2e
+from dataperf.e2e import fed_loader_rate, in_flight_samples, run_e2e
 from dataperf.records import LoaderConfig
 from dataperf.runner import TrialOptions
 from dataperf.step import StepOptions
@@ -33,3 +33,32 @@ def test_e2e_on_tokens_pads_batches(datasets):
     r = run_e2e(datasets["tokens-files"], cfg, StepOptions(model="gpt-tiny"), steps=3, repeats=3, warmup=1,
                 predict=False)
     assert r.padded_seq_len_mean is not None and r.padded_seq_len_mean <= 64
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_e2e_prepares_and_verifies_the_cache_as_a_loader_trial_does(datasets, workers):
+    """Cold: every repeat evicts and then reads its samples' files from storage (those already in flight at
+    its start excepted), so it is verified cold; warm: pre-read, so it reads (almost) nothing."""
+    tiny = StepOptions(model="tests.tiny_models:tiny")
+    for cache in ("cold", "warm"):
+        cfg = LoaderConfig(format="files", batch_size=4, num_workers=workers, image_size=16, cache=cache)
+        r = run_e2e(datasets["image-files"], cfg, tiny, steps=8, repeats=3, warmup=1, predict=False)
+        assert r.cache_verified is True, (cache, r.notes)
+        assert not any("NOT verified" in n for n in r.notes)
+
+
+def test_e2e_cold_on_memory_is_not_verified(datasets, monkeypatch):
+    """Eviction that leaves the files resident (as on tmpfs) is named, never reported as cold."""
+    from dataperf import cache
+
+    monkeypatch.setattr(cache, "evict", lambda paths, drop=False: [])
+    cfg = LoaderConfig(format="files", batch_size=4, num_workers=0, image_size=16, cache="cold")
+    r = run_e2e(datasets["image-files"], cfg, StepOptions(model="tests.tiny_models:tiny"), steps=4, repeats=2,
+                warmup=1, predict=False)
+    assert r.cache_verified is False and any(n.startswith("cold cache NOT verified") for n in r.notes)
+
+
+def test_in_flight_samples():
+    assert in_flight_samples(LoaderConfig(batch_size=8, num_workers=0)) == 0
+    assert in_flight_samples(LoaderConfig(batch_size=8, num_workers=2).explicit()) == 32
+    assert in_flight_samples(LoaderConfig(format="dali", batch_size=8, dali_prefetch_queue_depth=3)) == 24

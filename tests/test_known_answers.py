@@ -3,7 +3,6 @@ CPU, so the answers hold on a loaded 2-core machine; tolerances are 10% (rates) 
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 import pytest
@@ -11,7 +10,7 @@ import torch
 from click.testing import CliRunner
 from tiny_models import Sleepy
 
-from dataperf import report
+from dataperf import report, verdict
 from dataperf import sweep as sw
 from dataperf.cli import cli
 from dataperf.diagnose import diagnose
@@ -123,6 +122,5 @@ def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread)
 
     results = sw.run_sweep([(fed_data, replace(cfg, decode=True))], topts, None)
     step = measure_step(sopts)
-    text = report.recommendation(results, step)
-    m = re.search(r"input-bound by (\d+)%", text)
-    assert m and int(m.group(1)) / 100 == pytest.approx(analytic, abs=0.05), text
+    rec = verdict.recommend(results, step)
+    assert rec.outcome == "input_bound" and 1 - rec.ratio == pytest.approx(analytic, abs=0.05), rec

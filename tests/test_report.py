@@ -1,4 +1,4 @@
-from dataperf import report
+from dataperf import report, verdict
 from dataperf.records import LoaderConfig, LoaderResult, StepResult
 
 
@@ -14,36 +14,21 @@ def test_verdict_text():
     assert "below the 1.2x headroom" in report.verdict_text(110, 100)
 
 
-def test_cheapest_config_that_feeds_with_headroom():
-    rs = [loader(90, 0), loader(130, 1, 2), loader(125, 1, 4), loader(400, 4, 8), loader(300, 2, 2)]
-    pick = report.cheapest_feeding(rs, step_sps=100, headroom=1.2)
-    assert pick.config["num_workers"] == 1 and pick.config["prefetch_factor"] == 2
-    assert report.cheapest_feeding(rs, step_sps=100, headroom=5) is None
-    line = report.recommendation(rs, StepResult(samples_per_s=100.0), 1.2)
-    assert line.startswith("recommended: files bs=32 w=1 pf=2 decode")
-    assert "INPUT-BOUND" in report.recommendation(rs, StepResult(samples_per_s=1000.0), 1.2)
-
-
-def test_undecoded_trials_get_no_verdict():
-    rs = [loader(400, 4, 8, decode=False)]
-    assert report.cheapest_feeding(rs, step_sps=100) is None
-    assert report.recommendation(rs, StepResult(samples_per_s=100.0)).startswith("no verdict")
-    assert "no verdict" in report.verdict_caveats(rs, StepResult(samples_per_s=100.0))[0]
-
-
-def test_unverified_cold_trials_are_not_judged_as_cold():
-    rs = [loader(1000, 8, 2, "warm"), loader(900, 4, 2, "cold", verified=False), loader(100, 2, 2, "cold")]
-    line = report.recommendation(rs)
-    assert "w=2 pf=2" in line and "verified cold-cache" in line  # only the verified cold trial is the basis
+def test_recommendation_line_formats_each_outcome():
+    rs = [loader(90, 0), loader(130, 1, 2), loader(400, 4, 8)]
+    line = report.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=100.0), 1.2))
+    assert line == ("recommended: files bs=32 w=1 pf=2 decode warm (backend files) feeds the model (130 vs 100 "
+                    "samples/s, 1.30x, the cheapest with 1.2x headroom)")
+    line = report.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2))
+    assert line.startswith("INPUT-BOUND: no config sustains 1.2x the step rate of 1,000 samples/s; the best, "
+                           "files bs=32 w=4 pf=8 decode warm (backend files), is input-bound by 60%")
+    assert report.recommendation_line(verdict.recommend(rs)).startswith("recommended: files bs=32 w=4 pf=8")
     rs = [loader(1000, 8, 2, "warm"), loader(900, 4, 2, "cold", verified=False)]
-    assert "not verified as cold" in report.recommendation(rs)
-
-
-def test_recommendation_without_model_prefers_cheap_near_best_and_cold():
-    rs = [loader(1000, 8, 2, "warm"), loader(500, 4, 2, "cold"), loader(490, 2, 2, "cold"),
-          loader(200, 0, None, "cold")]
-    line = report.recommendation(rs)
-    assert "w=2 pf=2" in line and "cold-cache" in line
+    assert report.recommendation_line(verdict.recommend(rs)).endswith(
+        "(1 cold trial(s) not verified as cold: judged as warm)")
+    assert report.recommendation_line(verdict.recommend([])) == "no trial succeeded; see the errors above"
+    assert "no verdict" in report.verdict_caveats([loader(400, 4, 8, decode=False)],
+                                                  StepResult(samples_per_s=100.0))[0]
 
 
 def test_heatmap_png(tmp_path):

@@ -7,7 +7,9 @@ from dataperf import records
 from dataperf import sweep as sw
 from dataperf.cli import cli
 from dataperf.errors import UserError
+from dataperf.records import LoaderResult
 from dataperf.runner import TrialOptions
+from dataperf.step import StepOptions
 
 
 def test_grid_skips_prefetch_without_workers():
@@ -19,9 +21,12 @@ def test_grid_skips_prefetch_without_workers():
     assert len({c.key() for c in cfgs}) == len(cfgs)
 
 
-def test_default_workers_reach_twice_the_cores():
-    assert sw.default_workers(2) == [0, 1, 2, 4]
-    assert sw.default_workers(8) == [0, 1, 2, 4, 8, 16]
+def test_default_workers_reach_twice_the_cores(monkeypatch):
+    from dataperf import runner
+
+    assert runner.worker_ladder(4) == [0, 1, 2, 4] and runner.worker_ladder(6) == [0, 1, 2, 4]
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
+    assert runner.worker_ladder() == [0, 1, 2, 4, 8, 16] == sw.Grid().num_workers
 
 
 @pytest.mark.parametrize("suffix,text", [
@@ -118,3 +123,41 @@ def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
     assert r.exit_code == 130
     assert "1 finished trials are kept" in r.output and "--resume" in r.output
     assert len(records.load(out)) == 1
+
+
+FAST_OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+
+
+def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
+    """sweep.run without click: the records it appends, the step it measures, what a resume skips."""
+    out = tmp_path / "s.jsonl"
+    grid = sw.Grid(num_workers=[0, 1], prefetch_factor=[2], batch_size=[8], decode=[True], image_size=16)
+    trials = sw.plan([datasets["image-files"]], grid)
+    sopts = StepOptions(model="tiny_models:tiny", batch_size=8, image_size=16, steps=2, repeats=1, warmup=1)
+    seen = []
+    outcome = sw.run(trials, FAST_OPTS, out, step=sopts, on_result=seen.append)
+    assert not outcome.interrupted and not outcome.all_failed and len(outcome.results) == len(seen) == 2
+    assert outcome.step.status == "ok" and outcome.step.model == "tiny_models:tiny"
+    assert [r.kind for r in outcome.records] == ["loader", "loader", "step"]
+    with pytest.raises(UserError, match="--resume"):
+        sw.run(trials, FAST_OPTS, out)
+    again = sw.run(trials, FAST_OPTS, out, resume=True, on_result=seen.append)
+    assert again.results == [] and seen[2:] == [None, None] and again.step is None
+    assert len(again.records) == 3  # the old trials and step, reloaded from --out
+    fresh = sw.run(trials[:1], FAST_OPTS, out, overwrite=True)
+    assert len(fresh.results) == 1 and len(records.load(out)) == 1
+
+
+def test_run_on_ctrl_c_says_how_many_trials_are_kept(tmp_path, datasets, monkeypatch):
+    out = tmp_path / "s.jsonl"
+    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8]))
+    interrupt_on_trial(monkeypatch, 3)
+    outcome = sw.run(trials, FAST_OPTS, out)
+    assert outcome.interrupted and outcome.kept == 2 and len(records.load(out)) == 2
+    assert outcome.records == []  # nothing to report: the command says how to resume instead
+
+
+def test_every_failed_trial_is_all_failed():
+    ok, bad = LoaderResult(), LoaderResult(status="failed")
+    assert sw.SweepOutcome(results=[bad, bad]).all_failed
+    assert not sw.SweepOutcome(results=[ok, bad]).all_failed and not sw.SweepOutcome().all_failed

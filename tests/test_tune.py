@@ -1,9 +1,11 @@
+import pytest
 from click.testing import CliRunner
 
 from dataperf import records
 from dataperf.cli import cli
-from dataperf.records import LoaderConfig, LoaderResult
-from dataperf.tune import Tuner
+from dataperf.records import LoaderConfig, LoaderResult, StepResult
+from dataperf.step import StepOptions
+from dataperf.tune import Tuner, target_from_model
 
 
 def fake_trial(rates):
@@ -41,7 +43,7 @@ def test_tune_cli_reports_only_measured_configs(tmp_path, datasets):
     assert r.exit_code == 1, r.output  # an unreachable target is not met
     measured = {x.config_key for x in records.load(out)}
     pick_line = next(line for line in r.output.splitlines() if line.startswith("pick: "))
-    assert any(LoaderConfig(**x.config).short() in pick_line for x in records.load(out))
+    assert any(x.loader_config.short() in pick_line for x in records.load(out))
     assert len(measured) == len(records.load(out)) >= 3
     assert "stopped: gains stopped below the target" in r.output
 
@@ -51,3 +53,23 @@ def test_one_flat_step_does_not_end_the_worker_ladder():
     out = Tuner("d", LoaderConfig(), None, max_workers=16, max_batch_doublings=0, trial=fake_trial(rates)).run()
     assert [s.result.config["num_workers"] for s in out.steps if s.phase == "workers"] == [0, 1, 2, 4, 8]
     assert out.pick.config["num_workers"] == 2
+
+
+def test_target_from_a_model_is_its_step_rate_times_the_headroom():
+    """Sleepy's step sleeps 50 ms, so 4 samples a step is at most 80 samples/s (load only slows it)."""
+    sopts = StepOptions(model="tiny_models:sleepy", batch_size=4, image_size=16, steps=3, repeats=3, warmup=1)
+    step, target = target_from_model(sopts, 1.5)
+    assert 0 < step.samples_per_s <= 80 and target == pytest.approx(1.5 * step.samples_per_s)
+
+
+def test_with_a_model_the_outcome_carries_the_verdict_on_every_trial():
+    rates = {(0, None, 32): 100, (1, 2, 32): 180, (2, 2, 32): 400}
+    step = StepResult(samples_per_s=300.0)
+    out = Tuner("d", LoaderConfig(decode=True), None, target=360, trial=fake_trial(rates), step=step,
+                headroom=1.2).run()
+    rec = out.recommendation
+    assert out.met and rec.outcome == "feeds" and rec.pick is out.pick and rec.ratio == pytest.approx(400 / 300)
+    out = Tuner("d", LoaderConfig(decode=True), None, target=1e9, trial=fake_trial(rates), max_workers=2,
+                max_batch_doublings=0, step=StepResult(samples_per_s=1e9)).run()
+    assert not out.met and out.recommendation.outcome == "input_bound" and out.recommendation.input_bound
+    assert Tuner("d", LoaderConfig(), None, target=1, trial=fake_trial(rates)).run().recommendation is None

@@ -1,9 +1,31 @@
-"""What is observed while a trial runs. Each collector has start() and stop() -> dict of figures."""
+"""What is observed while a trial runs. Each collector has start() and stop() -> dict of figures (stored in
+records as plain JSON), and a describe(dict) that says what those figures mean to a person: lines, tables
+and histograms as plain data, which report renders without knowing any collector's keys."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+
+@dataclass
+class Table:
+    """Rows a person reads as a table; cells already formatted, every column right-aligned."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Histogram:
+    title: str
+    bins: list[tuple[int, int, int]]  # (low, high, count)
+
+
+Description = list[str | Table | Histogram]
 
 
 class Collector(Protocol):
@@ -12,6 +34,9 @@ class Collector(Protocol):
     def start(self) -> None: ...
 
     def stop(self) -> dict[str, Any]: ...
+
+    @staticmethod
+    def describe(figures: dict[str, Any]) -> Description: ...
 
 
 def default_collectors(data: Path | None, raw_dir: Path | None, tag: str, ebpf: bool = False) -> list[Collector]:
@@ -53,3 +78,30 @@ class Running:
     def stop(self) -> dict[str, Any]:
         self.results = {c.name: c.stop() for c in self.collectors}
         return self.results
+
+
+def describers() -> dict[str, Callable[[dict[str, Any]], Description]]:
+    """Each collector's describe, by the name its figures are stored under, in the order they are shown."""
+    from dataperf.collectors.ebpf import EbpfReadCollector
+    from dataperf.collectors.nvml import NvmlMemoryCollector
+    from dataperf.collectors.proc import DiskCollector, ProcessCollector
+    from dataperf.collectors.sysstat import IostatCollector, PidstatCollector
+
+    order = (DiskCollector, ProcessCollector, IostatCollector, PidstatCollector, EbpfReadCollector,
+             NvmlMemoryCollector)
+    return {c.name: c.describe for c in order}
+
+
+def describe(results: dict[str, Any]) -> Description:
+    """What every collector of a record saw, as a person reads it (a collector that could not run says why)."""
+    out: Description = []
+    for name, describe_one in describers().items():
+        d = results.get(name)
+        if not d:
+            continue
+        if "available" in d and not d["available"]:
+            stand_in = f"; {d['fallback']} stand in" if d.get("fallback") else ""
+            out.append(f"{name}: unavailable: {d.get('why')}{stand_in}")
+        else:
+            out += describe_one(d)
+    return out

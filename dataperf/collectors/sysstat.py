@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dataperf.collectors import Description
 from dataperf.collectors.proc import device_of
-
-MIB = 1024 * 1024
+from dataperf.records import fmt
 
 
 def parse_table(text: str, header_first: str) -> list[dict[str, str]]:
@@ -129,6 +129,11 @@ class IostatCollector(_SysstatTool):
             out["read_mib_s_mean"] = out.pop("read_kib_s_mean") / 1024
         return out
 
+    @staticmethod
+    def describe(d: dict[str, Any]) -> Description:
+        return [f"iostat {d.get('device')}: {d.get('intervals')} intervals, {fmt(d.get('read_mib_s_mean'), 1)} MiB/s, "
+                f"{fmt(d.get('read_iops_mean'))} r/s, {fmt(d.get('util_pct_mean'), 0)}% util (log {d.get('raw_log')})"]
+
 
 class PidstatCollector(_SysstatTool):
     """pidstat -u -d for every active process; parsed down to this process tree."""
@@ -180,3 +185,10 @@ class PidstatCollector(_SysstatTool):
         summary.sort(key=lambda r: -(r["cpu_pct_mean"] or 0))
         return {"available": True, "raw_log": str(self.log), "intervals": len({r["Time"] for r in rows}),
                 "processes": summary[:20]}
+
+    @staticmethod
+    def describe(d: dict[str, Any]) -> Description:
+        ours = [p for p in d.get("processes", []) if p["ours"]]
+        return [f"pidstat: {d.get('intervals')} intervals, our processes "
+                + ", ".join(f"{p['pid']} {fmt(p['cpu_pct_mean'])}% CPU" for p in ours)
+                + f" (log {d.get('raw_log')})"]

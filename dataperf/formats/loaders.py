@@ -18,10 +18,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, get_worker_info
 
 from dataperf.errors import TrialError
-from dataperf.records import LoaderConfig
+from dataperf.records import MIB, LoaderConfig
 from dataperf.sources import SOURCE_FORMATS, Data
 
-MIB = 1024 * 1024
 # a sweep tries more workers than cores on purpose: that is one of the things it measures
 warnings.filterwarnings("ignore", message="This DataLoader will create .* worker processes")
 PAYLOAD_EXTS = ("jpg", "jpeg", "png", "webp", "npy")
@@ -212,5 +211,5 @@ def worker_kwargs(cfg: LoaderConfig) -> dict[str, Any]:
     refuses prefetch_factor and persistent_workers without workers; pinning needs CUDA)."""
     kw: dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory and torch.cuda.is_available()}
     if cfg.num_workers > 0:
-        kw.update(prefetch_factor=cfg.prefetch_factor or 2, persistent_workers=cfg.persistent_workers)
+        kw.update(prefetch_factor=cfg.explicit().prefetch_factor, persistent_workers=cfg.persistent_workers)
     return kw

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dataperf.formats.dataset_dir import MANIFEST
-from dataperf.records import WatchResult, percentile, summarize
+from dataperf.records import TORCH_PREFETCH_FACTOR, WatchResult, percentile, summarize
 from dataperf.watch.launch import Watched
 
 BLOCKS = 5  # the steady window is cut into this many consecutive blocks: the "repeats" compare needs
@@ -224,7 +224,7 @@ def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: f
         return "no DataLoader seen: nothing to sweep"
     cores = cores or os.cpu_count() or 1
     w = int(loader.get("num_workers") or 0)
-    pf = int(loader.get("prefetch_factor") or 2)
+    pf = int(loader.get("prefetch_factor") or TORCH_PREFETCH_FACTOR)  # torch's own, when the script left it
     bs = loader.get("batch_size") or 32
     data = loader.get("data_path")
     args = ["dataperf", "sweep", shlex.quote(data) if data else "DATA", "--batch-size", str(bs),

@@ -169,7 +169,8 @@ def test_user_sitecustomize_is_chained(tmp_path, script):
 
 def test_ctrl_c_reaches_the_job_and_its_exit_code_comes_back(tmp_path):
     job = tmp_path / "job.py"
-    job.write_text("import sys, time\nprint('ready', flush=True)\ntry:\n    time.sleep(60)\n"
+    # 'ready' is printed inside the try, so the SIGINT sent after reading it always lands where it is caught
+    job.write_text("import sys, time\ntry:\n    print('ready', flush=True)\n    time.sleep(60)\n"
                    "except KeyboardInterrupt:\n    print('job got SIGINT', flush=True)\n    sys.exit(7)\n")
     proc = subprocess.Popen([sys.executable, "-m", "dataperf", "watch", "--out", str(tmp_path / "w.jsonl"), "--",
                              sys.executable, str(job)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -1,0 +1,81 @@
+"""One set of loader options and one of model options, with each command's defaults from one table."""
+
+import pytest
+from click.testing import CliRunner
+
+from dataperf import options
+from dataperf.cli import cli
+from dataperf.errors import UserError
+from dataperf.sources import as_data
+
+
+def params(command: str) -> dict:
+    return {p.name: p for p in cli.commands[command].params}
+
+
+@pytest.mark.parametrize("command", options.COMMANDS)
+def test_each_command_takes_exactly_the_options_and_defaults_of_the_table(command):
+    got = params(command)
+    for name, default in options.defaults(command).items():
+        dest = options.DEST.get(name, name)
+        assert dest in got, (command, name)
+        assert got[dest].default == default, (command, name)
+    absent = [options.DEST.get(n, n) for n, row in options.DEFAULTS.items()
+              if row[options.COMMANDS.index(command)] is options.NO]
+    assert not [n for n in absent if n in got and n not in ("batch_size", "image_size", "seq_len")], command
+
+
+def test_one_spelling_of_each_option_across_commands():
+    """--num-workers, --cache, --model ... are the same flags wherever they appear (only sweep takes lists)."""
+    spellings: dict[str, set] = {}
+    for command in options.COMMANDS:
+        for p in cli.commands[command].params:
+            if p.param_type_name == "option":
+                spellings.setdefault(p.name, set()).add(tuple(p.opts))
+    assert all(len(s) == 1 for n, s in spellings.items() if n not in ("pin_memory", "persistent_workers")), spellings
+    assert spellings["pin_memory"] == {("--pin-memory",)}  # sweep's off/on/both and everyone's flag agree
+
+
+def test_optimizers_are_the_steps_own():
+    from dataperf import step
+
+    assert tuple(options.OPTIMIZERS) == step.OPTIMIZERS
+
+
+def test_make_config_keeps_seq_len_to_token_streams_and_pins_with_cuda(datasets, tmp_path):
+    img = as_data(datasets["image-files"])
+    assert options.make_config(img, seq_len=512).seq_len is None  # an image's config key carries no seq_len
+    stream = tmp_path / "t.bin"
+    stream.write_bytes(bytes(4096))
+    assert options.make_config(as_data(stream), seq_len=128).seq_len == 128
+    assert options.make_config(img, pin_memory=None, device="cuda:0").pin_memory
+    assert not options.make_config(img, pin_memory=None).pin_memory
+    dali = options.make_config(img, fmt="dali", num_workers=4, prefetch_factor=4, persistent_workers=True)
+    assert (dali.num_workers, dali.prefetch_factor, dali.persistent_workers, dali.dali_num_threads) == (0, None,
+                                                                                                        False, 2)
+
+
+def test_make_grid_maps_off_on_both_and_refuses_empty_axes(datasets):
+    img = as_data(datasets["image-files"])
+    kw = dict(fmt=["auto"], batch_size=[8], num_workers=[0, 2], worker_type=None, prefetch_factor=[2],
+              pin_memory="both", persistent_workers="off", decode=True, image_size=32, cap_tokens=None,
+              seq_len=512, cache="both", dali_threads=[1], dali_queue=[2], dali_decode=["cpu"], on_corrupt="skip",
+              transform=None)
+    g = options.make_grid([img], **kw)
+    assert g.pin_memory == [False, True] and g.cache == ["warm", "cold"] and g.seq_len is None
+    assert g.on_corrupt == "skip" and g.worker_types == [None]
+    with pytest.raises(UserError, match="--num-workers got no values"):
+        options.make_grid([img], **{**kw, "num_workers": []})
+
+
+def test_split_cuts_values_into_groups():
+    values = {"fmt": "auto", "batch_size": 8, "model": "m", "device": "cpu", "repeats": 3}
+    loader, model, rest = options.split(values, "diagnose", "model")
+    assert loader == {"fmt": "auto", "batch_size": 8} and model == {"model": "m", "device": "cpu"}
+    assert rest == {"repeats": 3} and values is rest
+
+
+def test_report_refuses_a_nonsense_headroom(tmp_path):
+    """Before: report --headroom -1 judged every config with a negative margin; now one error line."""
+    r = CliRunner().invoke(cli, ["report", str(tmp_path / "x.jsonl"), "--headroom", "-1"])
+    assert r.exit_code == 2 and r.output.startswith("error: --headroom must be positive")
