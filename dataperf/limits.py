@@ -110,11 +110,12 @@ class RawRead:
 Task = tuple[Path, int, int]  # (file, offset, length): one reader's unit of work
 
 
-def read_plan(paths: list[Path], budget_bytes: float) -> list[Task]:
+def read_plan(paths: list[Path], budget_bytes: float, sizes: list[int] | None = None) -> list[Task]:
     """Whole files spread evenly over the dataset up to the budget (at least one file); a first file larger
-    than the budget is read over its first budget bytes (a whole-number of blocks), so a dataset of any size
-    costs at most the budget."""
-    sizes = [p.stat().st_size for p in paths]
+    than the budget is read over its first budget bytes (a whole number of blocks), so a dataset of any size
+    costs at most the budget. sizes: the files' sizes when already known (a million-file dataset is not
+    stat'ed again)."""
+    sizes = sizes if sizes is not None else [p.stat().st_size for p in paths]
     total = sum(sizes)
     if total <= budget_bytes:
         return [(p, 0, s) for p, s in zip(paths, sizes, strict=True) if s > 0]
@@ -265,11 +266,10 @@ def fio_read(tasks: list[Task], readers: int) -> tuple[RawRead | None, str]:
     return RawRead(nbytes, seconds, f"fio --readonly direct=1 bs=1M psync, {jobs} jobs at once{passes}"), ""
 
 
-def raw_read(paths: list[Path], readers: int, budget_mib: float = 256.0,
-             throttle_mib_s: float | None = None) -> RawRead:
-    """The files read past the page cache by `readers` readers: fio where installed (and able), else O_DIRECT
+def raw_read(plan: list[Task], readers: int, throttle_mib_s: float | None = None) -> RawRead:
+    """A read plan read past the page cache by `readers` readers: fio where installed (and able), else O_DIRECT
     reads in Python. A simulated throttle is dataperf's own, so it is always read in Python."""
-    tasks = split_tasks(read_plan(paths, budget_mib * MIB), readers)
+    tasks = split_tasks(plan, readers)
     why = "throttle simulated"
     if not throttle_mib_s:
         got, why = fio_read(tasks, readers)
@@ -347,11 +347,12 @@ def measure_storage(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Li
                               f"{reading.nbytes / MIB:.1f} MiB)", reading.mib_s, reading.mib_s,
                               reading.nbytes / n if n else None, resolve(str(copy)), min(readers, len(data.files)))
     paths = data.local_paths()
-    plan = read_plan(paths, lopts.storage_budget_mib * MIB)
+    known = [f.size_bytes for f in data.files]
+    plan = read_plan(paths, lopts.storage_budget_mib * MIB, None if None in known else known)
     if not plan:
         return StorageReading("not measured: the dataset's files are empty", probe_data=data)
     readers = min(readers, len(split_tasks(plan, readers)))  # no more readers than pieces to read
-    direct = raw_read(paths, readers, lopts.storage_budget_mib, opts.throttle_mib_s)
+    direct = raw_read(plan, readers, opts.throttle_mib_s)
     planned = f"{len(plan)} of {len(paths)} files, {sum(n for _, _, n in plan) / MIB:.1f} MiB"
     st = StorageReading(f"{direct.method} ({planned})", direct.mib_s, direct.mib_s,
                         _file_bytes_per_sample(data, plan), data, readers)
@@ -543,8 +544,8 @@ def active_workers(data: Data, cfg: LoaderConfig, opts: TrialOptions, probe: Wor
     if data.format == "webdataset":
         shards = len(data.files[opts.rank::max(opts.world_size, 1)])
         a = min(w, shards)
-        return a, f"{a} of {w} workers active ({shards} shards per rank, one shard to a worker)" + \
-            _idle(w - a, cfg, opts)
+        per = f"{shards} shard{'' if shards == 1 else 's'} per rank"
+        return a, f"{a} of {w} workers active ({per}, one shard to a worker)" + _idle(w - a, cfg, opts)
     if probe.dataset_len is not None:
         per_rank = math.ceil(probe.dataset_len / max(opts.world_size, 1))
         batches = math.ceil(per_rank / cfg.batch_size)

@@ -94,7 +94,7 @@ def test_starved_workers_bind_at_active_workers_times_the_per_worker_rate(tmp_pa
     res = measure_limits(root, cfg, opts, lopts=FAST)
     check_binding(res, "workers")
     assert res.active_workers == 1
-    assert "1 of 4 workers active (1 shards per rank" in res.workers_how and "3 idle" in res.workers_how
+    assert "1 of 4 workers active (1 shard per rank" in res.workers_how and "3 idle" in res.workers_how
     assert 0.6 / SAMPLE_S <= res.per_worker_samples_per_s <= 1.02 / SAMPLE_S, res.workers_how
     assert res.workers_samples_per_s == res.per_worker_samples_per_s
     best = run_trial(root, cfg, opts)
