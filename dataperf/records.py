@@ -609,3 +609,47 @@ RECORD_TYPES: dict[str, type[Record]] = {
     for c in (LoaderResult, StepResult, E2EResult, DiagnoseResult, ProfileResult, LengthsResult, WatchResult,
               MemoryResult)
 }
+
+
+@dataclass
+class LimitsResult(Record):
+    """The ceilings that bound one loader config, each in samples/s with how it was measured (or why not), and
+    the lowest, which binds (dataperf.limits; README "Measurement", limits). NaN: not measured."""
+
+    kind: str = "limits"
+    data: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    config_key: str = ""
+    device: str = "cpu"
+    usable_cores: int = 0  # affinity cores less one for the main process
+    readers: int = 0  # parallel readers of the storage probe (the config's workers)
+    storage_samples_per_s: float = float("nan")  # for this config's cache mode (warm: page cache)
+    storage_how: str = ""
+    storage_mib_s: float = float("nan")
+    storage_direct_mib_s: float = float("nan")  # the device past the page cache (fio / O_DIRECT), or GETs
+    file_bytes_per_sample: float = float("nan")  # stored bytes per sample (tar headers included)
+    decode_samples_per_s: float = float("nan")  # usable cores / CPU time per sample in one worker
+    decode_how: str = ""
+    decode_cpu_ms_per_sample: float = float("nan")  # read + decode + transform, thread CPU time, warm cache
+    decode_wall_ms_per_sample: float = float("nan")
+    collate_ms_per_sample: float = float("nan")
+    probe_samples: int = 0
+    main_process_samples_per_s: float = float("nan")  # real decoded batches from workers that only copy them
+    main_process_how: str = ""
+    decoded_bytes_per_sample: float = float("nan")  # tensor bytes of the decoded batch per sample
+    workers_samples_per_s: float = float("nan")  # active workers x per-worker rate
+    workers_how: str = ""
+    active_workers: int | None = None
+    per_worker_samples_per_s: float = float("nan")  # 1 / wall time of read + decode + transform + collate
+    h2d_samples_per_s: float = float("nan")  # pinned host-to-device copies of the decoded batch (CUDA)
+    h2d_how: str = ""
+    model_samples_per_s: float = float("nan")  # the train step's rate
+    model_how: str = ""
+    binding_limit: str = ""  # storage | decode | main_process | workers | h2d | model; "" when none measured
+    binding_samples_per_s: float = float("nan")
+    best_config_key: str = ""
+    best_samples_per_s: float = float("nan")
+    best_of_binding_pct: float = float("nan")  # the best loader trial's steady rate / the binding ceiling
+
+
+RECORD_TYPES[LimitsResult.kind] = LimitsResult

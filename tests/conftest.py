@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from dataperf.formats.generate import ImageSpec, TokenSpec, write_dataset
 
@@ -20,3 +21,13 @@ def datasets(tmp_path_factory) -> dict[str, Path]:
             write_dataset(p, kind, fmt, 96, seed=1, image=img, tokens=tok, shard_mb=0.05)
             out[f"{kind}-{fmt}"] = p
     return out
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: with two, the tiny step's OpenMP barriers spin against loaded cores and add tens
+    of ms of CPU time to the 50 ms sleep, so the step would no longer have a known length."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

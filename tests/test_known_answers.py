@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-import torch
 from click.testing import CliRunner
 from tiny_models import Sleepy
 
@@ -90,16 +89,6 @@ def fed_data(tmp_path_factory):
     p = tmp_path_factory.mktemp("fed") / "img"
     write_dataset(p, "image", "files", 96, seed=4, image=ImageSpec(16, 16, 80))
     return p
-
-
-@pytest.fixture
-def one_thread():
-    """One intra-op thread: with two, the tiny step's OpenMP barriers spin against loaded cores and add tens
-    of ms of CPU time to the 50 ms sleep, so the step would no longer have a known length."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread):

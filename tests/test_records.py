@@ -122,6 +122,10 @@ def test_d3_report_and_compare_read_every_record_kind(tmp_path):
     p = tmp_path / "all.jsonl"
     for cls in records.RECORD_TYPES.values():
         records.append(p, cls())
+    records.append(p, records.LimitsResult(  # a filled one: figures, NaN (not measured) and the binding limit
+        data="d", config=records.asdict(records.LoaderConfig()), config_key=records.LoaderConfig().key(),
+        decode_samples_per_s=120.0, decode_how="measured", h2d_how="n/a (no CUDA)", active_workers=2,
+        binding_limit="decode", binding_samples_per_s=120.0, best_of_binding_pct=91.0))
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
     code = "from dataperf import records; import sys; print(sorted({r.kind for r in records.load(sys.argv[1])}))"
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, env=env)
