@@ -1,0 +1,138 @@
+"""Known answers for dataperf/footprint.py, load-proof: CPU is counted in CPU-seconds (which other load on the
+machine does not change: a busy loop on thread_time burns exactly what it is told, a sleep burns nothing),
+memory in bytes a worker allocates and touches, copy-on-read against a parent's Python objects vs a numpy array.
+Nothing here depends on how fast anything runs; waits are sleeps."""
+
+import multiprocessing as mp
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from dataperf.footprint import GROWTH_FLAG_MIB, MIB, Meter, memory_bytes
+from dataperf.records import LoaderConfig
+from dataperf.runner import TrialOptions, run_trial
+from dataperf.sources import user_dataset
+
+FORK = mp.get_context("fork")
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc/PID/stat counts CPU in clock ticks
+
+
+def burn(cpu_s: float) -> None:
+    """Use cpu_s seconds of this thread's CPU, however long that takes on a busy machine."""
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < cpu_s:
+        pass
+
+
+class Costly(Dataset):
+    """Samples that each burn (or sleep) a fixed time; with alloc_mib, each worker also allocates and touches
+    that much memory at its first sample and keeps it to the end."""
+
+    def __init__(self, n: int, cost_s: float, busy: bool, alloc_mib: int = 0):
+        self.n, self.cost_s, self.busy, self.alloc_mib = n, cost_s, busy, alloc_mib
+        self.held = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if self.alloc_mib and self.held is None:
+            self.held = np.ones(self.alloc_mib * MIB, dtype=np.uint8)  # every page written: resident, private
+        burn(self.cost_s) if self.busy else time.sleep(self.cost_s)
+        return torch.tensor(i)
+
+
+def epoch(ds: Dataset, workers: int = 2, **meter) -> Meter:
+    """One whole epoch of a real DataLoader inside a Meter; its workers start and are reaped inside."""
+    with Meter(**meter) as m:
+        it = iter(DataLoader(ds, batch_size=2, num_workers=workers))
+        for _ in it:
+            pass
+        del it
+    return m
+
+
+def test_nothing_running_is_zero_cores_and_the_meter_is_not_counted():
+    procs = [FORK.Process(target=time.sleep, args=(3,)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    with Meter(interval_s=0.01, max_duty=0.5) as m:
+        time.sleep(1.0)
+    for p in procs:
+        p.join()
+    r = m.result
+    assert r.samples >= 3 and r.meter_cpu_s > 0  # the meter did read /proc, at a cost of its own
+    assert r.cpu_s == pytest.approx(0, abs=6 * TICK_S)  # tick rounding of 4 processes, read twice each
+
+
+def test_cpu_of_a_process_that_ends_between_samples_is_counted():
+    with Meter(interval_s=60) as m:  # no sample between the first and the last: the child is never seen
+        p = FORK.Process(target=burn, args=(0.5,))
+        p.start()
+        p.join()
+    assert m.result.samples == 2
+    assert m.result.cpu_s == pytest.approx(0.5, abs=5 * TICK_S)
+
+
+def test_cpu_seconds_of_busy_workers_against_sleeping_ones():
+    n, cost = 12, 0.1
+    busy = epoch(Costly(n, cost, busy=True)).result
+    idle = epoch(Costly(n, cost, busy=False)).result
+    assert idle.cpu_s < 0.25 * n * cost  # start-up and batch traffic only
+    assert busy.cpu_s - idle.cpu_s == pytest.approx(n * cost, rel=0.1)
+
+
+def test_pss_peak_holds_what_each_worker_allocates():
+    before = memory_bytes(os.getpid())[0]
+    r = epoch(Costly(24, 0.05, busy=False, alloc_mib=96)).result
+    # the forked workers share the parent's pages (PSS splits them, the sum stays), and each adds its 96 MiB
+    assert r.pss_peak_bytes >= before + 0.95 * 2 * 96 * MIB
+    assert r.workers_seen == 2 and r.worker_private_last_bytes >= 2 * 96 * MIB
+
+
+N_OBJECTS = 4_000_000
+
+
+class Metadata(Dataset):
+    """Per-sample metadata built in the parent, as a Python list of floats (each read writes its refcount, so
+    the worker copies the page) or as one numpy array (reads write nothing). Sample i reads its slice."""
+
+    def __init__(self, kind: str, n: int = 64):
+        self.n = n
+        self.items = [float(i) for i in range(N_OBJECTS)] if kind == "list" else np.arange(N_OBJECTS, dtype=float)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        k = N_OBJECTS // self.n
+        s = sum(self.items[i * k:(i + 1) * k])
+        time.sleep(0.05)
+        return torch.tensor(float(s))
+
+
+def python_list_metadata() -> Metadata:
+    return Metadata("list")
+
+
+def test_copy_on_read_flagged_for_python_objects_not_for_numpy():
+    objs = epoch(Metadata("list")).result
+    arr = epoch(Metadata("numpy")).result
+    assert objs.workers_seen == 2 and arr.workers_seen == 2
+    # the two workers copy the pages of the floats they read: 4M x 24 B, about 2/3 of it after their first third
+    assert objs.copy_on_read and objs.worker_private_growth_bytes > 4 * GROWTH_FLAG_MIB * MIB
+    assert not arr.copy_on_read and abs(arr.worker_private_growth_bytes) < GROWTH_FLAG_MIB * MIB
+
+
+def test_trial_notes_copy_on_read_and_records_the_growth():
+    cfg = LoaderConfig(format="user-dataset", batch_size=2, num_workers=2)
+    r = run_trial(user_dataset("tests.test_footprint:python_list_metadata"), cfg,
+                  TrialOptions(repeats=1, warmup_batches=0, min_batches=3, collect=False))
+    assert r.status == "ok", r.error
+    assert r.worker_private_growth_mib > 4 * GROWTH_FLAG_MIB
+    assert any(n.startswith("copy-on-read:") for n in r.notes), r.notes
+    assert r.cpu_cores_busy_median > 0 and r.pss_mib_peak > 0
