@@ -8,7 +8,7 @@ CPU is counted from /proc/PID/stat, each process's own time plus that of its chi
 (cutime/cstime): a worker that ends between two samples is reaped by the main process, whose reaped-children
 time then holds all of its CPU, so nothing is lost however sparse the samples. The meter's own reading of /proc
 (smaps_rollup costs milliseconds per process) runs in a thread of the main process; its CPU is taken off, and
-it samples no more often than keeps it under `max_duty` of one core.
+it samples no more often than keeps it under `max_duty` cores (5% of the machine, at most one core).
 
 Copy-on-read (forked workers touching the parent's Python objects: a refcount write copies the page) shows as
 the workers' private memory (pages no other process maps) growing. It is measured over the last two thirds of
@@ -116,10 +116,10 @@ class Footprint:
 @dataclass
 class Meter:
     """Samples the tree in a thread while a repeat runs (`with Meter() as m:`), every interval_s or less often,
-    so that its own CPU stays under max_duty of one core."""
+    so that its own CPU stays under max_duty cores."""
 
     interval_s: float = 0.05
-    max_duty: float = 0.1
+    max_duty: float = field(default_factory=lambda: min(1.0, 0.05 * (os.cpu_count() or 1)))
     pid: int = field(default_factory=os.getpid)
     result: Footprint = field(default_factory=Footprint)
 
