@@ -4,21 +4,26 @@
 # 4, 8 and 16 workers (DALI: threads), on one JPEG dataset generated here with 16 shards (every worker gets a
 # shard), decoded and resized, same timer and footprint meter. Run from the repo root:
 #     bash benchmarks/h200_side_by_side.sh          # OUT= where the log and JSONL go (default results/)
-# What the machine lacks travels with the call (benchmarks/README.md says which call carries what):
-#   .whl/   webdataset, braceexpand, torchdata, spdl_core, litdata, boto3, botocore, jmespath, s3transfer
-#           (litdata imports boto3), astunparse, gast, optree (DALI imports them)
-#   .dali/  dali.tar.xz.part-*: DALI 2.4.0's site folder with nvimgcodec and nvjpeg (CUDA 12), xz, split
-#           (or DALI_PARTS= a folder where earlier calls left the parts)
-# Env: SITE (/tmp/site), WHL (.whl), DALI_PARTS (.dali), DATA (/tmp/bench-backends), WORKERS (4,8,16),
-# COUNT (2048), SOURCE (512 px stored), SIZE (224 px decoded), BACKENDS, BUDGET_S (450: the run stops there,
-# keeping the trials done). Without DALI or a GPU those trials are skipped with a line saying so.
+# What the machine lacks travels with the calls (one call carries at most 64 MiB):
+#   .whl/      webdataset, braceexpand, torchdata, spdl_core, litdata, lightning_utilities, boto3, botocore,
+#              jmespath, s3transfer (litdata imports boto3), astunparse, gast, optree (DALI imports them): 18 MiB
+#   .dali/pN/  dali.tar.xz.part-* and dali.tar.xz.sha256: DALI 2.4.0's site folder with nvimgcodec and nvjpeg
+#              (CUDA 12), xz-packed (199 MiB), split in 59 MiB parts, one folder per call
+#     bash benchmarks/h200_side_by_side.sh stage     # carry .dali/p1, then p2, p3: parts kept in /tmp/dali-parts
+#     bash benchmarks/h200_side_by_side.sh           # carry .whl and .dali/p4: stages p4, unpacks, runs
+# (calls back to back: the machine keeps /tmp only while it stays warm). Missing parts: DALI is skipped.
+# Env: SITE (/tmp/site), WHL (.whl), DATA (/tmp/bench-backends), WORKERS (4,8,16), COUNT (2048), SOURCE (512 px
+# stored), SIZE (224 px decoded), BACKENDS, BUDGET_S (450: the run stops there, keeping the trials done).
+# Without DALI or a GPU those trials are skipped with a line saying so.
 set -euo pipefail
 out=${OUT:-results}
 site=${SITE:-/tmp/site}
 whl=${WHL:-.whl}
-parts=${DALI_PARTS:-.dali}
-mkdir -p "$out" "$site"
+staged=${STAGED:-/tmp/dali-parts}
+mkdir -p "$out" "$site" "$staged"
 export PYTHONUNBUFFERED=1
+for f in .dali/*/dali.tar.xz.*; do [ -f "$f" ] && cp "$f" "$staged"/; done
+if [ "${1:-run}" = stage ]; then ls -l "$staged"; exit 0; fi
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ start"
   if compgen -G "$whl/*.whl" >/dev/null; then
@@ -29,8 +34,14 @@ export PYTHONUNBUFFERED=1
           echo "skip $w: not for this Python"
       done
   fi
-  if compgen -G "$parts/dali.tar.xz.part-*" >/dev/null; then
-    cat "$parts"/dali.tar.xz.part-* | tar -C "$site" -xJf -
+  if [ -f "$staged/dali.tar.xz.sha256" ] && compgen -G "$staged/dali.tar.xz.part-*" >/dev/null; then
+    cat "$staged"/dali.tar.xz.part-* > /tmp/dali.tar.xz
+    if (cd /tmp && sha256sum -c --quiet "$staged/dali.tar.xz.sha256"); then
+      tar -C "$site" -xJf /tmp/dali.tar.xz && echo "DALI unpacked into $site"
+    else
+      echo "skip DALI: parts incomplete ($(ls "$staged" | grep -c part-) staged): stage .dali/p1-p3 first"
+    fi
+    rm -f /tmp/dali.tar.xz
   fi
   export PYTHONPATH=$site:$PWD
   python3 - <<'EOF'

@@ -11,10 +11,13 @@ time then holds all of its CPU, so nothing is lost however sparse the samples. T
 it samples no more often than keeps it under `max_duty` cores (5% of the machine, at most one core).
 
 Copy-on-read (forked workers touching the parent's Python objects: a refcount write copies the page) shows as
-the workers' private memory (pages no other process maps) growing. It is measured over the last two thirds of
-each worker's observed life (the first third holds its start-up: first buffers, first batches in flight), so a
-worker whose start-up lasts longer than a third of the repeat (spawned workers importing torch in a short
-repeat, a machine so loaded that start-up crawls) shows its start-up allocations as growth.
+the workers' private memory (pages no other process maps) growing. Each worker's life is cut in thirds: the
+first holds its start-up (first buffers, first batches in flight) and is left out; growth is the least memory
+of the last third minus the least of the middle one. The least, because a worker's memory also swings with
+the batch it is building (a decoded batch is MiBs, there one sample and gone the next), while a copy stays.
+A worker needs MIN_SAMPLES samples (two or more per third) to be judged; fewer (a short repeat) gives no
+growth rather than a guess. A worker whose start-up lasts longer than a third of the repeat (spawned workers
+importing torch in a short repeat, a machine so loaded that start-up crawls) shows start-up as growth.
 Private rather than PSS: when one worker copies a page, the other processes' PSS of the original grows too,
 and the parent's shared memory inflates every worker's PSS, so a PSS ratio understates a copy in a big parent.
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 MIB = 1024 * 1024
 GROWTH_FLAG_PCT = 20.0  # workers' private memory growing more than this over an epoch is flagged as copy-on-read
 GROWTH_FLAG_MIB = 8.0  # ... and by at least this much (tiny workers wobble by a few pages)
+MIN_SAMPLES = 6  # a worker's samples needed to read its growth: two or more in each third of its life
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -84,8 +88,8 @@ class Footprint:
     cpu_s: float = 0.0  # the tree's CPU over the repeat, the meter's own taken off
     meter_cpu_s: float = 0.0  # the meter's own reading of /proc (not in cpu_s)
     pss_peak_bytes: int = 0
-    worker_pss_first_bytes: int = 0  # summed over workers, each at a third of its observed life
-    worker_pss_last_bytes: int = 0  # summed over workers, each at its last sample
+    worker_pss_first_bytes: int = 0  # summed over workers, each the least of the middle third of its life
+    worker_pss_last_bytes: int = 0  # summed over workers, each the least of the last third of its life
     worker_private_first_bytes: int = 0
     worker_private_last_bytes: int = 0
     workers_seen: int = 0
@@ -179,13 +183,13 @@ class Meter:
         used = sum(self._cpu_last[p] - self._cpu0.get(p, 0.0) for p in self._alive)
         before = sum(cpu for p, cpu in self._cpu0.items() if p not in self._alive)
         r.cpu_s = used - before - own
-        lived = [trace for trace in _while_siblings_live(self._mem) if len(trace) >= 3]
-        r.workers_seen = len(lived)
-        thirds = [_at_third(trace) for trace in lived]
-        r.worker_pss_first_bytes = sum(t[1] for t in thirds)
-        r.worker_pss_last_bytes = sum(trace[-1][1] for trace in lived)
-        r.worker_private_first_bytes = sum(t[2] for t in thirds)
-        r.worker_private_last_bytes = sum(trace[-1][2] for trace in lived)
+        thirds = [_thirds(trace) for trace in _while_siblings_live(self._mem)]
+        judged = [t for t in thirds if t is not None]
+        r.workers_seen = len(judged)
+        r.worker_pss_first_bytes = sum(mid[0] for mid, _ in judged)
+        r.worker_pss_last_bytes = sum(last[0] for _, last in judged)
+        r.worker_private_first_bytes = sum(mid[1] for mid, _ in judged)
+        r.worker_private_last_bytes = sum(last[1] for _, last in judged)
 
 
 def _while_siblings_live(mem: dict[int, list[tuple[float, int, int]]]) -> list[list[tuple[float, int, int]]]:
@@ -201,7 +205,12 @@ def _while_siblings_live(mem: dict[int, list[tuple[float, int, int]]]) -> list[l
     return out
 
 
-def _at_third(trace: list[tuple[float, int, int]]) -> tuple[float, int, int]:
-    """The sample at a third of the way from the first sample to the last (past start-up)."""
-    t = trace[0][0] + (trace[-1][0] - trace[0][0]) / 3
-    return next(s for s in trace if s[0] >= t)
+def _thirds(trace: list[tuple[float, int, int]]) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """(PSS, private), each the least over the middle third of the worker's observed life and over the last
+    third; None when either third holds fewer than two samples."""
+    t0, t1 = trace[0][0], trace[-1][0]
+    mid = [s for s in trace if t0 + (t1 - t0) / 3 <= s[0] < t0 + 2 * (t1 - t0) / 3]
+    last = [s for s in trace if s[0] >= t0 + 2 * (t1 - t0) / 3]
+    if len(trace) < MIN_SAMPLES or len(mid) < 2 or len(last) < 2:
+        return None
+    return (min(s[1] for s in mid), min(s[2] for s in mid)), (min(s[1] for s in last), min(s[2] for s in last))
