@@ -55,10 +55,16 @@ for m in ("webdataset", "torchdata", "spdl", "litdata", "nvidia.dali"):
 print("python", __import__("sys").version.split()[0], "torch", torch.__version__,
       "gpu", torch.cuda.get_device_name() if torch.cuda.is_available() else "none", "|", "; ".join(have))
 EOF
-  timeout "${BUDGET_S:-450}" python3 benchmarks/backends_side_by_side.py "${DATA:-/tmp/bench-backends}" \
-    --backends "${BACKENDS:-webdataset,dali,torchdata,spdl:thread,litdata}" --workers "${WORKERS:-4,8,16}" \
-    --dali-decode cpu,mixed --count "${COUNT:-2048}" --source-size "${SOURCE:-512}" --shards 16 \
-    --image-size "${SIZE:-224}" --batch-size 32 --repeats 3 --out "$out/backends.jsonl" ||
-    echo "stopped: exit $? (124: BUDGET_S reached; the trials above are kept in $out/backends.jsonl)"
+  # one process per backend: its PSS then holds no other backend's imports and buffers
+  deadline=$((SECONDS + ${BUDGET_S:-450}))
+  backends=${BACKENDS:-webdataset,dali,torchdata,spdl:thread,litdata}
+  for b in ${backends//,/ }; do
+    left=$((deadline - SECONDS))
+    if [ "$left" -le 0 ]; then echo "skip $b: BUDGET_S reached"; continue; fi
+    timeout "$left" python3 benchmarks/backends_side_by_side.py "${DATA:-/tmp/bench-backends}" --backends "$b" \
+      --workers "${WORKERS:-4,8,16}" --dali-decode cpu,mixed --count "${COUNT:-2048}" --source-size "${SOURCE:-512}" \
+      --shards 16 --image-size "${SIZE:-224}" --batch-size 32 --repeats 3 --out "$out/backends.jsonl" ||
+      echo "$b stopped: exit $? (124: BUDGET_S reached; its trials above are kept in $out/backends.jsonl)"
+  done
   date -u +"%Y-%m-%dT%H:%M:%SZ end"
 } 2>&1 | grep -v -iE "nvjpeg2k|nvtiff|nvJPEG2000|If using nvImageCodec" | tee "$out/backends.log"
