@@ -1,11 +1,18 @@
 """Known answers for dataperf/footprint.py, load-proof: CPU is counted in CPU-seconds (which other load on the
 machine does not change: a busy loop on thread_time burns exactly what it is told, a sleep burns nothing),
 memory in bytes a worker allocates and touches, copy-on-read against a parent's Python objects vs a numpy array.
-Nothing here depends on how fast anything runs; waits are sleeps."""
+Nothing here depends on how fast anything runs; waits are sleeps. The meter measures a whole process tree, so
+each scenario runs in a fresh interpreter (`fresh`): threads and children that other tests leave behind in
+pytest's process would be measured with it."""
 
+import dataclasses
+import json
 import multiprocessing as mp
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +26,24 @@ from dataperf.sources import user_dataset
 
 FORK = mp.get_context("fork")
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc/PID/stat counts CPU in clock ticks
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fresh(scenario: str, *args) -> dict:
+    """Run scenario(*args) of this module in a new interpreter (a process tree of its own); its result as a dict."""
+    code = (f"import json, sys; from tests import test_footprint as t; "
+            f"print(json.dumps(t.{scenario}(*{list(args)!r})))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def summary(m: Meter) -> dict:
+    """The Footprint's fields and verdicts, as plain numbers that cross the process boundary."""
+    r = m.result
+    return {**dataclasses.asdict(r), "copy_on_read": r.copy_on_read,
+            "worker_private_growth_bytes": r.worker_private_growth_bytes}
 
 
 def burn(cpu_s: float) -> None:
@@ -56,7 +81,7 @@ def epoch(ds: Dataset, workers: int = 2, **meter) -> Meter:
     return m
 
 
-def test_nothing_running_is_zero_cores_and_the_meter_is_not_counted():
+def idle_tree() -> dict:
     procs = [FORK.Process(target=time.sleep, args=(3,)) for _ in range(3)]
     for p in procs:
         p.start()
@@ -64,33 +89,46 @@ def test_nothing_running_is_zero_cores_and_the_meter_is_not_counted():
         time.sleep(1.0)
     for p in procs:
         p.join()
-    r = m.result
-    assert r.samples >= 3 and r.meter_cpu_s > 0  # the meter did read /proc, at a cost of its own
-    assert r.cpu_s == pytest.approx(0, abs=6 * TICK_S)  # tick rounding of 4 processes, read twice each
+    return summary(m)
+
+
+def test_nothing_running_is_zero_cores_and_the_meter_is_not_counted():
+    r = fresh("idle_tree")
+    assert r["samples"] >= 3 and r["meter_cpu_s"] > 0  # the meter did read /proc, at a cost of its own
+    assert r["cpu_s"] == pytest.approx(0, abs=6 * TICK_S)  # tick rounding of 4 processes, read twice each
+
+
+def child_between_samples(cpu_s: float) -> dict:
+    with Meter(interval_s=60) as m:  # no sample between the first and the last: the child is never seen
+        p = FORK.Process(target=burn, args=(cpu_s,))
+        p.start()
+        p.join()
+    return summary(m)
 
 
 def test_cpu_of_a_process_that_ends_between_samples_is_counted():
-    with Meter(interval_s=60) as m:  # no sample between the first and the last: the child is never seen
-        p = FORK.Process(target=burn, args=(0.5,))
-        p.start()
-        p.join()
-    assert m.result.samples == 2
-    assert m.result.cpu_s == pytest.approx(0.5, abs=5 * TICK_S)
+    busy, idle = fresh("child_between_samples", 0.5), fresh("child_between_samples", 0.0)
+    assert busy["samples"] == 2
+    # the fork and join cost the parent the same either way
+    assert busy["cpu_s"] - idle["cpu_s"] == pytest.approx(0.5, abs=5 * TICK_S)
+
+
+def costly_epoch(n: int, cost_s: float, busy: bool, alloc_mib: int = 0) -> dict:
+    before = memory_bytes(os.getpid())[0]
+    return {**summary(epoch(Costly(n, cost_s, busy, alloc_mib))), "main_pss_before_bytes": before}
 
 
 def test_cpu_seconds_of_busy_workers_against_sleeping_ones():
     n, cost = 12, 0.1
-    busy = epoch(Costly(n, cost, busy=True)).result
-    idle = epoch(Costly(n, cost, busy=False)).result
-    assert idle.cpu_s < 0.25 * n * cost  # start-up and batch traffic only
-    assert busy.cpu_s - idle.cpu_s == pytest.approx(n * cost, rel=0.1)
+    busy, idle = fresh("costly_epoch", n, cost, True), fresh("costly_epoch", n, cost, False)
+    assert idle["cpu_s"] < 0.25 * n * cost  # start-up and batch traffic only
+    assert busy["cpu_s"] - idle["cpu_s"] == pytest.approx(n * cost, rel=0.1)
 
 
 def test_pss_peak_holds_what_each_worker_allocates():
-    before = memory_bytes(os.getpid())[0]
-    r = epoch(Costly(24, 0.05, busy=False, alloc_mib=96)).result
+    r = fresh("costly_epoch", 24, 0.05, False, 96)
     # the forked workers share the parent's pages (PSS splits them, the sum stays), and each adds its 96 MiB
-    assert r.pss_peak_bytes >= before + 0.95 * 2 * 96 * MIB
+    assert r["pss_peak_bytes"] >= r["main_pss_before_bytes"] + 0.95 * 2 * 96 * MIB
 
 
 def hold(mib: int, ready, done) -> None:
@@ -138,22 +176,30 @@ def python_list_metadata() -> Metadata:
     return Metadata("list", n=128)  # 6.4 s: enough samples at the meter's own cadence, however loaded
 
 
+def metadata_epoch(kind: str) -> dict:
+    return summary(epoch(Metadata(kind), max_duty=0.5))  # dense samples: both workers judged however loaded
+
+
 def test_copy_on_read_flagged_for_python_objects_not_for_numpy():
-    dense = {"max_duty": 0.5}  # samples often enough to judge both workers on a loaded machine
-    objs = epoch(Metadata("list"), **dense).result
-    arr = epoch(Metadata("numpy"), **dense).result
-    assert objs.workers_seen == 2 and arr.workers_seen == 2
+    objs, arr = fresh("metadata_epoch", "list"), fresh("metadata_epoch", "numpy")
+    assert objs["workers_seen"] == 2 and arr["workers_seen"] == 2
     # the two workers copy the pages of the floats they read: 4M x 24 B, a third of it between the middle and
     # the last third of their lives
-    assert objs.copy_on_read and objs.worker_private_growth_bytes > 2 * GROWTH_FLAG_MIB * MIB
-    assert not arr.copy_on_read and abs(arr.worker_private_growth_bytes) < GROWTH_FLAG_MIB * MIB
+    assert objs["copy_on_read"] and objs["worker_private_growth_bytes"] > 2 * GROWTH_FLAG_MIB * MIB
+    assert not arr["copy_on_read"] and abs(arr["worker_private_growth_bytes"]) < GROWTH_FLAG_MIB * MIB
 
 
-def test_trial_notes_copy_on_read_and_records_the_growth():
+def list_metadata_trial() -> dict:
     cfg = LoaderConfig(format="user-dataset", batch_size=2, num_workers=2)
     r = run_trial(user_dataset("tests.test_footprint:python_list_metadata"), cfg,
                   TrialOptions(repeats=1, warmup_batches=0, min_batches=3, collect=False))
-    assert r.status == "ok", r.error
-    assert r.worker_private_growth_mib > GROWTH_FLAG_MIB
-    assert any(n.startswith("copy-on-read:") for n in r.notes), r.notes
-    assert r.cpu_cores_busy_median > 0 and r.pss_mib_peak > 0
+    return {k: getattr(r, k) for k in ("status", "error", "notes", "worker_private_growth_mib",
+                                       "cpu_cores_busy_median", "pss_mib_peak")}
+
+
+def test_trial_notes_copy_on_read_and_records_the_growth():
+    r = fresh("list_metadata_trial")
+    assert r["status"] == "ok", r["error"]
+    assert r["worker_private_growth_mib"] > GROWTH_FLAG_MIB
+    assert any(n.startswith("copy-on-read:") for n in r["notes"]), r["notes"]
+    assert r["cpu_cores_busy_median"] > 0 and r["pss_mib_peak"] > 0
