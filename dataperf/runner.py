@@ -348,14 +348,14 @@ def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint]) -> None
         res.samples_per_s_per_gib_pss = res.samples_per_s_median / (peak / 1024**3)
     grown = [c for c in costs if c.workers_seen]
     if grown:
-        worst = max(grown, key=lambda c: c.worker_pss_last_bytes - c.worker_pss_first_bytes)
+        worst = max(grown, key=lambda c: c.worker_private_growth_bytes)
         res.worker_pss_growth_pct = worst.worker_growth_pct
-        delta_mib = (worst.worker_pss_last_bytes - worst.worker_pss_first_bytes) / MIB
-        if worst.worker_growth_pct > footprint.GROWTH_FLAG_PCT and delta_mib > footprint.GROWTH_FLAG_MIB:
-            res.notes.append(f"copy-on-read: worker memory (PSS) grew {worst.worker_growth_pct:.0f}% "
-                             f"(+{delta_mib:.0f} MiB over {worst.workers_seen} workers) within one epoch; "
-                             "forked workers are touching the parent's Python objects (keep per-sample "
-                             "metadata in numpy arrays, or use thread workers)")
+        res.worker_private_growth_mib = worst.worker_private_growth_bytes / MIB
+        if worst.copy_on_read:
+            res.notes.append(f"copy-on-read: the workers' private memory grew {res.worker_private_growth_mib:.0f} "
+                             f"MiB over {worst.workers_seen} workers within one epoch; forked workers are touching "
+                             "the parent's Python objects (keep per-sample metadata in numpy arrays, or use thread "
+                             "workers)")
 
 
 def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
