@@ -110,9 +110,11 @@ def test_adding_or_rewriting_files_invalidates(folder):
 
 
 def test_recent_data_is_not_cached_until_settled(user_data, tmp_path):
-    """A folder changed within the racy window could change again in the same mtime tick: not kept."""
+    """A folder changed within the racy window could change again in the same mtime tick: not kept. (Its
+    mtimes are set an hour ahead, not to now: "now" would turn settled if the machine stalled 2 s.)"""
     d = tmp_path / "fresh"
     shutil.copytree(user_data["imagefolder"], d)
+    age(d, PAST_NS + 2 * 3600 * 10**9)
     sources.resolve(str(d))
     assert not facts.entry_path(f"walk|{d.resolve()}").exists()
     age(d)
