@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -151,24 +152,9 @@ class Generated:
         return self.manifest.total_bytes / 2**20 / max(self.wall_s, 1e-9)
 
 
-def write_dataset(
-    out: Path,
-    kind: str,
-    fmt: str,
-    count: int,
-    seed: int = 0,
-    image: ImageSpec | None = None,
-    tokens: TokenSpec | None = None,
-    shard_mb: float = 64.0,
-    overwrite: bool = False,
-    progress: Callable[[int], None] | None = None,
-    shards: int | None = None,
-    like: str | None = None,
-    jobs: int | None = None,
-) -> Manifest:
-    """Generate a dataset into `out` (atomically) and return its manifest (see generate_dataset)."""
-    return generate_dataset(out, kind, fmt, count, seed, image, tokens, shard_mb, overwrite, progress, shards,
-                            like, jobs).manifest
+def write_dataset(*args: Any, **kwargs: Any) -> Manifest:
+    """generate_dataset's manifest alone, for callers that do not report the generation rate."""
+    return generate_dataset(*args, **kwargs).manifest
 
 
 def generate_dataset(

@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import json
 import os
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dataperf.errors import UserError
+from dataperf.formats.tario import count_samples as count_tar_samples
 
 VERSION = 1
 RACY_S = 2.0
@@ -155,21 +155,3 @@ def _known(fact: Any, size: int, mtime: int) -> int | None:
     return None
 
 
-def count_tar_samples(path: Path) -> int:
-    """WebDataset samples in a shard: runs of regular members sharing a key (the name up to the first dot of
-    its file name; members without an extension are skipped, as webdataset does). Reads headers only: the
-    tar reader seeks over member data."""
-    from dataperf.formats.tario import split_key
-
-    n, last = 0, None
-    try:
-        with tarfile.open(path, mode="r:") as tf:
-            for m in tf:
-                if not m.isfile():
-                    continue
-                key, ext = split_key(m.name)
-                if ext and key != last:
-                    n, last = n + 1, key
-    except (tarfile.TarError, EOFError, OSError) as e:
-        raise UserError(f"corrupt or unreadable tar shard {path}: {e}; regenerate or re-convert it") from None
-    return n

@@ -31,20 +31,20 @@ def snapshot(root: Path) -> dict[str, tuple[int, int, bool]]:
     return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns, p.is_dir()) for p in root.rglob("*")}
 
 
+def aged_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    age(dst)
+    return dst
+
+
 @pytest.fixture()
 def shards(user_data, tmp_path) -> Path:
-    d = tmp_path / "shards"
-    shutil.copytree(user_data["shards"], d)
-    age(d)
-    return d
+    return aged_copy(user_data["shards"], tmp_path / "shards")
 
 
 @pytest.fixture()
 def folder(user_data, tmp_path) -> Path:
-    d = tmp_path / "imagefolder"
-    shutil.copytree(user_data["imagefolder"], d)
-    age(d)
-    return d
+    return aged_copy(user_data["imagefolder"], tmp_path / "imagefolder")
 
 
 def forbid(monkeypatch, name: str) -> None:
