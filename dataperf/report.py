@@ -39,7 +39,8 @@ def print_made(out: Path, m: Manifest, made=None) -> None:
     extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
     console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
     if made is not None:
-        console.print(f"generated at {made.images_per_s:.1f} images/s, {made.mib_per_s:.1f} MiB/s "
+        unit = "images/s" if m.kind == "image" else "samples/s"
+        console.print(f"generated at {made.samples_per_s:.1f} {unit}, {made.mib_per_s:.1f} MiB/s "
                       f"({made.wall_s:.1f} s, {made.jobs} process{'es' if made.jobs > 1 else ''})")
 
 

@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import os
+import signal
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -94,7 +95,9 @@ def like_samples(count: int, seed: int, quality: int, jobs: int) -> Iterator[Sam
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    ex = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    # workers ignore Ctrl-C: the parent stops them (cancelling what is queued), so one interrupt, one message
+    ex = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"), initializer=signal.signal,
+                             initargs=(signal.SIGINT, signal.SIG_IGN))
     try:
         pending = deque((a, ex.submit(natural.make_chunk, seed, a, b, quality))
                         for a, b in itertools.islice(chunks, 2 * jobs))
@@ -144,7 +147,7 @@ class Generated:
     jobs: int
 
     @property
-    def images_per_s(self) -> float:
+    def samples_per_s(self) -> float:
         return self.manifest.count / max(self.wall_s, 1e-9)
 
     @property
