@@ -79,16 +79,16 @@ def open_array(data: Data, f: DataFile, dtype: str | None) -> Any:
 def check(data: Data) -> None:
     """Everything that would fail later, found before measuring: dtype, file sizes, extras, text field, and
     for remote files that the server serves byte ranges."""
-    from dataperf.sources.remote import check_ranges
+    from dataperf.sources.remote import RANGE_FORMATS, check_ranges
 
     arrs = []
     for f in data.files:
+        if data.remote and data.format in RANGE_FORMATS and f.size_bytes is None:
+            raise UserError(f"the size of {f.path} is unknown (the server sent no Content-Length), and it is "
+                            "read by byte ranges from its end and middle; serve it with one")
         if data.format == "tokens-bin":
             dt = bin_dtype(data, f.path)
-            if f.size_bytes is None:
-                raise UserError(f"the size of {f.path} is unknown (the server sent no Content-Length), so its "
-                                "windows cannot be placed; serve it with one")
-            if f.size_bytes % np.dtype(DTYPES[dt]).itemsize:
+            if (f.size_bytes or 0) % np.dtype(DTYPES[dt]).itemsize:
                 raise UserError(f"{f.path} is {f.size_bytes} bytes, not a whole number of {dt} "
                                 "tokens; give the right DATA#dtype=")
             if data.remote:
