@@ -3,7 +3,8 @@
 # manifest.json) of photo-like JPEGs with ImageNet-1k's sizes and bytes (`shards make --like imagenet`), through
 # `sweep` with the imagenet-train transform and the model's verdict, then `e2e` at the workers the sweep found.
 # Run from the repo root with PYTHONPATH set to it; needs torchvision matching the host's torch (the H200 has
-# torch 2.11 + torchvision 0.26) and no webdataset (files format). About 5 minutes on 16 cores; phases are timed.
+# torch 2.11 + torchvision 0.26) and no webdataset (files format). Expected to take about 5 minutes on 16 cores
+# (the budget is 8; not yet run there: the CPU variant of every step ran on the dev box); phases are timed.
 set -euo pipefail
 OUT=${OUT:-results/resnet50}
 DATA=${DATA:-/tmp/resnet50-data}
