@@ -98,7 +98,10 @@ def shards() -> None:
 @click.option("--shard-mb", type=float, default=64.0, show_default=True, help="target tar shard size")
 @click.option("--shards", "n_shards", type=int, default=None,
               help="exact shard count instead of --shard-mb (at least workers x ranks: extra workers idle)")
-@click.option("--image-size", type=int, default=256, show_default=True, help="JPEG width and height in pixels")
+@click.option("--like", type=click.Choice(["imagenet"]), default=None,
+              help="photo-like JPEGs with ImageNet-1k train's size distribution (README), instead of --image-size")
+@click.option("--jobs", type=int, default=None, help="processes making --like images [the cores]")
+@click.option("--image-size", type=int, default=None, help="JPEG width and height in pixels [256]")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG quality")
 @click.option("--median-len", type=int, default=512, show_default=True, help="median token sequence length")
 @click.option("--sigma", type=float, default=0.9, show_default=True, help="lognormal shape of token lengths")
@@ -106,19 +109,22 @@ def shards() -> None:
 @click.option("--max-len", type=int, default=8192, show_default=True)
 @click.option("--vocab", type=int, default=32000, show_default=True)
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
-def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, image_size, quality, median_len, sigma, min_len,
-                max_len, vocab, overwrite) -> None:
-    """Generate a synthetic dataset: JPEG images or token sequences with a long-tailed length distribution."""
+def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, like, jobs, image_size, quality, median_len, sigma,
+                min_len, max_len, vocab, overwrite) -> None:
+    """Generate a synthetic dataset: JPEG images (fixed-size, or --like imagenet) or token sequences with a
+    long-tailed length distribution."""
     from dataperf import report
-    from dataperf.formats.generate import ImageSpec, TokenSpec, write_dataset
+    from dataperf.formats.generate import ImageSpec, TokenSpec, generate_dataset
 
+    if like and image_size is not None:
+        raise UserError(f"--like {like} draws each image's size; drop --image-size")
+    side = image_size or 256
     out = out or Path("shards") / f"{kind}-{fmt}"
     with report.progress_bar(f"writing {count} {kind} samples", count) as advance:
-        m = write_dataset(out, kind, fmt, count, seed,
-                          ImageSpec(image_size, image_size, quality),
-                          TokenSpec(median_len, sigma, min_len, max_len, vocab),
-                          shard_mb, overwrite, advance, shards=n_shards)
-    report.print_made(out, m)
+        g = generate_dataset(out, kind, fmt, count, seed, ImageSpec(side, side, quality),
+                             TokenSpec(median_len, sigma, min_len, max_len, vocab),
+                             shard_mb, overwrite, advance, shards=n_shards, like=like, jobs=jobs)
+    report.print_made(out, g.manifest, g)
 
 
 @shards.command("convert")

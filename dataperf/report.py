@@ -48,9 +48,14 @@ def progress_bar(label: str, total: int | None, enabled: bool = True) -> Iterato
         yield lambda n=1: prog.advance(task, n)
 
 
-def print_made(out: Path, m: Manifest) -> None:
+def print_made(out: Path, m: Manifest, made=None) -> None:
+    """What was written; with `made` (formats.generate.Generated) also how fast, over its wall time."""
     extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
     console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
+    if made is not None:
+        unit = "images/s" if m.kind == "image" else "samples/s"
+        console.print(f"generated at {made.samples_per_s:.1f} {unit}, {made.mib_per_s:.1f} MiB/s "
+                      f"({made.wall_s:.1f} s, {made.jobs} process{'es' if made.jobs > 1 else ''})")
 
 
 def print_inspection(ins) -> None:

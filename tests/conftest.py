@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 from dataperf.formats.generate import ImageSpec, TokenSpec, write_dataset
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache_dir(tmp_path_factory):
+    """dataperf's cache (scan facts, converted stores of read-only datasets) under the session's tmp, not ~."""
+    old = os.environ.get("DATAPERF_CACHE_DIR")
+    os.environ["DATAPERF_CACHE_DIR"] = str(tmp_path_factory.mktemp("dataperf-cache"))
+    yield
+    if old is None:
+        os.environ.pop("DATAPERF_CACHE_DIR", None)
+    else:
+        os.environ["DATAPERF_CACHE_DIR"] = old
 
 
 @pytest.fixture(scope="session")

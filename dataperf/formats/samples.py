@@ -147,8 +147,9 @@ def store_dir(root: Path, name: str) -> Path:
     beside = root / CACHE_DIR
     if os.access(root, os.W_OK):
         return beside / tag
-    base = Path(os.environ.get("DATAPERF_CACHE_DIR", Path.home() / ".cache" / "dataperf"))
-    return base / hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12] / tag
+    from dataperf.sources.facts import cache_home
+
+    return cache_home() / hashlib.sha1(str(root.resolve()).encode()).hexdigest()[:12] / tag
 
 
 def converted(root: Path, m: Manifest, name: str, write: Callable[[list[SampleRef], Path], None]) -> Store:

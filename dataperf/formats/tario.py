@@ -17,25 +17,47 @@ def split_key(name: str) -> tuple[str, str]:
     return key, ext if dot else ""
 
 
+def corrupt(path: Path, e: BaseException) -> UserError:
+    return UserError(f"corrupt or unreadable tar shard {path}: {e}; regenerate or re-convert it")
+
+
+def members(path: Path, mode: str) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo, str, str]]:
+    """Each regular member of a shard with its WebDataset key and extension; a corrupt or unreadable shard is
+    one UserError naming the file. mode "r|*" streams; "r:" seeks over member data (headers only)."""
+    try:
+        with tarfile.open(path, mode=mode) as tf:
+            for member in tf:
+                if member.isfile():
+                    yield (tf, member, *split_key(member.name))
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise corrupt(path, e) from None
+
+
 def iter_tar_samples(path: Path) -> Iterator[dict[str, bytes]]:
     """Yield {"__key__": key, ext: bytes, ...} per sample, streaming; raise UserError on a corrupt tar."""
     current: dict[str, bytes] = {}
-    try:
-        with tarfile.open(path, mode="r|*") as tf:
-            for member in tf:
-                if not member.isfile():
-                    continue
-                key, ext = split_key(member.name)
-                f = tf.extractfile(member)
-                data = f.read() if f else b""
-                if len(data) != member.size:
-                    raise tarfile.ReadError(f"member {member.name} is truncated")
-                if current and current["__key__"] != key.encode():
-                    yield current
-                    current = {}
-                current["__key__"] = key.encode()
-                current[ext] = data
-    except (tarfile.TarError, EOFError, OSError) as e:
-        raise UserError(f"corrupt or unreadable tar shard {path}: {e}; regenerate or re-convert it") from None
+    for tf, member, key, ext in members(path, "r|*"):
+        try:
+            f = tf.extractfile(member)
+            data = f.read() if f else b""
+            if len(data) != member.size:
+                raise tarfile.ReadError(f"member {member.name} is truncated")
+        except (tarfile.TarError, EOFError, OSError) as e:
+            raise corrupt(path, e) from None
+        if current and current["__key__"] != key.encode():
+            yield current
+            current = {}
+        current["__key__"] = key.encode()
+        current[ext] = data
     if current:
         yield current
+
+
+def count_samples(path: Path) -> int:
+    """WebDataset samples in a shard: runs of regular members sharing a key (members without an extension are
+    skipped, as webdataset does). Reads headers only."""
+    n, last = 0, None
+    for _, _, key, ext in members(path, "r:"):
+        if ext and key != last:
+            n, last = n + 1, key
+    return n

@@ -1,5 +1,7 @@
 """Local DATA: a dataperf dataset, a folder of images (flat or ImageFolder), WebDataset shards (folder, glob,
-brace pattern), or token files (.bin memmap, .npy, .jsonl, .parquet). Only names and sizes are read here."""
+brace pattern), or token files (.bin memmap, .npy, .jsonl, .parquet). Names and sizes are read here, and the
+samples in each tar shard are counted from its headers; what a scan learns is cached (sources/facts.py),
+never written into the data."""
 
 from __future__ import annotations
 
@@ -9,23 +11,29 @@ from pathlib import Path
 
 from dataperf.errors import UserError
 from dataperf.formats.dataset_dir import MANIFEST, Manifest, read_manifest
-from dataperf.sources import IMAGE_EXTS, TOKEN_FORMATS, Data, DataFile
+from dataperf.sources import IMAGE_EXTS, TOKEN_FORMATS, Data, DataFile, facts
 
 PATTERN_CHARS = ("*", "?", "[", "{")
+Stat = tuple[Path, int, int]  # a file, its size and its mtime_ns
 
 
 def resolve_local(spec: str, path: str, options: dict[str, str]) -> Data:
     if any(c in path for c in PATTERN_CHARS):
-        return _from_files(spec, expand_pattern(path), options, root=_pattern_root(path))
+        files = expand_pattern(path)
+        return _from_files(spec, _stat(files), options, root=_pattern_root(path), key=os.path.abspath(path))
     p = Path(path)
     if not p.exists():
         raise UserError(f"dataset path does not exist: {p}; give a folder, a file, a glob or a brace pattern "
                         f"(or generate data with `dataperf shards make --out {p}`)")
     if p.is_file():
-        return _from_files(spec, [p], options, root=p.parent)
+        return _from_files(spec, _stat([p]), options, root=p.parent, key=str(p.resolve()))
     if (p / MANIFEST).is_file():
         return from_manifest(spec, p, read_manifest(p))
     return _from_folder(spec, p, options)
+
+
+def _stat(paths: list[Path]) -> list[Stat]:
+    return [(p, s.st_size, s.st_mtime_ns) for p, s in zip(paths, facts.stat_all(paths), strict=True)]
 
 
 def expand_pattern(pattern: str) -> list[Path]:
@@ -75,22 +83,21 @@ def _ext(p: Path) -> str:
 
 
 def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
-    """Scan once: shards win over images, images over token files (a folder holds one kind of data)."""
-    tars, images, tokens = [], [], {}
-    for d, dirs, names in os.walk(root):
-        dirs[:] = sorted(x for x in dirs if not x.startswith("."))
-        for n in sorted(names):
-            if n.startswith("."):
-                continue
-            full = Path(d) / n
-            if n.endswith(".tar"):
-                tars.append(full)
-            elif _ext(full) in IMAGE_EXTS:
-                images.append(full)
-            elif full.suffix in TOKEN_FORMATS:
-                tokens.setdefault(TOKEN_FORMATS[full.suffix], []).append(full)
+    """Scan once (or reuse the cached scan): shards win over images, images over token files (a folder holds
+    one kind of data)."""
+    tars: list[Stat] = []
+    images: list[Stat] = []
+    tokens: dict[str, list[Stat]] = {}
+    for st in facts.walk(root):
+        full = st[0]
+        if full.name.endswith(".tar"):
+            tars.append(st)
+        elif _ext(full) in IMAGE_EXTS:
+            images.append(st)
+        elif full.suffix in TOKEN_FORMATS:
+            tokens.setdefault(TOKEN_FORMATS[full.suffix], []).append(st)
     if tars:
-        return _shards(spec, tars, root)
+        return _shards(spec, tars, root, key=str(root.resolve()))
     if images:
         return _images(spec, images, root)
     if tokens:
@@ -102,11 +109,11 @@ def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
                     f"{'/'.join(IMAGE_EXTS)} images, no .bin/.npy/.jsonl/.parquet token files")
 
 
-def _from_files(spec: str, files: list[Path], options: dict[str, str], root: Path) -> Data:
-    exts = {f.suffix for f in files}
+def _from_files(spec: str, files: list[Stat], options: dict[str, str], root: Path, key: str) -> Data:
+    exts = {f[0].suffix for f in files}
     if exts == {".tar"}:
-        return _shards(spec, files, root)
-    if all(_ext(f) in IMAGE_EXTS for f in files):
+        return _shards(spec, files, root, key)
+    if all(_ext(f[0]) in IMAGE_EXTS for f in files):
         return _images(spec, files, root)
     if len(exts) == 1 and next(iter(exts)) in TOKEN_FORMATS:
         return _tokens(spec, TOKEN_FORMATS[next(iter(exts))], files, root, options)
@@ -114,16 +121,20 @@ def _from_files(spec: str, files: list[Path], options: dict[str, str], root: Pat
                     f"{'/'.join(IMAGE_EXTS)} images, or one of .bin/.npy/.jsonl/.parquet")
 
 
-def _shards(spec: str, tars: list[Path], root: Path) -> Data:
-    """WebDataset shards, no manifest needed; the in-memory Manifest lets DALI read them like ours."""
-    files = [DataFile(str(t), _size(t)) for t in tars]
-    m = Manifest(kind="unknown", format="webdataset", count=0, total_bytes=sum(f.size_bytes or 0 for f in files),
-                 seed=None, shards=[os.path.relpath(t, root) for t in tars])
-    return Data(spec=spec, location=str(root), kind="image", format="webdataset", files=files, manifest=m)
+def _shards(spec: str, tars: list[Stat], root: Path, key: str) -> Data:
+    """WebDataset shards, no manifest needed; the in-memory Manifest lets DALI read them like ours. Samples
+    are counted from the tar headers (cached per shard), so cold-cache checks know an epoch's share."""
+    counts = facts.tar_samples(key, tars)
+    files = [DataFile(str(t), size) for t, size, _ in tars]
+    m = Manifest(kind="unknown", format="webdataset", count=sum(counts), total_bytes=sum(s for _, s, _ in tars),
+                 seed=None, shards=[os.path.relpath(t, root) for t, _, _ in tars])
+    return Data(spec=spec, location=str(root), kind="image", format="webdataset", files=files, count=m.count,
+                manifest=m)
 
 
-def _images(spec: str, images: list[Path], root: Path) -> Data:
+def _images(spec: str, stats: list[Stat], root: Path) -> Data:
     """ImageFolder when every image sits in a first-level class folder (label = sorted class index)."""
+    images = [s[0] for s in stats]
     rel = [img.relative_to(root) if img.is_relative_to(root) else Path(img.name) for img in images]
     classes: list[str] = []
     labels: list[int] = []
@@ -131,17 +142,17 @@ def _images(spec: str, images: list[Path], root: Path) -> Data:
         classes = sorted({r.parts[0] for r in rel})
         index = {c: i for i, c in enumerate(classes)}
         labels = [index[r.parts[0]] for r in rel]
-    files = [DataFile(str(img), _size(img)) for img in images]
+    files = [DataFile(str(img), size) for img, size, _ in stats]
     m = Manifest(kind="image", format="files", count=len(files), total_bytes=sum(f.size_bytes or 0 for f in files),
                  seed=None, files=[str(r) for r in rel], labels=labels)
     return Data(spec=spec, location=str(root), kind="image", format="files", files=files, count=len(files),
                 labels=labels, classes=classes, manifest=m)
 
 
-def _tokens(spec: str, fmt: str, files: list[Path], root: Path, options: dict[str, str]) -> Data:
+def _tokens(spec: str, fmt: str, files: list[Stat], root: Path, options: dict[str, str]) -> Data:
     from dataperf.sources import tokens
 
     d = Data(spec=spec, location=str(root), kind="tokens", format=fmt,
-             files=[DataFile(str(f), _size(f)) for f in files], options=options)
+             files=[DataFile(str(f), size) for f, size, _ in files], options=options)
     tokens.check(d)
     return d

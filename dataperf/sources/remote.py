@@ -1,37 +1,59 @@
-"""Remote WebDataset shards over http(s):// (stdlib urllib) and s3:// (fsspec + s3fs, extra dataperf[s3]).
+"""Remote data over http(s):// and s3:// (fsspec + s3fs, extra dataperf[s3]): WebDataset shards, streamed;
+token files, read where they lie: `.bin`/`.npy` windows and Parquet pages by byte-range requests (HTTP
+`Range`, S3 ranged GET), JSONL streamed.
 
-dataperf opens remote shards itself rather than through webdataset's `pipe:curl` / gopen: the stream is
+dataperf opens remote data itself rather than through webdataset's `pipe:curl` / gopen: the stream is
 read in-process, so a dead server or a 404 is a Python exception with the URL in it (not a curl exit status
 found mid-epoch), and no curl/aws binary is needed on the training host.
-Every shard is checked (HEAD, or an S3 stat) before measuring, which also gives its size.
+Every file is checked (HEAD, or an S3 stat) before measuring, which also gives its size; a server that
+ignores Range requests is refused then too, for the formats that need them.
 """
 
 from __future__ import annotations
 
+import http.client
+import io
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
+import numpy as np
+
 from dataperf.errors import UserError
-from dataperf.sources import Data, DataFile
+from dataperf.sources import TOKEN_FORMATS, Data, DataFile
 
 TIMEOUT_S = 10.0
 S3_EXTRA = "install it with `pip install 'dataperf[s3]'`"
+RANGE_FORMATS = ("tokens-bin", "npy", "parquet")  # read by byte ranges; JSONL is streamed end to end
+NPY_HEAD_BYTES = 4096  # enough for any .npy header dataperf accepts (1-d or 2-d integer arrays)
 
 
 def resolve_remote(spec: str, url: str, options: dict[str, str]) -> Data:
-    if options:
-        raise UserError(f"data options {sorted(options)} apply to local token files, not to remote shards")
     urls = expand(url)
-    bad = [u for u in urls if not u.endswith(".tar")]
-    if bad:
-        raise UserError(f"remote DATA must be WebDataset .tar shards; {bad[0]} is not")
+    suffixes = {os.path.splitext(urllib.parse.urlsplit(u).path)[1] for u in urls}
+    if suffixes == {".tar"}:
+        if options:
+            raise UserError(f"data options {sorted(options)} apply to token files, not to WebDataset shards")
+        return Data(spec=spec, location=urls[0], kind="image", format="webdataset",
+                    files=[DataFile(u, s) for u, s in zip(urls, _sizes(urls), strict=True)], remote=True)
+    if len(suffixes) == 1 and next(iter(suffixes)) in TOKEN_FORMATS:
+        from dataperf.sources import tokens
+
+        fmt = TOKEN_FORMATS[next(iter(suffixes))]
+        d = Data(spec=spec, location=urls[0], kind="tokens", format=fmt, remote=True, options=options,
+                 files=[DataFile(u, s) for u, s in zip(urls, _sizes(urls), strict=True)])
+        tokens.check(d)
+        return d
+    raise UserError(f"remote DATA must be WebDataset .tar shards or token files of one kind "
+                    f"(.bin/.npy/.jsonl/.parquet); {spec!r} has {sorted(suffixes)}")
+
+
+def _sizes(urls: list[str]) -> list[int | None]:
     with ThreadPoolExecutor(max_workers=min(16, len(urls))) as ex:
-        sizes = list(ex.map(stat, urls))
-    return Data(spec=spec, location=urls[0], kind="image", format="webdataset",
-                files=[DataFile(u, s) for u, s in zip(urls, sizes, strict=True)], remote=True)
+        return list(ex.map(stat, urls))
 
 
 def expand(url: str) -> list[str]:
@@ -44,7 +66,7 @@ def expand(url: str) -> list[str]:
         out: list[str] = []
         for u in urls:
             if u.endswith("/") or any(c in u for c in "*?["):
-                pattern = u + "*.tar" if u.endswith("/") else u
+                pattern = u + "*.tar" if u.endswith("/") else u  # a folder means its shards
                 try:
                     out += ["s3://" + p for p in sorted(fs.glob(pattern))]
                 except Exception as e:
@@ -117,3 +139,140 @@ def url_opener(src):
         except Exception as e:
             raise OSError(f"cannot fetch {sample['url']}: {_why(e)}") from None
         yield sample
+
+
+_clients: dict[tuple, Any] = {}  # per process (the pid is in the key): forked workers open their own
+
+
+def _s3() -> Any:
+    key = ("s3", os.getpid())
+    if key not in _clients:
+        _clients[key] = s3_filesystem()
+    return _clients[key]
+
+
+def _http(u: urllib.parse.SplitResult) -> http.client.HTTPConnection:
+    """A kept-alive connection to the host (re-opened by http.client when a server closes it)."""
+    key = (u.scheme, u.hostname, u.port, os.getpid())
+    if key not in _clients:
+        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        _clients[key] = cls(u.hostname or "", u.port, timeout=TIMEOUT_S)
+    return _clients[key]
+
+
+def read_range(url: str, start: int, stop: int) -> bytes:
+    """Bytes [start, stop) of a remote file: one HTTP Range request or one S3 ranged GET. Raises OSError
+    (with the URL) when the server fails, or answers a Range request with anything but those bytes."""
+    if stop <= start:
+        return b""
+    if url.startswith("s3://"):
+        try:
+            body = _s3().cat_file(url, start=start, end=stop)
+        except Exception as e:
+            raise OSError(f"cannot read bytes {start}-{stop - 1} of {url}: {_why(e)}") from None
+    else:
+        u = urllib.parse.urlsplit(url)
+        path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+        for attempt in (0, 1):  # a kept-alive connection the server has dropped fails once: retry on a new one
+            conn = _http(u)
+            try:
+                conn.request("GET", path, headers={"Range": f"bytes={start}-{stop - 1}"})
+                r = conn.getresponse()
+                body = r.read()
+                break
+            except (http.client.HTTPException, OSError) as e:
+                conn.close()
+                if attempt:
+                    raise OSError(f"cannot read bytes {start}-{stop - 1} of {url}: {_why(e)}") from None
+        if r.status != 206:
+            why = "the server ignores Range requests" if r.status == 200 else f"HTTP {r.status} {r.reason}"
+            raise OSError(f"cannot read bytes {start}-{stop - 1} of {url}: {why}")
+    if len(body) != stop - start:
+        raise OSError(f"{url}: asked for bytes {start}-{stop - 1}, got {len(body)} bytes")
+    return body
+
+
+def check_ranges(url: str) -> None:
+    """Refuse, before measuring, a file whose server cannot serve byte ranges."""
+    try:
+        read_range(url, 0, 1)
+    except OSError as e:
+        raise UserError(f"{e}; serve it from a server that answers HTTP Range requests (any static file "
+                        "server, S3), or copy the file locally") from None
+
+
+class RangeFile(io.RawIOBase):
+    """A remote file as a seekable binary file (Parquet reads its footer, then the row groups it needs); wrap
+    it in io.BufferedReader so small reads share one request."""
+
+    def __init__(self, url: str, size: int):
+        self.url, self.size, self.pos = url, size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(base + offset, 0)
+        return self.pos
+
+    def readinto(self, b) -> int:
+        n = max(min(len(b), self.size - self.pos), 0)
+        if n:
+            b[:n] = read_range(self.url, self.pos, self.pos + n)
+            self.pos += n
+        return n
+
+
+def open_ranges(url: str, size: int, buffer_bytes: int = 2**20) -> io.BufferedReader:
+    return io.BufferedReader(RangeFile(url, size), buffer_size=buffer_bytes)
+
+
+class RemoteArray:
+    """The part of a memory-mapped array token windows need (len, ndim, shape, [row], [a:b]), read from a
+    remote file by byte ranges: each window or row is one request, as a loader over object storage does."""
+
+    def __init__(self, url: str, dtype: np.dtype, shape: tuple[int, ...], offset: int = 0):
+        self.url, self.dtype, self.shape, self.offset = url, np.dtype(dtype), shape, offset
+        self.ndim = len(shape)
+        self.row_items = int(np.prod(shape[1:])) if self.ndim > 1 else 1
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, k: int | slice) -> np.ndarray:
+        if isinstance(k, slice):
+            a, b, _ = k.indices(self.shape[0])
+            items = self.row_items * max(b - a, 0)
+            shape: tuple[int, ...] = (max(b - a, 0), *self.shape[1:])
+        else:
+            a, items, shape = k, self.row_items, self.shape[1:]
+        start = self.offset + a * self.row_items * self.dtype.itemsize
+        raw = read_range(self.url, start, start + items * self.dtype.itemsize)
+        return np.frombuffer(raw, dtype=self.dtype).reshape(shape)
+
+    @classmethod
+    def from_bin(cls, url: str, dtype: str | np.dtype, size: int) -> RemoteArray:
+        return cls(url, np.dtype(dtype), (size // np.dtype(dtype).itemsize,))
+
+    @classmethod
+    def from_npy(cls, url: str, size: int) -> RemoteArray:
+        """Parse the .npy header from the file's first bytes (one range request)."""
+        head = io.BytesIO(read_range(url, 0, min(size, NPY_HEAD_BYTES)))
+        try:
+            version = np.lib.format.read_magic(head)
+            read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+            if version not in read:
+                raise ValueError(f".npy format version {version} (save it with numpy's default, 1.0)")
+            shape, fortran, dtype = read[version](head)
+        except (ValueError, EOFError) as e:
+            raise ValueError(f"not a .npy file, or its header is over {NPY_HEAD_BYTES} bytes ({e})") from None
+        if fortran and len(shape) > 1:
+            raise ValueError("a Fortran-ordered array; save it C-ordered")
+        return cls(url, dtype, tuple(shape), head.tell())

@@ -1,5 +1,6 @@
 """Token data as LLM training stores it: a flat uint16/uint32 .bin memmap (nanoGPT / Megatron), .npy arrays,
-and text in JSONL or Parquet tokenized on the fly (tokenization is the LLM loader's prep cost).
+and text in JSONL or Parquet tokenized on the fly (tokenization is the LLM loader's prep cost). Local files are
+memory-mapped; remote ones (http(s)://, s3://) are read by byte ranges (sources/remote.py).
 
 With decode off a sample is its stored bytes; with decode on it is an int64 tensor of token ids.
 """
@@ -16,7 +17,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from dataperf.errors import UserError
-from dataperf.sources import Data
+from dataperf.sources import Data, DataFile
 
 DTYPES = {"uint16": np.uint16, "uint32": np.uint32, "int32": np.int32}
 # Megatron's .idx header: 9-byte magic, 8-byte version, 1-byte dtype code
@@ -31,14 +32,14 @@ def window_len(cfg: Any) -> int:
     return cfg.seq_len or cfg.cap_tokens or DEFAULT_WINDOW
 
 
-def bin_dtype(data: Data, path: Path) -> str:
-    """dtype from DATA#dtype=..., else a Megatron .idx beside the .bin, else nanoGPT's uint16."""
+def bin_dtype(data: Data, path: str) -> str:
+    """dtype from DATA#dtype=..., else a Megatron .idx beside a local .bin, else nanoGPT's uint16."""
     if "dtype" in data.options:
         if data.options["dtype"] not in DTYPES:
             raise UserError(f"dtype {data.options['dtype']!r} not supported; use one of {sorted(DTYPES)}")
         return data.options["dtype"]
-    idx = path.with_suffix(".idx")
-    if idx.is_file():
+    idx = Path(path).with_suffix(".idx")
+    if not data.remote and idx.is_file():
         head = idx.read_bytes()[:18]
         if head[:9] == MEGATRON_MAGIC and MEGATRON_DTYPES.get(head[17]) in DTYPES:
             return MEGATRON_DTYPES[head[17]]
@@ -63,35 +64,59 @@ def tokenizer(data: Data) -> Callable[[str], list[int]]:
     return enc.encode_ordinary
 
 
+def open_array(data: Data, f: DataFile, dtype: str | None) -> Any:
+    """A .bin (its dtype given) or .npy token array: memory-mapped when local, read by byte ranges when remote."""
+    if data.remote:
+        from dataperf.sources.remote import RemoteArray
+
+        size = f.size_bytes or 0
+        return RemoteArray.from_bin(f.path, dtype, size) if dtype else RemoteArray.from_npy(f.path, size)
+    if dtype:
+        return np.memmap(f.path, dtype=DTYPES[dtype], mode="r")
+    return np.load(f.path, mmap_mode="r", allow_pickle=False)
+
+
 def check(data: Data) -> None:
-    """Everything that would fail later, found before measuring: dtype, file sizes, extras, text field."""
+    """Everything that would fail later, found before measuring: dtype, file sizes, extras, text field, and
+    for remote files that the server serves byte ranges."""
+    from dataperf.sources.remote import RANGE_FORMATS, check_ranges
+
+    arrs = []
     for f in data.files:
-        p = Path(f.path)
+        if data.remote and data.format in RANGE_FORMATS and f.size_bytes is None:
+            raise UserError(f"the size of {f.path} is unknown (the server sent no Content-Length), and it is "
+                            "read by byte ranges from its end and middle; serve it with one")
         if data.format == "tokens-bin":
-            item = np.dtype(DTYPES[bin_dtype(data, p)]).itemsize
-            if (f.size_bytes or 0) % item:
-                raise UserError(f"{p} is {f.size_bytes} bytes, not a whole number of {bin_dtype(data, p)} "
+            dt = bin_dtype(data, f.path)
+            if (f.size_bytes or 0) % np.dtype(DTYPES[dt]).itemsize:
+                raise UserError(f"{f.path} is {f.size_bytes} bytes, not a whole number of {dt} "
                                 "tokens; give the right DATA#dtype=")
+            if data.remote:
+                check_ranges(f.path)
         elif data.format == "npy":
             try:
-                arr = np.load(p, mmap_mode="r", allow_pickle=False)
+                arr = open_array(data, f, None)
             except ValueError as e:
-                raise UserError(f"{p} is not a plain .npy array ({e})") from None
+                raise UserError(f"{f.path} is not a plain .npy array ({e})") from None
+            except OSError as e:
+                raise UserError(f"{e}; serve it from a server that answers HTTP Range requests") from None
             if arr.ndim not in (1, 2) or arr.dtype.kind not in "iu":
-                raise UserError(f"{p} holds a {arr.ndim}-d {arr.dtype} array; token .npy must be 1-d (a flat "
-                                "stream) or 2-d (one sequence per row) of integer ids")
+                raise UserError(f"{f.path} holds a {arr.ndim}-d {arr.dtype} array; token .npy must be 1-d (a "
+                                "flat stream) or 2-d (one sequence per row) of integer ids")
+            arrs.append(arr)
     if data.format in ("jsonl", "parquet"):
         if data.format == "parquet":
             _pyarrow()
         tokenizer(data)
-        first = next(iter_texts(data, Path(data.files[0].path)), None)
+        try:
+            first = next(iter_texts(data, data.files[0]), None)
+        except OSError as e:
+            raise UserError(f"{e}; check the server (Parquet is read by HTTP Range requests)") from None
         if first is None:
             raise UserError(f"{data.files[0].path} holds no text in field {data.options.get('field', 'text')!r}; "
                             "name the field with DATA#field=NAME")
-    if data.format == "npy":
-        arrs = [np.load(f.path, mmap_mode="r") for f in data.files]
-        if all(a.ndim == 2 for a in arrs):
-            data.count = sum(a.shape[0] for a in arrs)
+    if arrs and all(a.ndim == 2 for a in arrs):
+        data.count = sum(a.shape[0] for a in arrs)
 
 
 def _pyarrow():
@@ -102,17 +127,21 @@ def _pyarrow():
     return pq
 
 
-def iter_texts(data: Data, path: Path) -> Iterator[str]:
+def iter_texts(data: Data, f: DataFile) -> Iterator[str]:
+    """The texts of one file in order: JSONL streamed line by line, Parquet read one row group at a time (a
+    remote Parquet file through byte ranges: its footer, then the column it needs)."""
+    from dataperf.sources import remote
+
     key = data.options.get("field", "text")
     if data.format == "jsonl":
-        with open(path, encoding="utf-8") as f:
-            for line in f:
+        with (remote.open_url(f.path) if data.remote else open(f.path, "rb")) as raw:
+            for line in raw:
                 if line.strip():
                     v = json.loads(line).get(key)
                     if isinstance(v, str):
                         yield v
         return
-    pf = _pyarrow().ParquetFile(path)
+    pf = _pyarrow().ParquetFile(remote.open_ranges(f.path, f.size_bytes or 0) if data.remote else f.path)
     if key not in pf.schema_arrow.names:
         return
     for i in range(pf.num_row_groups):
@@ -124,8 +153,9 @@ class WindowDataset(Dataset):
     as many windows as the stream holds end to end. Files are memory-mapped lazily in each worker."""
 
     def __init__(self, data: Data, cfg: Any, seed: int = 0):
+        self.data = data
         self.files = [f.path for f in data.files]
-        self.dtypes = [bin_dtype(data, Path(p)) if data.format == "tokens-bin" else None for p in self.files]
+        self.dtypes = [bin_dtype(data, p) if data.format == "tokens-bin" else None for p in self.files]
         self.decode, self.cap = cfg.decode, cfg.cap_tokens
         self.L = window_len(cfg)
         self._maps: list[np.ndarray] | None = None
@@ -144,8 +174,7 @@ class WindowDataset(Dataset):
 
     def _open(self) -> list[np.ndarray]:
         if self._maps is None:
-            self._maps = [np.memmap(p, dtype=DTYPES[dt], mode="r") if dt else np.load(p, mmap_mode="r")
-                          for p, dt in zip(self.files, self.dtypes, strict=True)]
+            self._maps = [open_array(self.data, f, dt) for f, dt in zip(self.data.files, self.dtypes, strict=True)]
         return self._maps
 
     def __len__(self) -> int:
@@ -176,7 +205,7 @@ class TextDataset(IterableDataset):
         encode = tokenizer(self.data) if self.decode else None
         k = 0
         for f in self.data.files:
-            for text in iter_texts(self.data, Path(f.path)):
+            for text in iter_texts(self.data, f):
                 k += 1
                 if (k - 1) % of != share:
                     continue

@@ -67,3 +67,23 @@ def build():
     sys.path.insert(0, str(mod))
     out["mods"] = mod
     return out
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3-compatible server on 127.0.0.1, with the AWS variables pointing dataperf (fsspec/s3fs, the
+    dataperf[s3] extra) at it; yields a boto3 client for putting objects there."""
+    boto3 = pytest.importorskip("boto3")
+    pytest.importorskip("s3fs")
+    from moto.server import ThreadedMotoServer
+
+    srv = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    srv.start()
+    host, port = srv.get_host_and_port()
+    url = f"http://{host}:{port}"
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            mp.setenv(k, v)
+        yield boto3.client("s3", endpoint_url=url)
+    srv.stop()

@@ -98,30 +98,15 @@ def test_npy_rows_need_integer_ids(tmp_path):
         sources.resolve(str(tmp_path / "f.npy"))
 
 
-def test_s3_shards_from_a_local_s3_server(user_data, monkeypatch):
+def test_s3_shards_from_a_local_s3_server(user_data, s3_server):
     """moto's S3-compatible server on 127.0.0.1, read through fsspec/s3fs (the dataperf[s3] extra)."""
-    boto3 = pytest.importorskip("boto3")
-    pytest.importorskip("s3fs")
-    from moto.server import ThreadedMotoServer
-
-    srv = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    srv.start()
-    try:
-        host, port = srv.get_host_and_port()
-        url = f"http://{host}:{port}"
-        for k, v in {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                     "AWS_DEFAULT_REGION": "us-east-1"}.items():
-            monkeypatch.setenv(k, v)
-        s3 = boto3.client("s3", endpoint_url=url)
-        s3.create_bucket(Bucket="data")
-        for p in sorted(user_data["shards"].glob("*.tar")):
-            s3.upload_file(str(p), "data", f"train/{p.name}")
-        d = sources.resolve("s3://data/train/")
-        assert d.remote and len(d.files) == 3 and all(f.size_bytes for f in d.files)
-        r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, decode=True, image_size=16),
-                      TrialOptions(collect=False, max_batches=5))
-        assert r.status == "ok" and r.cache_mode == "remote", r.error
-        with pytest.raises(UserError, match="does not exist"):
-            sources.resolve("s3://data/train/missing-{0..1}.tar")
-    finally:
-        srv.stop()
+    s3_server.create_bucket(Bucket="data")
+    for p in sorted(user_data["shards"].glob("*.tar")):
+        s3_server.upload_file(str(p), "data", f"train/{p.name}")
+    d = sources.resolve("s3://data/train/")
+    assert d.remote and len(d.files) == 3 and all(f.size_bytes for f in d.files)
+    r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, decode=True, image_size=16),
+                  TrialOptions(collect=False, max_batches=5))
+    assert r.status == "ok" and r.cache_mode == "remote", r.error
+    with pytest.raises(UserError, match="does not exist"):
+        sources.resolve("s3://data/train/missing-{0..1}.tar")
