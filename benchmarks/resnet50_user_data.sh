@@ -4,11 +4,16 @@
 # `sweep` with the imagenet-train transform and the model's verdict, then `e2e` at the workers the sweep found.
 # Run from the repo root with PYTHONPATH set to it; needs torchvision matching the host's torch (the H200 has
 # torch 2.11 + torchvision 0.26) and no webdataset (files format). Expected to take about 5 minutes on 16 cores
-# (the budget is 8; not yet run there: the CPU variant of every step ran on the dev box); phases are timed.
+# (the budget is 8); phases are timed. WORKERS, PREFETCH, REPEATS, MAX_BATCHES, STEPS shrink it for a short lease.
 set -euo pipefail
 OUT=${OUT:-results/resnet50}
 DATA=${DATA:-/tmp/resnet50-data}
 COUNT=${COUNT:-8192}
+WORKERS=${WORKERS:-4,8,16}
+PREFETCH=${PREFETCH:-2,4}
+REPEATS=${REPEATS:-5}
+MAX_BATCHES=${MAX_BATCHES:-30}
+STEPS=${STEPS:-30}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 t0=$SECONDS
@@ -28,14 +33,14 @@ for f, y in zip(m["files"], m["labels"], strict=True):
         os.link(src / f, t)
 PY
 phase "ImageFolder layout"
-$PY -m dataperf sweep "$DATA/imagefolder" --decode --transform imagenet-train --num-workers 4,8,16 \
-    --prefetch-factor 2,4 --batch-size 128 --max-batches 30 --model torchvision.models:resnet50 --input image \
+$PY -m dataperf sweep "$DATA/imagefolder" --decode --transform imagenet-train --num-workers "$WORKERS" \
+    --prefetch-factor "$PREFETCH" --batch-size 128 --max-batches "$MAX_BATCHES" --repeats "$REPEATS" --model torchvision.models:resnet50 --input image \
     --amp bf16 --device cuda --out "$OUT/sweep.jsonl" --overwrite 2>&1 | tee "$OUT/sweep.log"
 phase "sweep"
 # e2e: the loader feeding the real step, at the sweep's recommended workers (16 if it recommended none)
 W=$(sed -n 's/^recommended: .* w=\([0-9]*\) .*/\1/p' "$OUT/sweep.log" | head -1)
 rm -f "$OUT/e2e.jsonl"
 $PY -m dataperf e2e "$DATA/imagefolder" --transform imagenet-train --num-workers "${W:-16}" --batch-size 128 \
-    --model torchvision.models:resnet50 --input image --amp bf16 --device cuda --steps 30 \
+    --model torchvision.models:resnet50 --input image --amp bf16 --device cuda --steps "$STEPS" --repeats "$REPEATS" \
     --out "$OUT/e2e.jsonl" 2>&1 | tee "$OUT/e2e.log"
 phase "e2e"
