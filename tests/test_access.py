@@ -14,7 +14,7 @@ from dataperf.access import Order
 from dataperf.formats import backends
 from dataperf.records import LoaderConfig
 from dataperf.runner import TrialOptions, run_trial, time_epoch
-from dataperf.sources import resolve, user_dataset
+from dataperf.sources import Data, resolve, user_dataset
 
 OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)
 
@@ -50,7 +50,8 @@ def test_order_continues_across_iterations_and_never_repeats_within_one(shuffle)
 def pass_labels(data, cfg: LoaderConfig, opts: TrialOptions = OPTS) -> list[int]:
     """The labels of one pass, in the order the backend delivered them (DALI's webdataset reader labels
     every sample 0: there each batch's payload bytes stand in)."""
-    batches, _ = backends.get(cfg.format).make(resolve(str(data)), cfg, opts)
+    d = data if isinstance(data, Data) else resolve(str(data))
+    batches, _ = backends.get(cfg.format).make(d, cfg, opts)
     return [y for b in batches for y in (b["y"].tolist() if "y" in b else [b["nbytes"]] * b["n"])]
 
 
@@ -77,6 +78,23 @@ def test_shuffled_pass_reads_every_sample_once_in_another_order_reproducibly(dat
     assert pass_labels(datasets[name], base) == shuffled  # the same seed, the same order
     if fmt != "dali":  # DALI permutes its file list with a fixed seed of its own, whatever the pipeline's
         assert pass_labels(datasets[name], base, replace(OPTS, seed=7)) != shuffled
+
+
+def test_remote_shards_are_shuffled_like_local_ones(datasets):
+    """Shards over HTTP go through the same shard order and sample buffer as local ones."""
+    from tests.sources.servers import HttpServer
+
+    folder = datasets["image-webdataset"]
+    shards = sorted(p.name for p in folder.glob("*.tar"))
+    cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=2)
+    with HttpServer(folder) as srv:
+        remote = resolve(f"{srv.url}/shard-{{000000..{len(shards) - 1:06d}}}.tar")
+        assert remote.remote
+        shuffled = pass_labels(remote, cfg)
+        sequential = pass_labels(remote, replace(cfg, shuffle=False))
+    assert shuffled == pass_labels(folder, cfg)  # the same seeded order as the same shards read locally
+    assert sequential == pass_labels(folder, replace(cfg, shuffle=False)) != shuffled
+    assert sorted(shuffled) == sorted(sequential)
 
 
 def test_webdataset_shards_come_in_a_new_order_every_pass(datasets):
