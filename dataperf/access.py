@@ -3,7 +3,7 @@ a new shard order plus a sample shuffle buffer for shards; storage order with sh
 
 Repeats of a trial are short (a time budget) and must stay cold: each one reads samples the previous ones
 did not. Map-style data does so through `Order`, one permutation consumed across repeats; shards through a
-new shard order per repeat (`shard_order`).
+new shard order per repeat (`ShardOrder`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ class Order(DistributedSampler):
 
 
 def iteration_seed(*parts: Any) -> random.Random:
-    """A generator for this pass of this worker: the same on every rank and worker for the same pass.
+    """A generator seeded by `parts` and the pass: every rank and worker that gives the same parts in the
+    same pass draws the same numbers (so all agree on a shard order), and a new pass draws new ones.
 
     A DataLoader worker learns the pass from its worker seed (base_seed + worker id, base_seed drawn from
     the loader's seeded generator at every iter(): new workers each pass) and from how often this copy of the
