@@ -73,6 +73,8 @@ def test_trial_duration_estimate_for_planning():
     whole = replace(opts, repeat_seconds=None)
     assert estimate_trial_s(whole) is None  # an epoch's length is not known before one is read
     assert estimate_trial_s(whole, done) == pytest.approx(3 * 5.0 + (4.7 + 3.0) / 2)
+    slow = [LoaderResult(trial_s=12.0, repeat_s=[3.5] * 3)]  # 2 s budgets that ran 3.5 s (3 batches a worker)
+    assert estimate_trial_s(replace(opts, repeat_seconds=2.0), slow) == pytest.approx(3 * 3.5 + 1.5)
 
 
 def test_cold_cache_with_the_files_mapped_elsewhere_is_not_verified(tmp_path, datasets):
