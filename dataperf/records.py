@@ -21,10 +21,13 @@ from typing import Any
 
 from dataperf.errors import UserError
 
-SCHEMA_VERSION = 2  # 2: every record carries `env` (provenance); 1 is upgraded on read
+SCHEMA_VERSION = 3  # 3: configs carry `shuffle` (older ones read in storage order); 2: `env`; older upgraded on read
 MIB = 1024 * 1024
 HIGH_SPREAD_PCT = 15.0  # repeats spread wider than this (max - min over the median) get a "high spread" note
 TORCH_PREFETCH_FACTOR = 2  # what torch's DataLoader prefetches per worker when prefetch_factor is not given
+# samples in each webdataset worker's shuffle buffer (webdataset's own `.shuffle(1000)`), and DALI's initial_fill
+DEFAULT_SHUFFLE_BUFFER = 1000
+BUFFER_FORMATS = ("webdataset", "dali")  # formats whose sample shuffle is a buffer (the rest: a full permutation)
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -76,13 +79,25 @@ class LoaderConfig:
     worker_type: str | None = None  # process | thread; None = the backend's own kind
     transform: str | None = None  # None/resize = square resize; imagenet-train | imagenet-val | MODULE:FACTORY
     seq_len: int | None = None  # tokens per window cut from a flat token stream (.bin / 1-d .npy)
+    shuffle: bool = True  # read in a seeded random order, as training does; False = storage order
+    shuffle_buffer: int | None = None  # webdataset: samples per worker's shuffle buffer; dali: initial_fill
 
     def explicit(self) -> LoaderConfig:
-        """torch's default prefetch_factor (2) written out when workers are used, so records say what ran and
-        a config given with or without it is the same config."""
+        """Defaults written out where they apply, so records say what ran and a config given with or without
+        them is the same config: torch's prefetch_factor (2) when workers are used, and the shuffle buffer
+        (DEFAULT_SHUFFLE_BUFFER) of a shuffled webdataset or DALI reader; no buffer elsewhere."""
+        out = self
         if self.num_workers > 0 and self.prefetch_factor is None:
-            return dataclasses.replace(self, prefetch_factor=TORCH_PREFETCH_FACTOR)
-        return self
+            out = dataclasses.replace(out, prefetch_factor=TORCH_PREFETCH_FACTOR)
+        buffered = self.shuffle and self.format in BUFFER_FORMATS
+        buffer = (self.shuffle_buffer or DEFAULT_SHUFFLE_BUFFER) if buffered else None
+        return dataclasses.replace(out, shuffle_buffer=buffer) if buffer != self.shuffle_buffer else out
+
+    def access(self) -> str:
+        """The access pattern in a table cell: 'shuffled', 'shuffled buf=N' (a buffer), or 'sequential'."""
+        if not self.shuffle:
+            return "sequential"
+        return f"shuffled buf={self.shuffle_buffer}" if self.shuffle_buffer else "shuffled"
 
     def key(self) -> str:
         """Stable identity of a config, used to resume sweeps and to match base and head in compare."""
@@ -93,7 +108,7 @@ class LoaderConfig:
         if self.format == "dali":
             parts = [f"dali bs={self.batch_size} threads={self.dali_num_threads}",
                      f"queue={self.dali_prefetch_queue_depth} decode={self.dali_decode_device}"]
-            return " ".join(parts) + f" {self.cache}"
+            return " ".join(parts) + f" {self.access()} {self.cache}"
         s = f"{self.format} bs={self.batch_size} w={self.num_workers}"
         if self.worker_type:
             s += f" {self.worker_type}"
@@ -105,7 +120,7 @@ class LoaderConfig:
             s += " persist"
         if self.decode:
             s += " decode"
-        return s + f" {self.cache}"
+        return s + f" {self.access()} {self.cache}"
 
 
 @dataclass
@@ -155,10 +170,14 @@ class LoaderResult(TrialRecord):
     storage_read_mib_per_repeat: list[float] = field(default_factory=list)
     network_recv_mib_per_repeat: list[float] = field(default_factory=list)  # remote data: host-wide NIC bytes
     dataset_mib_read_per_repeat: float = float("nan")
+    repeat_s: list[float] = field(default_factory=list)  # each repeat, iter() to its last batch
+    repeat_samples: list[int] = field(default_factory=list)  # each repeat's samples
+    epoch_estimate_s: float | None = None  # samples per epoch / steady rate + start-up; None: size unknown
+    trial_s: float = float("nan")  # the whole trial's wall time: preparing, warm-up, repeats, baseline
     # measurement definitions (issue 11; README "Measurement" defines each)
-    epoch_samples_per_s_median: float = float("nan")  # whole epoch, iter() to the last batch, start-up included
+    epoch_samples_per_s_median: float = float("nan")  # a repeat's samples / repeat_s, start-up included
     epoch_samples_per_s_repeats: list[float] = field(default_factory=list)
-    startup_s_median: float = float("nan")  # epoch time beyond what the steady rate needs for its samples
+    startup_s_median: float = float("nan")  # repeat time beyond what the steady rate needs for its samples
     payload_mib_s_median: float = float("nan")  # sample payload (jpg/npy bytes) over the steady window
     payload_mib_s_repeats: list[float] = field(default_factory=list)
     storage_read_mib_s_median: float = float("nan")  # /proc read_bytes over the whole epoch
@@ -468,9 +487,20 @@ def from_dict(d: Any, where: str = "record") -> Record:
 
 
 def upgrade(d: dict[str, Any]) -> dict[str, Any]:
-    """Bring an older record up to SCHEMA_VERSION instead of refusing it (as asv migrates its results)."""
+    """Bring an older record up to SCHEMA_VERSION instead of refusing it (as asv migrates its results).
+
+    Before schema 3 every loader read in storage order: an old config gets `shuffle: False` and its
+    config_key is recomputed, so an old sequential trial never matches a new shuffled one (resume, compare)."""
     if d.get("schema_version") == 1:
         d = {**d, "schema_version": 2, "env": d.get("env") or {}}
+    if d.get("schema_version") == 2:
+        d = {**d, "schema_version": 3}
+        cfg = d.get("config")
+        if isinstance(cfg, dict) and cfg and "shuffle" not in cfg:
+            d["config"] = cfg = {**cfg, "shuffle": False}
+            names = {f.name for f in dataclasses.fields(LoaderConfig)}
+            if set(cfg) <= names:  # unknown keys are named as damage by from_dict
+                d["config_key"] = LoaderConfig(**cfg).key()
     return d
 
 

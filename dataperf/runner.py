@@ -25,6 +25,13 @@ from dataperf.records import HIGH_SPREAD_PCT, MIB, LoaderConfig, LoaderResult, p
 from dataperf.sources import Data, as_data
 
 NOOP_BATCHES = 200
+# A repeat's time budget. Training reads an epoch (minutes to hours); a repeat only needs a steady window long
+# enough that each worker's own window spans several of its batches: 5 s holds >= 10 batches per worker
+# while a worker makes a batch in under half a second, and keeps a 3-repeat trial near 20 s. Measured on the
+# H200 host (benchmarks/results/2026-12-03-h200-repeat_budget*.log: 40k ImageNet-sized JPEGs, 16 workers):
+# 5 s trials within 2% of whole-epoch trials on average, trial to trial about 5% apart (whole epochs: 2%).
+DEFAULT_REPEAT_S = 5.0
+STEADY_BATCHES = 3  # the budget never ends a repeat before every worker seen delivered this many batches
 # backends whose batches come out of one stream (worker -1): no per-worker ids, so no active-worker count
 ONE_STREAM = ("dali", "spdl", "torchdata")
 
@@ -35,7 +42,8 @@ class TrialOptions:
 
     repeats: int = 5
     warmup_batches: int = 2
-    max_batches: int | None = None  # per repeat; None = one whole epoch
+    max_batches: int | None = None  # per repeat; None = up to one epoch's worth of samples
+    repeat_seconds: float | None = DEFAULT_REPEAT_S  # per repeat, from iter(); None = no time budget
     min_batches: int = 5
     drop_caches: bool = False
     collect: bool = True
@@ -43,6 +51,7 @@ class TrialOptions:
     raw_dir: Path | None = None
     throttle_mib_s: float | None = None  # simulated slow storage (diagnose's fetch what-if, tests)
     sample_cost_s: float | None = None  # a fixed sleep per sample (known-answer tests, planted slowdowns)
+    seek_s: float | None = None  # files: a simulated seek, slept by a read not next in storage order (tests)
     seed: int = 0
     rank: int = 0
     world_size: int = 1
@@ -94,7 +103,7 @@ class Repeat:
     nbytes: int
     batches: int
     ttfb_s: float
-    epoch_s: float  # iter() to the end of the epoch (StopIteration or max_batches), start-up included
+    epoch_s: float  # iter() to the repeat's last batch (end of data, max_batches or budget), start-up included
     waits_s: list[float]
     storage_read_bytes: int
     arrivals: list[Arrival] = dataclass_field(default_factory=list)
@@ -138,8 +147,13 @@ class Repeat:
 
 
 def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
-               on_workers: Callable[[list[int]], None] | None = None) -> Repeat:
-    """Iterate once, timing every next(); the same loop measures the no-op baseline (harness overhead)."""
+               on_workers: Callable[[list[int]], None] | None = None, seconds: float | None = None,
+               min_batches: int = 0) -> Repeat:
+    """Iterate once, timing every next(); the same loop measures the no-op baseline (harness overhead).
+
+    The repeat ends at the end of the data, after max_batches, or at the first batch `seconds` or more after
+    iter() once it holds min_batches batches and every worker seen delivered STEADY_BATCHES (each worker's
+    steady window needs batches of its own)."""
     read0 = cache.tree_read_bytes()
     t0 = time.perf_counter()
     it = iter(batches)
@@ -151,12 +165,15 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
     waits: list[float] = []
     arrivals: list[Arrival] = []
     samples = nbytes = n = corrupt = 0
+    per_worker: dict[int, int] = {}
     t_first = t0
+    ended = False
     while max_batches is None or n < max_batches:
         tb = time.perf_counter()
         try:
             b = next(it)
         except StopIteration:
+            ended = True
             break
         now = time.perf_counter()
         waits.append(now - tb)
@@ -167,10 +184,26 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
         nbytes += b["nbytes"]
         arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"]))
         corrupt += b.get("corrupt", 0)
+        per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
+        if seconds is not None and now - t0 >= seconds and n >= min_batches \
+                and min(per_worker.values()) >= STEADY_BATCHES:
+            break
     t_end = time.perf_counter()
+    if not ended:
+        _drain(it)
     del it  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
     return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, waits, cache.tree_read_bytes() - read0,
                   arrivals, watch_s, corrupt=corrupt)
+
+
+def _drain(it: Any) -> None:
+    """Finish, untimed, the batches a persistent-worker DataLoader still has in flight after a repeat cut
+    short: its next iter() would wait for them inside the next repeat's start-up, which an epoch that runs
+    to its end never pays. Nothing new is handed to the workers (their index source is emptied)."""
+    if getattr(it, "_persistent_workers", False):
+        it._sampler_iter = iter(())
+        for _ in it:
+            pass
 
 
 class _NoOp(torch.utils.data.Dataset):
@@ -220,6 +253,7 @@ def worker_ladder(max_workers: int | None = None) -> list[int]:
 def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = None) -> LoaderResult:
     """Measure one config. Trial failures (bad config, crashed worker, corrupt shard) come back as a failed
     record that says why; only problems with the dataset path itself raise UserError."""
+    t0 = time.perf_counter()
     opts = opts or TrialOptions()
     cfg = cfg.explicit()
     data = as_data(data)
@@ -238,13 +272,30 @@ def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = 
         res.status, res.error = "failed", describe_failure(e)
     if opts.gather is not None:
         _combine_ranks(res, reps, opts.gather)
+    res.trial_s = time.perf_counter() - t0
     return res
 
 
+def estimate_trial_s(opts: TrialOptions, finished: Iterable[LoaderResult] = ()) -> float | None:
+    """How long a trial with these options will take, for planning a sweep: its repeats, plus what a trial
+    spends outside them (preparing, warm-up, the harness baseline) as the median over finished trials of
+    trial_s - sum(repeat_s), 0 before any finished. A repeat lasts its budget, or the finished trials' median
+    repeat where that is longer (a repeat runs on until every worker delivered STEADY_BATCHES: with many
+    workers and large batches that outlasts a short budget); without a budget a repeat is up to an epoch,
+    known only from finished trials (None before any finished)."""
+    done = [r for r in finished if r.status == "ok" and r.repeat_s and r.trial_s == r.trial_s]
+    extra = summarize([r.trial_s - sum(r.repeat_s) for r in done])["median"] if done else 0.0
+    seen = summarize([x for r in done for x in r.repeat_s])["median"] if done else None
+    if not opts.repeat_seconds and seen is None:
+        return None
+    return opts.repeats * max(opts.repeat_seconds or 0.0, seen or 0.0) + extra
+
+
 def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any], list[Any]]) -> None:
-    """Global samples/s per repeat = all ranks' samples over the slowest rank's time; stragglers named."""
+    """Global samples/s per repeat = all ranks' samples over the slowest rank's time; stragglers named. A
+    repeat's samples are all ranks' together, its duration the slowest rank's."""
     mine = {"status": res.status, "error": res.error, "rank_sps": res.samples_per_s_median,
-            "rank_samples": res.samples_per_repeat,
+            "rank_samples": res.samples_per_repeat, "repeat_samples": res.repeat_samples, "repeat_s": res.repeat_s,
             "samples": [r.steady_samples for r in reps], "steady_s": [r.steady_s for r in reps]}
     ranks = gather(mine)
     bad = [(i, r["error"]) for i, r in enumerate(ranks) if r["status"] != "ok"]
@@ -254,6 +305,8 @@ def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any]
         return
     n = min(len(r["samples"]) for r in ranks)
     glob = [sum(r["samples"][k] for r in ranks) / max(r["steady_s"][k] for r in ranks) for k in range(n)]
+    res.repeat_samples = [sum(r["repeat_samples"][k] for r in ranks) for k in range(n)]
+    res.repeat_s = [max(r["repeat_s"][k] for r in ranks) for k in range(n)]
     s = summarize(glob)
     res.samples_per_s_repeats = glob
     res.samples_per_s_median, res.samples_per_s_min = s["median"], s["min"]
@@ -293,9 +346,11 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
         raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
     be = backends.get(cfg.format)
     batches, prep = be.make(data, cfg, opts)  # a converting backend converts (once, cached) here
-    res.backend, res.knobs_ignored = prep.info, be.knobs_ignored(cfg)
-    if res.knobs_ignored:
-        res.notes.append(f"{be.name} cannot express {', '.join(res.knobs_ignored)}: set but not applied")
+    ignored = be.knobs_ignored(cfg)
+    res.backend, res.knobs_ignored = prep.info, ignored + prep.ignored
+    if ignored:
+        res.notes.append(f"{be.name} cannot express {', '.join(ignored)}: set but not applied")
+    res.notes.extend(prep.notes)
     paths = prep.paths  # what this backend reads: the converted store, if it has one (none: remote, user's)
     if not data.cache_managed:
         res.notes.append(data.cache_note())
@@ -320,7 +375,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
                 opts.barrier()
             net0 = psutil.net_io_counters().bytes_recv
             with footprint.Meter() if opts.footprint else contextlib.nullcontext() as meter:
-                rep = time_epoch(batches, opts.max_batches, running.watch)
+                rep = time_epoch(batches, opts.max_batches, running.watch, opts.repeat_seconds, opts.min_batches)
             if data.remote:
                 res.network_recv_mib_per_repeat.append((psutil.net_io_counters().bytes_recv - net0) / MIB)
             if meter is not None:
@@ -384,6 +439,12 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.epoch_samples_per_s_repeats = [r.epoch_samples_per_s for r in reps]
     res.epoch_samples_per_s_median = summarize(res.epoch_samples_per_s_repeats)["median"]
     res.startup_s_median = summarize([max(0.0, r.epoch_s - r.samples / r.samples_per_s) for r in reps])["median"]
+    res.repeat_s, res.repeat_samples = [r.epoch_s for r in reps], [r.samples for r in reps]
+    if data.count:  # this rank's share of an epoch at the steady rate, plus one start-up
+        res.epoch_estimate_s = data.count / opts.world_size / res.samples_per_s_median + res.startup_s_median
+    if opts.repeat_seconds and res.startup_s_median > opts.repeat_seconds / 2:
+        res.notes.append(f"start-up took {res.startup_s_median:.1f} s of each {opts.repeat_seconds:g} s repeat: "
+                         "the steady window is short; give repeats more time (--repeat-seconds)")
     res.payload_mib_s_repeats = [r.payload_mib_s for r in reps]
     res.payload_mib_s_median = summarize(res.payload_mib_s_repeats)["median"]
     res.storage_read_mib_s_repeats = [r.storage_read_mib_s for r in reps]

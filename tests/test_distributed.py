@@ -33,11 +33,12 @@ def test_two_ranks_split_data_and_gather_to_rank0(tmp_path, datasets):
             assert r.world_size == 2 and len(r.per_rank_samples_per_s) == 2
             assert r.slowest_rank in (0, 1)
             assert r.per_rank_samples_per_s[r.slowest_rank] == min(r.per_rank_samples_per_s)
-            # each rank read its own split (files: half each; shards: whole shards each), together all 96
-            assert r.samples_per_repeat == 96 and sum(r.per_rank_samples_per_repeat) == 96
+            # each rank read its own split (files: half each; shards: whole shards each, in a shard order every
+            # rank agrees on, new each repeat), together all 96 in every repeat
+            assert r.repeat_samples == [96] * r.repeats
             assert all(0 < n < 96 for n in r.per_rank_samples_per_repeat)
             if name == "image-files":
-                assert r.per_rank_samples_per_repeat == [48, 48]
+                assert r.per_rank_samples_per_repeat == [48, 48] and r.samples_per_repeat == 96
             # global rate per repeat: both ranks' samples over the slowest rank's time. Its bounds (between the
             # slowest rank's rate and the sum) hold per repeat, not between medians taken over different repeats
             # (a rank stalled in one repeat moves the global median, not its own), so only what holds is checked

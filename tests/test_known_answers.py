@@ -55,6 +55,29 @@ def test_sleeping_samples_give_the_analytic_rate(datasets, workers, persistent):
         assert r.epoch_samples_per_s_median < r.samples_per_s_median  # spawning workers every epoch costs
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_time_budgeted_repeats_give_the_analytic_rate(datasets, persistent):
+    """96 samples at 2*SAMPLE_S each, batch 2, 2 workers: an epoch takes 3.8 s, so a 2 s budget ends every
+    repeat first, at its first batch 2 s or more after iter() (batches arrive every 80 ms). The steady rate is
+    the analytic 2 / cost; repeats continue through the data instead of restarting it. Persistent workers
+    start no process: their first batch comes one batch time (160 ms of sleep) after iter(), because the 4
+    batches per worker still in flight when a repeat is cut are finished outside the next repeat (otherwise
+    it would first wait for those: 5 batch times, 800 ms of sleep that no machine can shorten)."""
+    cost, budget, b = 2 * SAMPLE_S, 2.0, 2
+    cfg = LoaderConfig(format="files", batch_size=b, num_workers=2, prefetch_factor=4, persistent_workers=persistent)
+    r = run_trial(datasets["image-files"], cfg, TrialOptions(repeats=3, warmup_batches=1, min_batches=3,
+                                                           collect=False, sample_cost_s=cost,
+                                                           repeat_seconds=budget))
+    assert r.status == "ok", r.error
+    assert r.samples_per_s_median == pytest.approx(2 / cost, rel=0.1)
+    assert len(r.repeat_s) == len(r.repeat_samples) == 3
+    assert all(budget <= t < budget + 1.0 for t in r.repeat_s), r.repeat_s  # overshoot: about one batch
+    assert all(n < 96 for n in r.repeat_samples)  # the budget ended every repeat, not the data
+    assert r.epoch_estimate_s == pytest.approx(96 / r.samples_per_s_median + r.startup_s_median)
+    if persistent:
+        assert r.ttfb_s_median < 2 * b * cost, r.ttfb_s_median
+
+
 @pytest.fixture(scope="module")
 def two_shards(tmp_path_factory):
     p = tmp_path_factory.mktemp("two") / "wds"

@@ -6,7 +6,7 @@ import pytest
 
 from dataperf import records
 from dataperf.errors import UserError
-from dataperf.records import LoaderResult, StepResult, percentile, summarize
+from dataperf.records import DEFAULT_SHUFFLE_BUFFER, LoaderConfig, LoaderResult, StepResult, percentile, summarize
 
 
 def test_round_trip_keeps_values_and_nan(tmp_path):
@@ -36,6 +36,40 @@ def test_schema_mismatch_and_missing_file(tmp_path):
         records.load(p)
     with pytest.raises(UserError, match="not found"):
         records.load(tmp_path / "nope.jsonl")
+
+
+def test_access_pattern_is_part_of_every_config():
+    wds = LoaderConfig(format="webdataset").explicit()
+    assert wds.shuffle and wds.shuffle_buffer == DEFAULT_SHUFFLE_BUFFER  # the buffer that ran, written out
+    assert LoaderConfig(format="dali", shuffle_buffer=64).explicit().shuffle_buffer == 64
+    assert LoaderConfig(format="files", shuffle_buffer=64).explicit().shuffle_buffer is None  # a permutation
+    assert LoaderConfig(format="webdataset", shuffle=False, shuffle_buffer=64).explicit().shuffle_buffer is None
+    assert wds.short() == f"webdataset bs=32 w=0 shuffled buf={DEFAULT_SHUFFLE_BUFFER} warm"
+    assert LoaderConfig(num_workers=2).explicit().short() == "files bs=32 w=2 pf=2 shuffled warm"
+    assert LoaderConfig(shuffle=False).short() == "files bs=32 w=0 sequential warm"
+    assert LoaderConfig().key() != LoaderConfig(shuffle=False).key()
+
+
+def test_schema_2_loaders_read_in_storage_order_and_never_match_a_shuffled_trial(tmp_path):
+    """Results written before shuffling was the default load as shuffle False, config_key recomputed, so
+    --resume and compare never pair an old sequential trial with a new shuffled one."""
+    cfg = {"format": "webdataset", "batch_size": 8, "num_workers": 2, "prefetch_factor": 2, "pin_memory": False,
+           "persistent_workers": False, "decode": True, "cache": "warm", "image_size": 64, "cap_tokens": None}
+    old_key = json.dumps({k: v for k, v in cfg.items() if v is not None}, sort_keys=True)
+    p = tmp_path / "old.jsonl"
+    lines = [{"kind": "loader", "schema_version": 2, "config": cfg, "config_key": old_key, "env": {},
+              "samples_per_s_median": 100.0},
+             {"kind": "e2e", "schema_version": 2, "config": cfg, "config_key": old_key, "env": {}},
+             {"kind": "loader", "schema_version": 1, "config": cfg, "config_key": old_key},
+             {"kind": "step", "schema_version": 2, "config_key": "cnn|cpu", "env": {}}]
+    p.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    recs = records.load(p)
+    sequential = LoaderConfig(**{**cfg, "shuffle": False})
+    for r in recs[:3]:
+        assert r.schema_version == records.SCHEMA_VERSION
+        assert r.config["shuffle"] is False and r.config_key == sequential.key()
+        assert r.config_key != LoaderConfig(**cfg).explicit().key()  # today's default: shuffled
+    assert recs[0].samples_per_s_median == 100.0 and recs[3].config_key == "cnn|cpu"
 
 
 def test_summary_and_percentile():

@@ -3,15 +3,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from dataperf.formats import loaders
-from dataperf.records import LoaderConfig
-from dataperf.runner import TrialOptions, run_trial
+from dataperf.records import LoaderConfig, LoaderResult
+from dataperf.runner import TrialOptions, estimate_trial_s, run_trial
 
-FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)  # whole epochs
 
 
 @pytest.mark.parametrize("name,workers", [("image-files", 0), ("image-webdataset", 2), ("tokens-files", 2),
@@ -30,6 +31,8 @@ def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
     assert r.batch_wait_ms_p99 >= r.batch_wait_ms_p50 >= 0
     assert r.ttfb_s_median > 0
     assert r.config["prefetch_factor"] == (2 if workers else None)
+    assert r.repeat_samples == [96] * 3 and len(r.repeat_s) == 3
+    assert r.trial_s > sum(r.repeat_s)  # preparing, warm-up and the harness baseline come on top
 
 
 @pytest.mark.parametrize("name", ["image-files", "image-webdataset"])
@@ -44,6 +47,34 @@ def test_cold_cache_is_verified_by_storage_reads_of_the_files_own_bytes(datasets
     assert r.file_mib_per_repeat == pytest.approx(files_mib)
     assert all(mib >= 0.9 * files_mib for mib in r.storage_read_mib_per_repeat)
     assert r.resident_after_evict_pct <= 10
+
+
+@pytest.mark.parametrize("name", ["image-files", "image-webdataset"])
+def test_cold_cache_is_verified_when_each_repeat_reads_a_random_part(datasets, name):
+    """Budgeted shuffled repeats read a random part of the data: verified against the files' bytes scaled to
+    the share of the data each repeat read."""
+    cfg = LoaderConfig(format=name.split("-")[1], batch_size=4, num_workers=1, cache="cold")
+    r = run_trial(datasets[name], cfg, replace(FAST, sample_cost_s=0.02, repeat_seconds=0.3))
+    assert r.status == "ok", r.error
+    assert all(n < 96 for n in r.repeat_samples), r.repeat_samples  # a part of the data each repeat
+    assert r.cache_verified is True, r.notes
+    files_mib = sum(p.stat().st_size for p in datasets[name].iterdir()
+                    if p.is_file() and p.name != "manifest.json") / 2**20
+    assert r.file_mib_per_repeat < files_mib
+
+
+def test_trial_duration_estimate_for_planning():
+    """Repeats at their budget plus what finished trials spent outside their repeats (median)."""
+    opts = TrialOptions(repeats=3, repeat_seconds=5.0)
+    assert estimate_trial_s(opts) == 15.0
+    done = [LoaderResult(trial_s=20.0, repeat_s=[5.1, 5.2, 5.0]), LoaderResult(trial_s=18.0, repeat_s=[5.0] * 3),
+            LoaderResult(status="failed", trial_s=1.0)]
+    assert estimate_trial_s(opts, done) == pytest.approx(15.0 + (4.7 + 3.0) / 2)
+    whole = replace(opts, repeat_seconds=None)
+    assert estimate_trial_s(whole) is None  # an epoch's length is not known before one is read
+    assert estimate_trial_s(whole, done) == pytest.approx(3 * 5.0 + (4.7 + 3.0) / 2)
+    slow = [LoaderResult(trial_s=12.0, repeat_s=[3.5] * 3)]  # 2 s budgets that ran 3.5 s (3 batches a worker)
+    assert estimate_trial_s(replace(opts, repeat_seconds=2.0), slow) == pytest.approx(3 * 3.5 + 1.5)
 
 
 def test_cold_cache_with_the_files_mapped_elsewhere_is_not_verified(tmp_path, datasets):

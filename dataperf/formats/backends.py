@@ -19,19 +19,25 @@ from dataperf.sources import SOURCE_FORMATS, Data
 
 # knobs of LoaderConfig a backend may or may not express (decode/batch_size/cache every backend has)
 TITLES = {"dali": "DALI", "spdl": "SPDL", "litdata": "LitData", "streaming": "Mosaic Streaming"}
-KNOBS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")
+KNOBS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "shuffle")
+OFF = {"num_workers": 0, "prefetch_factor": None, "pin_memory": False, "persistent_workers": False, "shuffle": False}
 # formats the torch DataLoader backend reads: dataperf's own two, and what dataperf.sources resolves
 # (token files, a user's Dataset); every other backend reads local image files or shards only
 DATALOADER = ("files", "webdataset", *SOURCE_FORMATS)
+TEXT = ("jsonl", "parquet")
+NO_SHUFFLE = tuple(k for k in KNOBS if k != "shuffle")
 
 
 @dataclass
 class Prepared:
-    """What a backend reads (the runner warms or evicts exactly these) and what preparing it cost."""
+    """What a backend reads (the runner warms or evicts exactly these) and what preparing it cost; knobs that
+    turned out not to apply once the loader was built (a user's IterableDataset cannot be shuffled), and why."""
 
     paths: list[Path]
     info: dict[str, Any] = field(default_factory=dict)
     state: Any = None
+    ignored: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -59,8 +65,7 @@ class Backend:
 
     def knobs_ignored(self, cfg: LoaderConfig) -> list[str]:
         """Knobs set in cfg (away from their off/None state) that this backend has no way to express."""
-        defaults = {"num_workers": 0, "prefetch_factor": None, "pin_memory": False, "persistent_workers": False}
-        return [k for k in KNOBS if k not in self.knobs and getattr(cfg, k) != defaults[k]]
+        return [k for k in KNOBS if k not in self.knobs and getattr(cfg, k) != OFF[k]]
 
     def check(self, data: Data, cfg: LoaderConfig) -> None:
         if not self.installed():
@@ -81,6 +86,7 @@ class Backend:
                              f"{data.describe()}: use --format {data.format}")
 
     def make(self, data: Data, cfg: LoaderConfig, opts: Any) -> tuple[Iterable[dict[str, Any]], Prepared]:
+        cfg = cfg.explicit()  # every backend sees the defaults that apply (prefetch, shuffle buffer) written out
         self.check(data, cfg)
         if self.prepare:
             prep = self.prepare(data, cfg)
@@ -91,10 +97,16 @@ class Backend:
 
 
 def _dataloader(data, cfg, opts, prep):
+    from torch.utils.data import IterableDataset
+
     from dataperf.formats.loaders import make_loader
 
-    return make_loader(data, cfg, opts.throttle_mib_s, opts.rank, opts.world_size, opts.seed,
-                       opts.sample_cost_s)
+    loader = make_loader(data, cfg, opts)
+    if cfg.shuffle and data.format == "user-dataset" and isinstance(loader.dataset, IterableDataset):
+        prep.ignored.append("shuffle")
+        prep.notes.append("a user's IterableDataset yields its samples in its own order, from its start in every "
+                          "repeat: dataperf cannot shuffle it, so shuffle is not applied")
+    return loader
 
 
 def _dali(data, cfg, opts, prep):
@@ -116,14 +128,16 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
     Backend("files", "", "", "files", ("process",), KNOBS, False, 0, _dataloader),
     Backend("webdataset", "webdataset", "pip install webdataset", "webdataset", ("process",), KNOBS, False, 0,
             _dataloader),
-    *[Backend(f, "", "", f, ("process",), KNOBS, False, 0, _dataloader) for f in SOURCE_FORMATS],
+    # text files are an IterableDataset read front to back: no shuffle
+    *[Backend(f, "", "", f, ("process",), KNOBS if f not in TEXT else NO_SHUFFLE, False, 0, _dataloader)
+      for f in SOURCE_FORMATS],
     Backend("dali", "nvidia.dali", "pip install 'dataperf[dali]' (nvidia-dali-cuda120)", "files, webdataset",
-            ("thread",), (), True, 0, _dali),
+            ("thread",), ("shuffle",), True, 0, _dali),
     Backend("torchdata", "torchdata", "pip install 'dataperf[torchdata]'", "files, webdataset (in place)",
-            ("thread", "process"), ("num_workers", "prefetch_factor", "pin_memory"), False, 0,
+            ("thread", "process"), ("num_workers", "prefetch_factor", "pin_memory", "shuffle"), False, 0,
             _lazy("dataperf.formats.torchdata_backend", "build")),
     Backend("spdl", "spdl", "pip install 'dataperf[spdl]'", "files, webdataset (in place)",
-            ("thread", "process"), ("num_workers", "prefetch_factor"), False, 1,
+            ("thread", "process"), ("num_workers", "prefetch_factor", "shuffle"), False, 1,
             _lazy("dataperf.formats.spdl_backend", "build")),
     Backend("litdata", "litdata", "bash scripts/install_backends.sh litdata", "litdata chunks (converted once)",
             ("process",), KNOBS, False, 0, _lazy("dataperf.formats.litdata_backend", "build"),

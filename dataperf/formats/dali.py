@@ -14,7 +14,7 @@ from typing import Any
 
 from dataperf.errors import TrialError
 from dataperf.formats.dataset_dir import Manifest
-from dataperf.records import LoaderConfig
+from dataperf.records import DEFAULT_SHUFFLE_BUFFER, LoaderConfig
 
 READER = "Reader"
 
@@ -76,8 +76,8 @@ class DaliLoader:
 
     def _read(self, fn, rank: int, world_size: int):
         # cold trials read with read(): DALI's default mmap keeps pages mapped, so eviction cannot drop them
-        shard = {"shard_id": rank, "num_shards": world_size, "name": READER, "random_shuffle": False,
-                 "pad_last_batch": False, "dont_use_mmap": self.cfg.cache == "cold"}
+        shard = {"shard_id": rank, "num_shards": world_size, "name": READER, "pad_last_batch": False,
+                 "dont_use_mmap": self.cfg.cache == "cold", **shuffle_args(self.cfg)}
         if self.m.format == "files":
             files = [str(p) for p in self.m.paths(self.root)]
             if self.m.kind == "tokens":
@@ -120,6 +120,17 @@ class DaliLoader:
                 batch["x"] = _to_torch(x, self.gpu_out)[:n]
                 batch["y"] = torch.from_numpy(np.asarray(y.as_array()).reshape(-1)[:n].astype(np.int64))
             yield batch
+
+
+def shuffle_args(cfg: LoaderConfig) -> dict[str, Any]:
+    """DALI's reader shuffle: random_shuffle draws each sample from a buffer of initial_fill samples; the
+    file reader also permutes its file list once (a fixed order every epoch: random small-file reads), the
+    webdataset reader reads its shards in order and shuffles through the buffer only."""
+    if not cfg.shuffle:
+        return {"random_shuffle": False}
+    if cfg.shuffle_buffer is not None and cfg.shuffle_buffer <= 0:
+        raise TrialError(f"shuffle_buffer must be positive, got {cfg.shuffle_buffer}")
+    return {"random_shuffle": True, "initial_fill": cfg.shuffle_buffer or DEFAULT_SHUFFLE_BUFFER}
 
 
 def index_files(shards: list[Path]) -> list[Path]:

@@ -32,7 +32,7 @@ def prepare(root: Path, m: Manifest, cfg: LoaderConfig) -> Prepared:
     return Prepared(store.files(), store.info(), state=store)
 
 
-def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None):
+def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None, seed: int):
     from litdata import StreamingDataset
 
     from dataperf.formats.loaders import throttle
@@ -46,7 +46,8 @@ def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None):
             return decoder(s["ext"], s["payload"], int(s["label"]))
 
     decoder = SampleDecoder(cfg)
-    return Decoded(input_dir=f"local:{store.path}", shuffle=False, drop_last=False)
+    # litdata's own shuffle: chunks in a seeded order per epoch, samples shuffled within the chunks read
+    return Decoded(input_dir=f"local:{store.path}", shuffle=cfg.shuffle, drop_last=False, seed=seed)
 
 
 def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared):
@@ -56,7 +57,7 @@ def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared)
     if opts.world_size > 1:
         raise TrialError("the litdata backend is measured on one rank here (litdata splits by its own "
                          "distributed env); run it without --nproc")
-    ds = _dataset(prep.state, cfg, opts.throttle_mib_s)
+    ds = _dataset(prep.state, cfg, opts.throttle_mib_s, opts.seed)
     if len(ds) != prep.state.samples:
         raise TrialError(f"litdata store holds {len(ds)} samples, the dataset {prep.state.samples}; delete "
                          f"{prep.state.path} to convert again")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from dataperf.errors import TrialError
 from dataperf.records import MIB, LoaderConfig
@@ -41,6 +41,8 @@ def validate(cfg: LoaderConfig) -> None:
         raise TrialError(f"prefetch_factor must be positive, got {cfg.prefetch_factor}")
     if cfg.cap_tokens is not None and cfg.cap_tokens <= 0:
         raise TrialError(f"cap_tokens must be positive, got {cfg.cap_tokens}")
+    if cfg.shuffle_buffer is not None and cfg.shuffle_buffer <= 0:
+        raise TrialError(f"shuffle_buffer must be positive, got {cfg.shuffle_buffer}")
 
 
 def throttle(nbytes: int, mib_s: float | None, sample_cost_s: float | None = None) -> None:
@@ -127,19 +129,23 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
 class FilesDataset(Dataset):
     """One file per sample, read whole with plain open/read (what most training code does)."""
 
-    def __init__(self, data: Data, cfg: LoaderConfig, throttle_mib_s: float | None = None,
-                 sample_cost_s: float | None = None):
+    def __init__(self, data: Data, cfg: LoaderConfig, opts: Any):
         self.paths = data.urls()
         self.labels = data.labels or [0] * len(self.paths)
         self.decoder = SampleDecoder(cfg)
-        self.throttle_mib_s = throttle_mib_s
-        self.sample_cost_s = sample_cost_s
+        self.throttle_mib_s = opts.throttle_mib_s
+        self.sample_cost_s = opts.sample_cost_s
+        self.seek_s = opts.seek_s
+        self.next_i: int | None = None  # this process's position in storage order (the simulated seek)
 
     def __len__(self) -> int:
         return len(self.paths)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         p = self.paths[i]
+        if self.seek_s and i != self.next_i:  # simulated seek: a read not next in storage order (tests)
+            time.sleep(self.seek_s)
+        self.next_i = i + 1
         with open(p, "rb") as f:
             payload = f.read()
         throttle(len(payload), self.throttle_mib_s, self.sample_cost_s)
@@ -161,47 +167,59 @@ def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
     return fn
 
 
-def make_dataset(data: Data, cfg: LoaderConfig, throttle_mib_s: float | None = None, rank: int = 0,
-                 world_size: int = 1, seed: int = 0, sample_cost_s: float | None = None):
+def make_dataset(data: Data, cfg: LoaderConfig, opts: Any):
+    """The torch Dataset for cfg.format; opts (runner.TrialOptions) gives rank, seed and simulated costs."""
     if data.format in SOURCE_FORMATS:  # token files and the user's own Dataset
         from dataperf.sources.datasets import make_source_dataset
 
-        return make_source_dataset(data, cfg, rank, world_size, seed)
+        return make_source_dataset(data, cfg, opts.rank, opts.world_size, opts.seed)
     if cfg.format == "files":
         if data.format != "files":
             raise TrialError(f"format files asked for, but {data.spec} holds {data.format}; "
                              f"use --format {data.format}")
-        return FilesDataset(data, cfg, throttle_mib_s, sample_cost_s)
+        return FilesDataset(data, cfg, opts)
     if cfg.format == "webdataset":
         if data.format != "webdataset":
             raise TrialError(f"format webdataset asked for, but {data.spec} holds {data.format}; "
                              f"use --format {data.format}")
-        import webdataset as wds
-
-        if data.remote:
-            from dataperf.sources.datasets import remote_webdataset
-
-            return remote_webdataset(data, wds_sample_fn(SampleDecoder(cfg), throttle_mib_s, sample_cost_s))
-        urls = data.urls()
-        ds = wds.WebDataset(urls, shardshuffle=False, nodesplitter=wds.split_by_node,
-                            workersplitter=wds.split_by_worker, empty_check=False)
-        return ds.map(wds_sample_fn(SampleDecoder(cfg), throttle_mib_s, sample_cost_s))
+        return webdataset_pipeline(data, cfg, opts)
     raise TrialError(f"unknown format {cfg.format!r} for the DataLoader backend; choose files or webdataset")
 
 
-def make_loader(data: Data, cfg: LoaderConfig, throttle_mib_s: float | None = None,
-                rank: int = 0, world_size: int = 1, seed: int = 0,
-                sample_cost_s: float | None = None) -> DataLoader:
-    """A real torch DataLoader; with world_size > 1 each rank reads its own split."""
+def webdataset_pipeline(data: Data, cfg: LoaderConfig, opts: Any):
+    """Tar shards as a webdataset pipeline: the shard list (a new order every pass when shuffled), split by
+    rank and worker, expanded into samples (local files by webdataset's own reader, remote streams opened by
+    dataperf.sources.remote), a sample shuffle buffer per worker, then decode."""
+    import webdataset as wds
+
+    from dataperf.access import SampleBuffer, ShardOrder
+
+    if data.remote:
+        from dataperf.sources.datasets import remote_tar_samples
+
+        expand = remote_tar_samples()
+    else:
+        expand = [wds.tarfile_to_samples()]
+    buffer = [SampleBuffer(cfg.shuffle_buffer, opts.seed, opts.rank)] if cfg.shuffle and cfg.shuffle_buffer else []
+    return wds.DataPipeline(ShardOrder(data.urls(), cfg.shuffle, opts.seed), wds.split_by_node, wds.split_by_worker,
+                            *expand, *buffer,
+                            wds.map(wds_sample_fn(SampleDecoder(cfg), opts.throttle_mib_s, opts.sample_cost_s)))
+
+
+def make_loader(data: Data, cfg: LoaderConfig, opts: Any) -> DataLoader:
+    """A real torch DataLoader; with world_size > 1 each rank reads its own split. Map-style data is read in
+    the order of an access.Order sampler (a seeded permutation, or storage order), continued across
+    repeats; an IterableDataset in its own order."""
+    from dataperf.access import Order
     from dataperf.sources.datasets import collate_for
 
     validate(cfg)
-    ds = make_dataset(data, cfg, throttle_mib_s, rank, world_size, seed, sample_cost_s)
+    ds = make_dataset(data, cfg, opts)
     sampler = None
-    if world_size > 1 and not isinstance(ds, IterableDataset):
-        sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=False, seed=seed)
+    if not isinstance(ds, IterableDataset):
+        sampler = Order(len(ds), cfg.shuffle, opts.seed, opts.rank, opts.world_size)
     g = torch.Generator()
-    g.manual_seed(seed)
+    g.manual_seed(opts.seed)
     return DataLoader(ds, batch_size=cfg.batch_size, collate_fn=collate_for(data, ds, collate), sampler=sampler,
                       generator=g, **worker_kwargs(cfg))
 

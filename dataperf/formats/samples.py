@@ -15,7 +15,7 @@ import shutil
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,16 +99,23 @@ class LoadSample:
 
 
 class RankSamples:
-    """What the in-place thread/process pipelines (SPDL, torchdata) share: this rank's sample references and
-    how to load one."""
+    """What the in-place thread/process pipelines (SPDL, torchdata) share: this rank's sample references, in
+    the order of an access.Order (shuffled or storage order, continued across repeats), and how to load one."""
 
     def __init__(self, root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, worker_type: str):
+        from dataperf.access import Order
+
         if cfg.batch_size <= 0:
             raise TrialError(f"batch_size must be positive, got {cfg.batch_size}")
         self.cfg, self.worker_type = cfg, worker_type
-        refs = sample_refs(root, m)
-        self.refs = refs[opts.rank::opts.world_size] if opts.world_size > 1 else refs
+        self.all_refs = sample_refs(root, m)
+        self.order = Order(len(self.all_refs), cfg.shuffle, opts.seed, opts.rank, opts.world_size)
         self.load = LoadSample(cfg, opts.throttle_mib_s)
+
+    def refs(self) -> Iterator[SampleRef]:
+        """This rank's references for one pass (one repeat), drawn lazily: what the pipeline does not pull
+        is left for the next repeat."""
+        return (self.all_refs[i] for i in self.order)
 
 
 def raw_sample(ref: SampleRef) -> dict[str, Any]:

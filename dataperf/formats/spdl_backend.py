@@ -28,7 +28,7 @@ class SpdlLoader(RankSamples):
 
         executor = self._executor()
         pipe = (PipelineBuilder()
-                .add_source(self.refs)
+                .add_source(self.refs())
                 .pipe(self.load, concurrency=self.cfg.num_workers, executor=executor, output_order="input")
                 .aggregate(self.cfg.batch_size)
                 .pipe(collate)

@@ -33,7 +33,7 @@ def prepare(root: Path, m: Manifest, cfg: LoaderConfig) -> Prepared:
     return Prepared(store.files(), store.info(), state=store)
 
 
-def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None):
+def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None, seed: int):
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
@@ -48,7 +48,9 @@ def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None):
             return decoder(s["ext"], s["payload"], int(s["label"]))
 
     clean_stale_shared_memory()  # a previous trial's dataset in this process leaves its shm names behind
-    return Decoded(local=str(store.path), remote=None, shuffle=False, batch_size=cfg.batch_size)
+    # Streaming's own shuffle (its default algorithm, shards and samples in a seeded order per epoch)
+    return Decoded(local=str(store.path), remote=None, shuffle=cfg.shuffle, shuffle_seed=seed,
+                   batch_size=cfg.batch_size)
 
 
 def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared):
@@ -58,5 +60,5 @@ def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared)
     if opts.world_size > 1:
         raise TrialError("the streaming backend is measured on one rank here (streaming splits by its own "
                          "distributed env); run it without --nproc")
-    ds = _dataset(prep.state, cfg, opts.throttle_mib_s)
+    ds = _dataset(prep.state, cfg, opts.throttle_mib_s, opts.seed)
     return DataLoader(ds, batch_size=cfg.batch_size, collate_fn=collate, **worker_kwargs(cfg))

@@ -22,7 +22,7 @@ class TorchdataLoader(RankSamples):
         import torch
         import torchdata.nodes as tn
 
-        node: Any = tn.IterableWrapper(self.refs)
+        node: Any = tn.IterableWrapper(self.refs())
         if self.cfg.num_workers > 0:
             node = tn.ParallelMapper(node, self.load, num_workers=self.cfg.num_workers, in_order=True,
                                      method=self.worker_type)

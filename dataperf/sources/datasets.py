@@ -1,5 +1,5 @@
 """torch Datasets for the DATA forms the files/webdataset backends in formats/loaders.py do not cover:
-token files, the user's own Dataset, and WebDataset shards read over the network."""
+token files, the user's own Dataset, and the stages that read WebDataset shards over the network."""
 
 from __future__ import annotations
 
@@ -25,16 +25,14 @@ def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1
     return tokens.TextDataset(data, cfg, rank, world_size)
 
 
-def remote_webdataset(data: Data, sample_fn: Callable[[dict], dict]):
-    """webdataset's own tar parsing and key grouping, over streams opened by sources.remote."""
-    import webdataset as wds
+def remote_tar_samples() -> list[Callable[..., Any]]:
+    """webdataset pipeline stages turning {url} into samples: streams opened by sources.remote, then
+    webdataset's own tar parsing and key grouping."""
     from webdataset import tariterators
 
     from dataperf.sources.remote import url_opener
 
-    return wds.DataPipeline(wds.SimpleShardList(data.urls()), wds.split_by_node, wds.split_by_worker,
-                            url_opener, tariterators.tar_file_expander, tariterators.group_by_keys,
-                            wds.map(sample_fn))
+    return [url_opener, tariterators.tar_file_expander, tariterators.group_by_keys]
 
 
 def collate_for(data: Data, ds: Any, default: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:

@@ -150,7 +150,8 @@ def iter_texts(data: Data, f: DataFile) -> Iterator[str]:
 
 class WindowDataset(Dataset):
     """Fixed-length windows at seeded random offsets of a flat token stream (nanoGPT's get_batch), one epoch =
-    as many windows as the stream holds end to end. Files are memory-mapped lazily in each worker."""
+    as many windows as the stream holds end to end; with shuffle off, those windows back to back in storage
+    order. Files are memory-mapped lazily in each worker."""
 
     def __init__(self, data: Data, cfg: Any, seed: int = 0):
         self.data = data
@@ -169,7 +170,8 @@ class WindowDataset(Dataset):
             if n == 0:
                 raise UserError(f"{self.files[i]} holds {len(a)} tokens, fewer than one window of {self.L}; "
                                 "use a smaller --seq-len")
-            self.index += [(i, int(o)) for o in rng.integers(0, len(a) - self.L + 1, size=n)]
+            offsets = rng.integers(0, len(a) - self.L + 1, size=n) if cfg.shuffle else np.arange(n) * self.L
+            self.index += [(i, int(o)) for o in offsets]
         self._maps = None  # not pickled into workers: each opens its own maps
 
     def _open(self) -> list[np.ndarray]:

@@ -11,7 +11,7 @@ from dataperf.records import LoaderConfig, load
 from dataperf.runner import TrialOptions, run_trial
 from dataperf.sources import resolve
 
-FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)  # whole epochs
 
 
 def same_samples(data: Path, fmt: str, worker_type: str | None = None) -> None:

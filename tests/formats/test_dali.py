@@ -7,7 +7,7 @@ from dataperf.runner import TrialOptions, run_trial
 
 dali = pytest.importorskip("nvidia.dali", reason="DALI not installed: pip install 'dataperf[dali]'")
 
-FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)  # whole epochs
 
 
 def dali_cfg(**kw):
@@ -22,7 +22,7 @@ def test_dali_decodes_every_image(datasets, name):
     from dataperf.formats.dataset_dir import read_manifest
 
     m = read_manifest(datasets[name])
-    batches = list(DaliLoader(datasets[name], m, dali_cfg(decode=True)))
+    batches = list(DaliLoader(datasets[name], m, dali_cfg(decode=True, shuffle=False)))  # storage order
     assert sum(b["n"] for b in batches) == 96
     assert batches[0]["x"].shape == (8, 3, 32, 32)
     assert sum(b["nbytes"] for b in batches) == m.total_bytes
@@ -41,7 +41,7 @@ def test_dali_tokens_files_are_padded_arrays(datasets):
     from dataperf.formats.dataset_dir import read_manifest
 
     m = read_manifest(datasets["tokens-files"])
-    b = next(iter(DaliLoader(datasets["tokens-files"], m, dali_cfg(decode=True))))
+    b = next(iter(DaliLoader(datasets["tokens-files"], m, dali_cfg(decode=True, shuffle=False))))
     assert b["x"].shape[1] == max(m.token_lengths[:8])
 
 
