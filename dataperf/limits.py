@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -463,7 +463,7 @@ def probe_worker(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Limit
         validate(cfg)
         if data.cache_managed:
             _warm(data, lopts, out)
-        ds = make_dataset(data, cfg, None, opts.rank, opts.world_size, opts.seed, opts.sample_cost_s)
+        ds = make_dataset(data, cfg, replace(opts, throttle_mib_s=None, seek_s=None))
         out.iterable = isinstance(ds, IterableDataset)
         out.dataset_len = None if out.iterable else len(ds)
         probe = _Probe(ds, collate_for(data, ds, collate), cfg.batch_size, lopts.probe_batches + 1, lopts.probe_s)
