@@ -145,6 +145,16 @@ class Repeat:
     def active_workers(self) -> set[int]:
         return {a.worker for a in self.arrivals if a.worker >= 0 and a.samples > 0}
 
+    @property
+    def one_batch_workers(self) -> set[int]:
+        """Workers that delivered samples in exactly one batch: they have no window of their own, so the steady
+        rate (a sum of per-worker windows) would leave their work out and read low."""
+        counts: dict[int, int] = {}
+        for a in self.arrivals:
+            if a.samples > 0:
+                counts[a.worker] = counts.get(a.worker, 0) + 1
+        return {w for w, n in counts.items() if n == 1}
+
 
 def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
                on_workers: Callable[[list[int]], None] | None = None, seconds: float | None = None,
@@ -425,6 +435,13 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     if fewest < opts.min_batches:
         raise TrialError(f"only {fewest} batches per repeat, fewer than the minimum {opts.min_batches}: "
                          "use more samples, a smaller batch_size, or a larger --max-batches")
+    short = max(reps, key=lambda r: len(r.one_batch_workers))
+    if short.one_batch_workers and short.active_workers - short.one_batch_workers:
+        n, w = len(short.one_batch_workers), len(short.active_workers)
+        raise TrialError(f"{n} of {w} active workers delivered only one batch in a repeat ({short.batches} batches "
+                         "in all), so the steady rate would leave their work out and read low: give every worker "
+                         f"at least two batches per repeat (--max-batches {2 * max(w, 1)} or more, more samples, or "
+                         "a smaller batch_size)")
     sps = [r.samples_per_s for r in reps]
     if any(x != x for x in sps):
         raise TrialError("no worker delivered two batches in a repeat, so there is no steady window: use more "
