@@ -17,8 +17,8 @@ def test_verdict_text():
 def test_recommendation_line_formats_each_outcome():
     rs = [loader(90, 0), loader(130, 1, 2), loader(400, 4, 8)]
     line = report.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=100.0), 1.2))
-    assert line == ("recommended: files bs=32 w=1 pf=2 decode shuffled warm (backend files) feeds the model (130 vs 100 "
-                    "samples/s, 1.30x, the cheapest with 1.2x headroom)")
+    assert line == ("recommended: files bs=32 w=1 pf=2 decode shuffled warm (backend files) feeds the model "
+                    "(130 vs 100 samples/s, 1.30x, the cheapest with 1.2x headroom)")
     line = report.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2))
     assert line.startswith("INPUT-BOUND: no config sustains 1.2x the step rate of 1,000 samples/s; the best, "
                            "files bs=32 w=4 pf=8 decode shuffled warm (backend files), is input-bound by 60%")

@@ -1,0 +1,160 @@
+"""A sweep against the clock: how long its plan will take, and what to leave out so it fits a time budget.
+
+Planning only: it estimates from the trial options (repeats x repeat budget, plus a per-trial overhead that
+finished trials refine) and thins the plan; `sweep.run` enforces the budget while running, starting no trial
+that would end past it. Fewer repeats go first (down to MIN_REPEATS), then fewer trials, and every cut is said.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from dataperf.errors import UserError
+from dataperf.records import TORCH_PREFETCH_FACTOR, LoaderConfig, LoaderResult, summarize
+from dataperf.runner import TrialOptions, estimate_trial_s
+from dataperf.sources import Data
+
+MIN_REPEATS = 3  # fewer and a median is one repeat's luck
+# before any trial has finished: preparing, warm-up batches (and worker start), the harness's no-op baseline;
+# measured on the 2-core box and the H200 at 3-6 s for decoded images, so the plan errs long, and finished
+# trials replace it (runner.estimate_trial_s)
+TRIAL_OVERHEAD_S = 5.0
+# what a whole-epoch repeat is assumed to last before one has been timed (no repeat budget: --repeat-seconds 0)
+EPOCH_GUESS_S = 30.0
+# with a model, the part of the budget kept for what follows the grid (the step, the limits, --confirm)
+MODEL_SHARE = 0.25
+UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+Trial = tuple[Data, LoaderConfig]
+
+
+def parse_duration(text: str) -> float:
+    """'300', '90s', '10m', '1.5h', '1m30s' -> seconds, or a UserError naming the form."""
+    t = str(text).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        seconds = float(t)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([smh])", t)
+        if not parts or "".join(n + u for n, u in parts) != t:
+            raise UserError(f"--budget {text!r} is not a duration; write seconds (300) or with a unit: 90s, 10m, 1h")
+        seconds = sum(float(n) * UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise UserError(f"--budget must be positive, got {text!r}")
+    return seconds
+
+
+def trial_seconds(opts: TrialOptions, finished: Iterable[LoaderResult] = ()) -> float:
+    """One trial's expected duration: runner.estimate_trial_s once trials have finished, else the options'
+    repeats at their budget plus TRIAL_OVERHEAD_S (an epoch guess for whole-epoch repeats)."""
+    done = [r for r in finished if r.status == "ok" and r.repeat_s]
+    est = estimate_trial_s(opts, done)
+    if done and est is not None:
+        return est
+    return opts.repeats * (opts.repeat_seconds or EPOCH_GUESS_S) + TRIAL_OVERHEAD_S
+
+
+@dataclass
+class Plan:
+    """What a sweep will run and how long that should take; `dropped` says what the budget cut."""
+
+    trials: list[Trial]
+    opts: TrialOptions
+    trial_s: float  # expected seconds per trial
+    reserve_s: float = 0.0  # kept for what follows the grid (model step, limits, confirmation)
+    budget_s: float | None = None
+    dropped: list[str] = field(default_factory=list)
+
+    @property
+    def expected_s(self) -> float:
+        return len(self.trials) * self.trial_s + self.reserve_s
+
+    @property
+    def loader_budget_s(self) -> float | None:
+        """The seconds the grid may use: the budget less the reserve."""
+        return None if self.budget_s is None else self.budget_s - self.reserve_s
+
+    def describe(self) -> str:
+        per = (f"{self.opts.repeats} x {self.opts.repeat_seconds:g} s repeats" if self.opts.repeat_seconds
+               else f"{self.opts.repeats} whole-epoch repeats")
+        s = (f"plan: {len(self.trials)} trials, {per}: about {minutes(self.expected_s)} "
+             f"({self.trial_s:.0f} s a trial")
+        s += f", {self.reserve_s:.0f} s kept for the model" if self.reserve_s else ""
+        s += f"; budget {minutes(self.budget_s)}" if self.budget_s is not None else ""
+        return s + ")"
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def make_plan(trials: list[Trial], opts: TrialOptions, budget_s: float | None = None, model: bool = False,
+              finished: Iterable[LoaderResult] = ()) -> Plan:
+    """The plan, fitted to budget_s when given: first fewer repeats (not below MIN_REPEATS), then fewer trials
+    (thinning the axes that least often decide the pick first: prefetch, then pin/persistent, then every other
+    batch size and worker count, keeping the largest), never fewer than one trial."""
+    finished = list(finished)
+    reserve = MODEL_SHARE * budget_s if model and budget_s is not None else 0.0
+    plan = Plan(list(trials), opts, trial_seconds(opts, finished), reserve, budget_s)
+    if budget_s is None or plan.expected_s <= budget_s:
+        return plan
+    per, overhead = _repeat_cost(plan, finished)
+    fit_repeats = int(((plan.loader_budget_s or 0) / len(plan.trials) - overhead) // per)
+    repeats = max(MIN_REPEATS, min(opts.repeats, fit_repeats))
+    if repeats < opts.repeats:
+        plan.dropped.append(f"repeats {opts.repeats} -> {repeats}")
+        plan.opts = replace(opts, repeats=repeats)
+        plan.trial_s = trial_seconds(plan.opts, finished)
+    for axis in THINNING:
+        if plan.expected_s <= budget_s:
+            break
+        kept = thin(plan.trials, axis)
+        if len(kept) < len(plan.trials):
+            plan.dropped.append(f"{axis.replace('_', ' ')}: {_values(plan.trials, axis)} -> {_values(kept, axis)} "
+                                f"({len(plan.trials) - len(kept)} trials)")
+            plan.trials = kept
+    if plan.expected_s > budget_s and len(plan.trials) > 1:
+        fit = max(1, int((plan.loader_budget_s or 0) // plan.trial_s))
+        if fit < len(plan.trials):
+            plan.dropped.append(f"the last {len(plan.trials) - fit} trials of the plan")
+            plan.trials = plan.trials[:fit]
+    return plan
+
+
+def _repeat_cost(plan: Plan, finished: list[LoaderResult]) -> tuple[float, float]:
+    """(seconds one more repeat adds to a trial, seconds a trial spends outside its repeats)."""
+    one = trial_seconds(replace(plan.opts, repeats=1), finished)
+    per = max(trial_seconds(replace(plan.opts, repeats=2), finished) - one, 1e-3)
+    return per, one - per
+
+
+# axes thinned in this order; prefetch and the pin/persistent flags rarely decide the pick (the workers do)
+THINNING = ("prefetch_factor", "pin_memory", "persistent_workers", "dali_prefetch_queue_depth", "batch_size",
+            "dali_num_threads", "num_workers")
+ONE_VALUE = ("prefetch_factor", "pin_memory", "persistent_workers", "dali_prefetch_queue_depth")
+
+
+def thin(trials: list[Trial], axis: str) -> list[Trial]:
+    """Keep fewer values of one axis: one value for the flag-like axes (prefetch: torch's default when it is in
+    the plan), every other value counted down from the largest for batch size, DALI threads and workers."""
+    values = sorted({getattr(c, axis) for _, c in trials if getattr(c, axis) is not None})
+    if len(values) < 2:
+        return trials
+    if axis in ONE_VALUE:
+        default = TORCH_PREFETCH_FACTOR if axis == "prefetch_factor" else None
+        keep = {default if default in values else values[0]}
+    else:
+        keep = set(values[::-1][::2])
+    return [(d, c) for d, c in trials if getattr(c, axis) is None or getattr(c, axis) in keep]
+
+
+def _values(trials: list[Trial], axis: str) -> list:
+    return sorted({getattr(c, axis) for _, c in trials if getattr(c, axis) is not None})
+
+
+def eta_s(plan: Plan, done: list[LoaderResult], left: int) -> float:
+    """Seconds still to go: the trials left at the rate finished trials took, plus the reserve."""
+    timed = [r.trial_s for r in done if r.status == "ok" and r.trial_s == r.trial_s]
+    per = summarize(timed)["median"] if timed else plan.trial_s
+    return left * per + plan.reserve_s

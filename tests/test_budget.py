@@ -1,0 +1,73 @@
+from dataclasses import replace
+
+import pytest
+
+from dataperf import budget
+from dataperf.errors import UserError
+from dataperf.records import LoaderConfig, LoaderResult
+from dataperf.runner import TrialOptions, worker_ladder
+from dataperf.sources import Data
+from dataperf.sweep import Grid, plan
+
+DATA = Data(spec="x", location="/x", kind="image", format="files")
+OPTS = TrialOptions(repeats=5, repeat_seconds=5.0)
+
+
+def grid_trials(**axes):
+    return plan([DATA], Grid(**{"num_workers": worker_ladder(16), "prefetch_factor": [2, 4, 8], **axes}))
+
+
+def test_durations_parse_with_units_and_refuse_nonsense():
+    assert budget.parse_duration("300") == 300
+    assert budget.parse_duration("90s") == 90 and budget.parse_duration("10m") == 600
+    assert budget.parse_duration("1h") == 3600 and budget.parse_duration("1m30s") == 90
+    for bad in ("ten minutes", "5x", "0", "-3m", ""):
+        with pytest.raises(UserError, match="budget"):
+            budget.parse_duration(bad)
+
+
+def test_without_a_budget_the_plan_is_the_grid_and_says_how_long():
+    trials = grid_trials()
+    p = budget.make_plan(trials, OPTS)
+    assert p.trials == trials and p.opts.repeats == 5 and not p.dropped
+    assert p.trial_s == 5 * 5.0 + budget.TRIAL_OVERHEAD_S
+    assert p.expected_s == len(trials) * p.trial_s
+    assert p.describe().startswith(f"plan: {len(trials)} trials, 5 x 5 s repeats: about ")
+
+
+def test_a_budget_drops_repeats_first_then_thins_prefetch_then_workers():
+    trials = grid_trials()  # workers 0,1,2,4,8,16 x prefetch 2,4,8 = 16 trials; 30 s each = 8 min
+    generous = budget.make_plan(trials, OPTS, budget_s=3600)
+    assert generous.trials == trials and not generous.dropped
+    p = budget.make_plan(trials, OPTS, budget_s=360)  # 16 x 20 s at 3 repeats = 5.3 min: fits
+    assert p.opts.repeats == 3 and p.dropped == ["repeats 5 -> 3"] and p.trials == trials
+    p = budget.make_plan(trials, OPTS, budget_s=200)  # then only prefetch 2: 6 trials x 20 s
+    assert p.opts.repeats == 3 and p.expected_s <= 200
+    assert {c.prefetch_factor for _, c in p.trials} == {None, 2}
+    assert {c.num_workers for _, c in p.trials} == {0, 1, 2, 4, 8, 16}
+    assert p.dropped[1].startswith("prefetch factor: [2, 4, 8] -> [2]")
+    p = budget.make_plan(trials, OPTS, budget_s=90)  # then every other worker count, the largest kept
+    assert {c.num_workers for _, c in p.trials} == {1, 4, 16} and p.expected_s <= 90
+    assert budget.make_plan(trials, OPTS, budget_s=1).trials  # never nothing
+
+
+def test_a_model_keeps_part_of_the_budget_for_the_step_limits_and_confirmation():
+    p = budget.make_plan(grid_trials(), OPTS, budget_s=400, model=True)
+    assert p.reserve_s == pytest.approx(100) and p.loader_budget_s == pytest.approx(300)
+    assert p.expected_s <= 400 and "kept for the model" in p.describe()
+
+
+def test_finished_trials_replace_the_guess():
+    done = [LoaderResult(repeat_s=[5.5] * 3, trial_s=3 * 5.5 + 2.0) for _ in range(3)]
+    opts = replace(OPTS, repeats=3)
+    assert budget.trial_seconds(opts) == 3 * 5.0 + budget.TRIAL_OVERHEAD_S
+    assert budget.trial_seconds(opts, done) == pytest.approx(3 * 5.5 + 2.0)
+    assert budget.trial_seconds(replace(opts, repeat_seconds=None)) == 3 * budget.EPOCH_GUESS_S + 5.0
+
+
+def test_batch_sizes_thin_from_the_largest_down():
+    trials = plan([DATA], Grid(num_workers=[4], prefetch_factor=[2], batch_size=[32, 64, 128, 256]))
+    kept = budget.thin(trials, "batch_size")
+    assert [c.batch_size for _, c in kept] == [64, 256]
+    assert budget.thin(kept[:1], "batch_size") == kept[:1]
+    assert isinstance(kept[0][1], LoaderConfig)
