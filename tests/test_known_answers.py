@@ -105,7 +105,7 @@ def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread)
     assert e.data_stall_fraction == pytest.approx(analytic, abs=0.05)
     assert e.predicted_stall_fraction == pytest.approx(analytic, abs=0.05)
 
-    d = diagnose(fed_data, cfg, sopts, topts)
+    d, _ = diagnose(fed_data, cfg, sopts, topts)
     assert d.bottleneck == "prep" and d.cold_cache_verified
     assert d.prep_stall_fraction + d.fetch_stall_fraction == pytest.approx(analytic, abs=0.05)
 
