@@ -7,6 +7,7 @@ from dataperf import records
 from dataperf import sweep as sw
 from dataperf.cli import cli
 from dataperf.errors import UserError
+from dataperf.limits import LimitsOptions
 from dataperf.records import LoaderResult
 from dataperf.runner import TrialOptions
 from dataperf.step import StepOptions
@@ -126,6 +127,7 @@ def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
 
 
 FAST_OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+FAST_LIMITS = LimitsOptions(probe_batches=4, main_probe_s=1.0)
 
 
 def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
@@ -135,15 +137,18 @@ def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
     trials = sw.plan([datasets["image-files"]], grid)
     sopts = StepOptions(model="tiny_models:tiny", batch_size=8, image_size=16, steps=2, repeats=1, warmup=1)
     seen = []
-    outcome = sw.run(trials, FAST_OPTS, out, step=sopts, on_result=seen.append)
+    outcome = sw.run(trials, FAST_OPTS, out, step=sopts, on_result=seen.append, lopts=FAST_LIMITS)
     assert not outcome.interrupted and not outcome.all_failed and len(outcome.results) == len(seen) == 2
     assert outcome.step.status == "ok" and outcome.step.model == "tiny_models:tiny"
-    assert [r.kind for r in outcome.records] == ["loader", "loader", "step"]
+    assert [r.kind for r in outcome.records] == ["loader", "loader", "step", "limits"]
+    rec = outcome.recommendation
+    assert outcome.limits.config_key == (rec.pick or rec.best).config_key and rec.limits.kind == "limits"
+    assert rec.binding_limit == outcome.limits.binding_limit != ""
     with pytest.raises(UserError, match="--resume"):
         sw.run(trials, FAST_OPTS, out)
     again = sw.run(trials, FAST_OPTS, out, resume=True, on_result=seen.append)
     assert again.results == [] and seen[2:] == [None, None] and again.step is None
-    assert len(again.records) == 3  # the old trials and step, reloaded from --out
+    assert len(again.records) == 4  # the old trials, step and limits, reloaded from --out
     fresh = sw.run(trials[:1], FAST_OPTS, out, overwrite=True)
     assert len(fresh.results) == 1 and len(records.load(out)) == 1
 
