@@ -148,7 +148,7 @@ def _predict(data: Data, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, 
 
 def compare(res: E2EResult, trial: LoaderResult, step: StepResult) -> None:
     """A fed run beside its config's loader trial and the step alone: the stall they predict, paying the run's
-    epoch restarts (1 - loader rate / step rate), and the effects that split measured from predicted
+    epoch restarts (verdict.restart_stall), and the effects that split measured from predicted
     (verdict.fed_effects), each named in res.effects with a note; a gap beyond the noise no effect explains is
     said too."""
     res.loader_samples_per_s, res.step_samples_per_s = trial.samples_per_s_median, step.samples_per_s
@@ -156,7 +156,10 @@ def compare(res: E2EResult, trial: LoaderResult, step: StepResult) -> None:
     res.predicted_loader_samples_per_s = fed_loader_rate(trial.samples_per_s_median, trial.startup_s_median,
                                                          res.steps_per_repeat * res.batch_size,
                                                          res.epoch_restarts / max(res.repeats, 1))
-    res.predicted_stall_fraction = max(0.0, 1 - res.predicted_loader_samples_per_s / step.samples_per_s)
+    res.predicted_stall_fraction = verdict.restart_stall(trial.samples_per_s_median, trial.startup_s_median,
+                                                         res.steps_per_repeat * res.batch_size,
+                                                         res.epoch_restarts / max(res.repeats, 1),
+                                                         step.samples_per_s)
     effects = verdict.fed_effects(res, trial, step)
     res.effects = [e.name for e in effects]
     res.notes += [f"effect: {e.sentence}" for e in effects]

@@ -49,6 +49,16 @@ def fit(loader_sps: float, step_sps: float, headroom: float = 1.2) -> Fit:
     return Fit(loader_sps / step_sps, headroom)
 
 
+def restart_stall(steady_sps: float, startup_s: float, samples: float, restarts: float, step_sps: float) -> float:
+    """The model's idle share over `samples` fed samples when the loader starts `restarts` times (non-persistent
+    workers at every epoch): during each start-up the model waits, between them the run goes at the slower of
+    loader and step. With no restarts it is fit's idle share."""
+    if not (samples > 0 and steady_sps > 0 and step_sps > 0):
+        return float("nan")
+    startup = startup_s if startup_s is not None and math.isfinite(startup_s) else 0.0
+    return max(0.0, 1 - (samples / step_sps) / (samples / min(steady_sps, step_sps) + restarts * startup))
+
+
 EffectName = Literal["epoch_restarts", "shared_cpu", "shared_gpu", "idle_workers"]
 
 
@@ -285,30 +295,37 @@ def epoch_restarts(trial: LoaderResult, step_sps: float) -> Effect | None:
     """Non-persistent workers start again every epoch: a fed run pays that start-up, the steady rate does not.
     Named when the epoch rate (start-up included) predicts the model idle SPLIT_POINTS more than the steady rate."""
     c = trial.config
-    if not c.get("num_workers") or c.get("persistent_workers") or not _finite(trial.epoch_samples_per_s_median):
+    if not c.get("num_workers") or c.get("persistent_workers") or not _finite(trial.startup_s_median):
         return None
-    steady = fit(trial.samples_per_s_median, step_sps).idle_fraction
-    epoch = fit(trial.epoch_samples_per_s_median, step_sps).idle_fraction
-    if epoch - steady < SPLIT_POINTS:
+    n = trial.samples_per_repeat
+    steady = restart_stall(trial.samples_per_s_median, 0.0, n, 0, step_sps)
+    epoch = restart_stall(trial.samples_per_s_median, trial.startup_s_median, n, 1, step_sps)
+    if not epoch - steady >= SPLIT_POINTS:
         return None
     return Effect("epoch_restarts",
                   f"epoch restarts: non-persistent workers start again every epoch ({trial.startup_s_median:.2f} s "
-                  f"each), so over an epoch of {trial.samples_per_repeat} samples the loader gives "
-                  f"{trial.epoch_samples_per_s_median:,.0f} samples/s, not its steady "
-                  f"{trial.samples_per_s_median:,.0f}: the model would idle {epoch * 100:.0f}% of the time, not "
-                  f"{steady * 100:.0f}%; use --persistent-workers", epoch)
+                  f"each, while the model waits), so over an epoch of {n} samples the model would idle "
+                  f"{epoch * 100:.0f}% of the time, not the {steady * 100:.0f}% of the steady rate; use "
+                  "--persistent-workers", epoch)
 
 
 def shared_cpu(trial: LoaderResult, step: StepResult) -> Effect | None:
-    """Loader and step measured apart each had the cores to themselves; together they need more than there are."""
+    """Loader and step measured apart each had the cores to themselves: at the rate they would run at together
+    (the slower one's), the CPU time each spends per sample (its busy cores over its rate, measured alone)
+    adds up to more cores than the machine has."""
     loader, model = trial.cpu_cores_busy_median, step.cpu_cores_busy_median
-    cores = machine_cores(trial)
-    if not (_finite(loader) and _finite(model)) or loader + model <= cores:
+    if not (_finite(loader) and _finite(model) and trial.samples_per_s_median > 0 and step.samples_per_s > 0):
         return None
-    return Effect("shared_cpu", f"shared CPU: measured apart, the loader kept {loader:.1f} cores busy and the train "
-                                f"step {model:.1f}, on {cores} cores: run together they compete, so both run slower "
-                                "than measured apart (sweep --confirm or e2e measures the fed rate); leave a core "
-                                "for the training process")
+    rate = min(trial.samples_per_s_median, step.samples_per_s)
+    lc, sc = loader / trial.samples_per_s_median, model / step.samples_per_s
+    cores = machine_cores(trial)
+    if rate * (lc + sc) <= cores:
+        return None
+    return Effect("shared_cpu", f"shared CPU: at the {rate:,.0f} samples/s they would run at together, the loader "
+                                f"needs {rate * lc:.1f} cores ({lc * 1000:.2f} ms of CPU a sample, measured alone) and "
+                                f"the train step {rate * sc:.1f} ({sc * 1000:.2f} ms), more than the {cores} there "
+                                "are: both run slower fed than measured apart (sweep --confirm or e2e measures it); "
+                                "leave a core for the training process")
 
 
 def shared_gpu(trial: LoaderResult, device: str) -> Effect | None:
@@ -343,7 +360,7 @@ def fed_effects(run: E2EResult, trial: LoaderResult | None, step: StepResult | N
     if not (_finite(run.step_samples_per_s) and _finite(run.loader_samples_per_s)):
         return out
     cfg = run.config
-    steady = fit(run.loader_samples_per_s, run.step_samples_per_s).idle_fraction
+    steady = restart_stall(run.loader_samples_per_s, 0.0, 1, 0, run.step_samples_per_s)
     paid = run.predicted_stall_fraction if _finite(run.predicted_stall_fraction) else steady
     if run.epoch_restarts and cfg.get("num_workers") and not cfg.get("persistent_workers") \
             and paid - steady >= SPLIT_POINTS:

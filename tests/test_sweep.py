@@ -3,7 +3,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from dataperf import records
+from dataperf import records, sources
 from dataperf import sweep as sw
 from dataperf.cli import cli
 from dataperf.errors import UserError
@@ -166,3 +166,70 @@ def test_every_failed_trial_is_all_failed():
     ok, bad = LoaderResult(), LoaderResult(status="failed")
     assert sw.SweepOutcome(results=[bad, bad]).all_failed
     assert not sw.SweepOutcome(results=[ok, bad]).all_failed and not sw.SweepOutcome().all_failed
+
+
+def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread):
+    """Samples of 10 ms (100 samples/s a worker), a model of 8 samples per 50 ms step (160 samples/s): w=4 and
+    w=8 feed it, w=1 does not (fewer than K=3 feed, so the 3 fastest are fed). Fed, w=1 runs at its own
+    100 samples/s with the model idle most of the rest (1 - 100/160 = 37.5% at the step's own 50 ms, less as a
+    loaded machine stretches the step), w=4 and w=8 at the model's rate with it barely idle; the pick is one
+    of those two, and its binding limit is the model."""
+    from agreement_cases import SAMPLE_S
+    from tiny_models import Sleepy
+
+    b = 8
+    data = sources.user_dataset("agreement_cases:endless")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
+                   decode=[True], image_size=8)
+    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    out = tmp_path / "s.jsonl"
+    outcome = sw.run(sw.plan([data], grid), opts, out, step=sopts, lopts=FAST_LIMITS,
+                     confirm_opts=sw.ConfirmOptions(3, rounds=2, steps=6, repeats=3, warmup=3))
+    model = b / Sleepy.STEP_S
+    runs = outcome.confirmations
+    assert [r.confirm_round for r in runs] == [1, 1, 1, 2, 2, 2]
+    order = [r.config["num_workers"] for r in runs]
+    assert order[:3] == [8, 4, 1] and order[3:] == [1, 4, 8]  # the 3 fastest, interleaved A B C, C B A
+    rec = outcome.recommendation
+    assert rec.confirmed and rec.outcome == "feeds" and rec.pick.config["num_workers"] in (4, 8)
+    by = {f.trial.config["num_workers"]: f for f in rec.fed}
+    assert by[1].samples_per_s == pytest.approx(1 / SAMPLE_S, rel=0.1)
+    assert 0.15 < by[1].stall_fraction <= 1 - 1 / SAMPLE_S / model + 0.05
+    for w in (4, 8):
+        assert by[w].samples_per_s > 1.2 * by[1].samples_per_s and by[w].stall_fraction < 0.08
+    assert all(f.effects == [] for f in rec.fed)
+    assert rec.fed_samples_per_s == by[rec.pick.config["num_workers"]].samples_per_s
+    assert rec.binding_limit == "model" and outcome.limits.config_key == rec.pick.config_key
+    # the saved file gives the same verdict, with the fed table and the limits table
+    r = CliRunner().invoke(cli, ["report", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "confirmed end to end" in r.output and "model (binding)" in r.output and "recommended: " in r.output
+
+
+def test_confirm_names_a_training_process_starved_of_cpu_and_decode_binds(tmp_path, datasets, one_thread):
+    """8 workers burning 20 ms of CPU a sample (limits_cases:spin) on this machine's cores, a step burning 5 ms
+    of CPU: CPU decode binds (usable cores / 20 ms, far below the step and the 8 workers), and fed, the
+    spinning workers take the cores from the step: its host time is several times its time alone (the
+    workers outnumber the cores many times over, load or not), named as shared CPU."""
+    grid = sw.Grid(num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True], image_size=16,
+                   transform="limits_cases:spin")
+    sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=16, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    outcome = sw.run(sw.plan([datasets["image-files"]], grid), opts, tmp_path / "s.jsonl", step=sopts,
+                     lopts=FAST_LIMITS, confirm_opts=sw.ConfirmOptions(1, rounds=2, steps=6, repeats=3, warmup=3))
+    rec = outcome.recommendation
+    assert rec.binding_limit == "decode", outcome.limits.decode_how
+    assert rec.confirmed and rec.fed[0].effects == ["shared_cpu"], [r.notes for r in outcome.confirmations]
+    run = outcome.confirmations[0]
+    assert run.step_host_ms_median > 1.25 * 1000 * 4 / run.step_samples_per_s
+    assert any(n.startswith("effect: shared CPU: fed, the train step took") for n in run.notes)
+
+
+def test_confirm_needs_a_model_and_a_count(tmp_path, datasets):
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--confirm", "2", "--out",
+                                 str(tmp_path / "s.jsonl")])
+    assert r.exit_code == 2 and r.output.startswith("error: --confirm 2 feeds a model: give --model too")
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--model", "cnn-small", "--confirm", "-1",
+                                 "--out", str(tmp_path / "s.jsonl")])
+    assert r.exit_code == 2 and r.output.startswith("error: --confirm takes a count")

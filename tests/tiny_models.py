@@ -44,3 +44,22 @@ class _NoParams(torch.nn.Module):
 def no_params():
     """A model with nothing to train (reliability review D8)."""
     return _NoParams()
+
+
+class Spinny(Tiny):
+    """A step of known CPU cost: forward burns SPIN_CPU_S of this thread's CPU time, so alone it takes that long
+    on a free core and longer when loader workers take the cores."""
+
+    SPIN_CPU_S = 0.005
+
+    def forward(self, x):
+        import time
+
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < self.SPIN_CPU_S:
+            pass
+        return super().forward(x)
+
+
+def spinny():
+    return Spinny()
