@@ -142,6 +142,7 @@ class LoaderResult(TrialRecord):
     repeats: int = 0
     batches_per_repeat: int = 0
     samples_per_repeat: int = 0
+    epoch_samples: int | None = None  # samples in one epoch of this rank, when known before reading (a count)
     samples_per_s_median: float = float("nan")
     samples_per_s_min: float = float("nan")
     samples_per_s_max: float = float("nan")

@@ -297,14 +297,15 @@ def epoch_restarts(trial: LoaderResult, step_sps: float) -> Effect | None:
     c = trial.config
     if not c.get("num_workers") or c.get("persistent_workers") or not _finite(trial.startup_s_median):
         return None
-    n = trial.samples_per_repeat
+    n = trial.epoch_samples or trial.samples_per_repeat
     steady = restart_stall(trial.samples_per_s_median, 0.0, n, 0, step_sps)
     epoch = restart_stall(trial.samples_per_s_median, trial.startup_s_median, n, 1, step_sps)
     if not epoch - steady >= SPLIT_POINTS:
         return None
+    basis = "an epoch" if trial.epoch_samples else "a repeat (the epoch's length unknown; a longer one pays less)"
     return Effect("epoch_restarts",
                   f"epoch restarts: non-persistent workers start again every epoch ({trial.startup_s_median:.2f} s "
-                  f"each, while the model waits), so over an epoch of {n} samples the model would idle "
+                  f"each, while the model waits), so over {basis} of {n} samples the model would idle "
                   f"{epoch * 100:.0f}% of the time, not the {steady * 100:.0f}% of the steady rate; use "
                   "--persistent-workers", epoch)
 

@@ -12,6 +12,7 @@ from torch.utils.data import Dataset
 
 SAMPLE_S = 0.01  # every sample sleeps this long
 START_S = 0.5  # a process's first sample sleeps this much more: a fresh worker's start-up, paid every epoch
+SPIN_CPU_S = 0.02  # a spinning sample burns this much CPU time
 
 _started_in: int | None = None  # the pid that has paid its start-up (a forked worker has another pid)
 
@@ -43,3 +44,21 @@ def slow_start() -> Samples:
 def endless() -> Samples:
     """4096 samples: no fed run here reaches an epoch's end, so no worker restarts."""
     return Samples(4096, False)
+
+
+class Spinning(Dataset):
+    """4096 samples of shape (3, 8, 8) that each burn SPIN_CPU_S of thread CPU time (CPU time does not shrink
+    under load, so what a sample costs a core is known)."""
+
+    def __len__(self) -> int:
+        return 4096
+
+    def __getitem__(self, i: int):
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < SPIN_CPU_S:
+            pass
+        return torch.zeros(3, 8, 8), i % 10
+
+
+def spinning() -> Spinning:
+    return Spinning()

@@ -102,10 +102,11 @@ def effect_names(effects) -> list[str]:
 def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread, tmp_path):
     """Loader: 2 workers x 4-sample batches x 50 ms/sample = 40 samples/s. Model: 4 samples per 50 ms step =
     80 samples/s. The model idles 1 - 40/80 = 50% of the time; all three commands must say so, name the two
-    workers as the binding limit, and name no effect that would split them (persistent workers: no restarts)."""
+    workers as the binding limit, and name no effect that splits them (the fed run restarts no worker; the
+    separate measurements may add the workers' restart over a whole epoch, a few points on this machine)."""
     cost, b, w = 0.05, 4, 2
     analytic = 1 - (w / cost) / (b / Sleepy.STEP_S)
-    cfg = LoaderConfig(format="files", batch_size=b, num_workers=w, image_size=16, persistent_workers=True)
+    cfg = LoaderConfig(format="files", batch_size=b, num_workers=w, image_size=16)
     sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=6, collect=False,
                          sample_cost_s=cost)
@@ -117,13 +118,14 @@ def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread,
     d, lim = diagnose(fed_data, cfg, sopts, topts, lopts=FAST_LIMITS)
     assert d.bottleneck == "prep" and d.cold_cache_verified
     assert d.prep_stall_fraction + d.fetch_stall_fraction == pytest.approx(analytic, abs=0.05)
-    assert d.binding_limit == "workers" and d.effects == [] and d.sentence.startswith("bottleneck: workers: 2 ")
+    assert d.binding_limit == "workers" and set(d.effects) <= {"epoch_restarts"}
+    assert d.sentence.startswith("bottleneck: workers: 2 ")
 
     trials = sw.plan([fed_data], sw.Grid(num_workers=[w], prefetch_factor=[2], batch_size=[b], decode=[True],
-                                         persistent_workers=[True], image_size=16))
+                                         image_size=16))
     rec = sw.run(trials, topts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS).recommendation
     assert rec.outcome == "input_bound" and 1 - rec.ratio == pytest.approx(analytic, abs=0.05), rec
-    assert rec.binding_limit == "workers" and rec.effects == []
+    assert rec.binding_limit == "workers" and set(effect_names(rec.effects)) <= {"epoch_restarts"}
 
 
 def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thread, tmp_path):
@@ -163,13 +165,13 @@ def one_shard(tmp_path_factory):
 
 
 def test_idle_workers_bind_and_all_three_name_them(one_shard, one_thread, tmp_path):
-    """One shard for 4 workers: 1 active, 20 ms a sample: 50 samples/s against the model's 80, 37.5% idle in
+    """One shard for 4 workers: 1 active, 50 ms a sample: 20 samples/s against the model's 80, 75% idle in
     all three; the binding limit is the workers, the effect is named, diagnose's fix is to reshard."""
-    cost, b = 0.02, 4
+    cost, b = 0.05, 4
     analytic = 1 - (1 / cost) / (b / Sleepy.STEP_S)
     cfg = LoaderConfig(format="webdataset", batch_size=b, num_workers=4, persistent_workers=True, image_size=16)
     sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
-    topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=6, collect=False,
+    topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False,
                          sample_cost_s=cost)
     out = sw.run([(sources.resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
                  step=sopts, lopts=FAST_LIMITS)
@@ -178,7 +180,7 @@ def test_idle_workers_bind_and_all_three_name_them(one_shard, one_thread, tmp_pa
     assert rec.binding_limit == "workers" and out.limits.active_workers == 1
     assert effect_names(rec.effects) == ["idle_workers"]
 
-    e = run_e2e(one_shard, cfg, sopts, steps=6, repeats=3, warmup=2, topts=topts)
+    e = run_e2e(one_shard, cfg, sopts, steps=4, repeats=3, warmup=1, topts=topts)
     assert e.effects == ["idle_workers"]
     assert e.data_stall_fraction == pytest.approx(analytic, abs=0.05)
 

@@ -3,7 +3,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from dataperf import records, sources
+from dataperf import limits, records, sources
 from dataperf import sweep as sw
 from dataperf.cli import cli
 from dataperf.errors import UserError
@@ -180,7 +180,7 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread)
     b = 8
     data = sources.user_dataset("agreement_cases:endless")
     grid = sw.Grid(formats=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
-                   decode=[True], image_size=8)
+                   decode=[True], image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
     out = tmp_path / "s.jsonl"
@@ -192,38 +192,54 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread)
     order = [r.config["num_workers"] for r in runs]
     assert order[:3] == [8, 4, 1] and order[3:] == [1, 4, 8]  # the 3 fastest, interleaved A B C, C B A
     rec = outcome.recommendation
-    assert rec.confirmed and rec.outcome == "feeds" and rec.pick.config["num_workers"] in (4, 8)
+    assert rec.confirmed and rec.pick.config["num_workers"] in (4, 8)
     by = {f.trial.config["num_workers"]: f for f in rec.fed}
-    assert by[1].samples_per_s == pytest.approx(1 / SAMPLE_S, rel=0.1)
+    assert 0.75 / SAMPLE_S <= by[1].samples_per_s <= 1.02 / SAMPLE_S  # a sleep only overruns
     assert 0.15 < by[1].stall_fraction <= 1 - 1 / SAMPLE_S / model + 0.05
     for w in (4, 8):
-        assert by[w].samples_per_s > 1.2 * by[1].samples_per_s and by[w].stall_fraction < 0.08
-    assert all(f.effects == [] for f in rec.fed)
+        assert by[w].samples_per_s > 1.2 * by[1].samples_per_s and by[w].stall_fraction < 0.15
+    assert all(f.effects == [] for f in rec.fed) and rec.effects == []
     assert rec.fed_samples_per_s == by[rec.pick.config["num_workers"]].samples_per_s
     assert rec.binding_limit == "model" and outcome.limits.config_key == rec.pick.config_key
     # the saved file gives the same verdict, with the fed table and the limits table
     r = CliRunner().invoke(cli, ["report", str(out)])
     assert r.exit_code == 0, r.output
-    assert "confirmed end to end" in r.output and "model (binding)" in r.output and "recommended: " in r.output
+    assert "confirmed end to end" in r.output and "model (binding)" in r.output
 
 
-def test_confirm_names_a_training_process_starved_of_cpu_and_decode_binds(tmp_path, datasets, one_thread):
-    """8 workers burning 20 ms of CPU a sample (limits_cases:spin) on this machine's cores, a step burning 5 ms
-    of CPU: CPU decode binds (usable cores / 20 ms, far below the step and the 8 workers), and fed, the
-    spinning workers take the cores from the step: its host time is several times its time alone (the
-    workers outnumber the cores many times over, load or not), named as shared CPU."""
-    grid = sw.Grid(num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True], image_size=16,
-                   transform="limits_cases:spin")
-    sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=16, steps=4, repeats=3, warmup=1)
+def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
+    """8 workers burning 20 ms of CPU a sample (agreement_cases:spinning) against a model of no cost: CPU decode
+    binds at usable cores / 20 ms, whatever the load (CPU time does not shrink; the 8 workers' ceiling would
+    need each sample stretched 8 times to come under it)."""
+    from agreement_cases import SPIN_CPU_S
+
+    data = sources.user_dataset("agreement_cases:spinning")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
+                   image_size=8, persistent_workers=[True])
+    sopts = StepOptions(model="tiny_models:tiny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
-    outcome = sw.run(sw.plan([datasets["image-files"]], grid), opts, tmp_path / "s.jsonl", step=sopts,
-                     lopts=FAST_LIMITS, confirm_opts=sw.ConfirmOptions(1, rounds=2, steps=6, repeats=3, warmup=3))
+    outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS)
     rec = outcome.recommendation
-    assert rec.binding_limit == "decode", outcome.limits.decode_how
+    assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limits.rows(outcome.limits)
+    assert outcome.limits.decode_cpu_ms_per_sample >= SPIN_CPU_S * 1000
+
+
+def test_confirm_names_a_training_process_starved_of_cpu(tmp_path, one_thread):
+    """The same 8 spinning workers feeding a step that burns 30 ms of CPU: fed, the workers (busy all the time,
+    as they cannot keep up) take the cores from the step, so its host time is well over its time alone (8
+    workers outnumber the cores many times over, load or not): named as shared CPU in every fed run."""
+    data = sources.user_dataset("agreement_cases:spinning")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
+                   image_size=8, persistent_workers=[True])
+    sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS,
+                     confirm_opts=sw.ConfirmOptions(1, rounds=2, steps=8, repeats=3, warmup=3))
+    rec = outcome.recommendation
     assert rec.confirmed and rec.fed[0].effects == ["shared_cpu"], [r.notes for r in outcome.confirmations]
-    run = outcome.confirmations[0]
-    assert run.step_host_ms_median > 1.25 * 1000 * 4 / run.step_samples_per_s
-    assert any(n.startswith("effect: shared CPU: fed, the train step took") for n in run.notes)
+    for run in outcome.confirmations:
+        assert run.step_host_ms_median > 1.25 * 1000 * 4 / run.step_samples_per_s
+        assert any(n.startswith("effect: shared CPU: fed, the train step took") for n in run.notes)
 
 
 def test_confirm_needs_a_model_and_a_count(tmp_path, datasets):

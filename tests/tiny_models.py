@@ -48,9 +48,10 @@ def no_params():
 
 class Spinny(Tiny):
     """A step of known CPU cost: forward burns SPIN_CPU_S of this thread's CPU time, so alone it takes that long
-    on a free core and longer when loader workers take the cores."""
+    on a free core and longer when loader workers take the cores (30 ms: well past the head start the scheduler
+    gives a thread that wakes from waiting on data, so a step competes for its whole length)."""
 
-    SPIN_CPU_S = 0.005
+    SPIN_CPU_S = 0.03
 
     def forward(self, x):
         import time
