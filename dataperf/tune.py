@@ -120,16 +120,19 @@ def predict_workers(lim: LimitsResult, batch: int, start: int, choices: list[int
         w = min((w for w in usable if w >= verdict.machine_cores()), default=usable[-1])
         return Prediction(w, batch, math.nan, f"{w} workers (the cores): one worker's rate was not measured")
     goal = min(ceiling, target or math.inf)
-    active = (lambda w: min(max(w, 1), cap) if cap else max(w, 1))  # noqa: E731
-    rate = (lambda w: min(active(w) * r1, ceiling))  # noqa: E731
+
+    def gives(w: int) -> float:  # w workers with work (num_workers=0: the main process, one stream)
+        return min(max(w, 1), cap or max(w, 1)) * r1
+
     if target is not None and 0 in usable and r1 >= INLINE_MARGIN * target:
         w = 0
     else:
-        w = next((w for w in usable if w > 0 and active(w) * r1 >= goal), usable[-1])
+        w = next((w for w in usable if w > 0 and gives(w) >= goal), usable[-1])
     what = f"the target {goal:,.0f}" if target is not None and goal == target else f"the ceiling {goal:,.0f}"
     capped = f" (only {cap} can have work)" if cap is not None and w == usable[-1] and cap < choices[-1] else ""
-    return Prediction(w, batch, rate(w), f"{w} workers x {r1:,.0f} samples/s each reach {what} samples/s"
-                                          f"{capped}: predicted {rate(w):,.0f} samples/s at batch {batch}")
+    rate = min(gives(w), ceiling)
+    return Prediction(w, batch, rate, f"{w} workers x {r1:,.0f} samples/s each reach {what} samples/s{capped}: "
+                                      f"predicted {rate:,.0f} samples/s at batch {batch}")
 
 
 class Tuner:
@@ -251,7 +254,7 @@ class Tuner:
         gains min_gain. With a target: down (cheaper) while the target is still met, up only while it is not."""
         for direction in (1, -1):
             while True:
-                cur = self.cheapest_met() if targeted and self.cheapest_met() else self.best()
+                cur = (self.cheapest_met() if targeted else None) or self.best()
                 c = cur.loader_config
                 i = values.index(getattr(c, axis)) if getattr(c, axis) in values else None
                 if i is None or not 0 <= i + direction < len(values):
