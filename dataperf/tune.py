@@ -129,7 +129,7 @@ def predict_workers(lim: LimitsResult, batch: int, start: int, choices: list[int
     else:
         w = next((w for w in usable if w > 0 and gives(w) >= goal), usable[-1])
     what = f"the target {goal:,.0f}" if target is not None and goal == target else f"the ceiling {goal:,.0f}"
-    capped = f" (only {cap} can have work)" if cap is not None and w == usable[-1] and cap < choices[-1] else ""
+    capped = f" (only {cap} can have work)" if cap is not None and w >= cap and gives(w) < goal else ""
     rate = min(gives(w), ceiling)
     return Prediction(w, batch, rate, f"{w} workers x {r1:,.0f} samples/s each reach {what} samples/s{capped}: "
                                       f"predicted {rate:,.0f} samples/s at batch {batch}")
@@ -227,12 +227,13 @@ class Tuner:
     # --- the search ---------------------------------------------------------------------------------------
 
     def worker_choices(self, batch: int) -> list[int]:
-        """The worker ladder up to max_workers, plus the number that can have work when that is below it."""
+        """The worker ladder up to max_workers, cut at the number that can have work (added when it is not on
+        the ladder): more workers than that would idle."""
         ladder = worker_ladder(self.max_workers) if self.max_workers > 0 else [0]
         cap = worker_cap(self.data, batch, self.opts) if isinstance(self.data, Data) else None
         if cap is not None and cap < ladder[-1] and cap not in ladder:
             ladder.append(cap)
-        return sorted(w for w in ladder if w <= self.max_workers)
+        return sorted(w for w in ladder if w <= self.max_workers and (cap is None or w <= cap))
 
     def predict(self) -> Prediction:
         """Measure the probe's limits, then predict batch size and workers (module functions above)."""
