@@ -315,6 +315,8 @@ def shared_cpu(trial: LoaderResult, step: StepResult) -> Effect | None:
     (the slower one's), the CPU time each spends per sample (its busy cores over its rate, measured alone)
     adds up to more cores than the machine has."""
     loader, model = trial.cpu_cores_busy_median, step.cpu_cores_busy_median
+    if not trial.config.get("num_workers"):
+        return None  # no workers: the training process loads between its steps, not beside them
     if not (_finite(loader) and _finite(model) and trial.samples_per_s_median > 0 and step.samples_per_s > 0):
         return None
     rate = min(trial.samples_per_s_median, step.samples_per_s)
@@ -351,10 +353,11 @@ def fed_effects(run: E2EResult, trial: LoaderResult | None, step: StepResult | N
     step_* figures: the loader trial and the step alone), as measured.
 
     idle workers: from the trial. Epoch restarts: the run restarted its workers and paying that start-up moves the
-    prediction by SPLIT_POINTS or more. Shared CPU: the fed step's host time is over STARVED x the step alone
-    (the workers starve the training process), or the measured stall exceeds the prediction beyond the noise
-    while loader and step together need more cores than there are. Shared GPU: DALI's GPU decode on a CUDA model
-    whose fed compute or stall exceeds what was measured apart."""
+    prediction by SPLIT_POINTS or more. Shared CPU: with workers, the fed step's host time is over STARVED x the
+    step alone (its slowest repeat, when the step is given): the workers starve the training process; or the
+    measured stall exceeds the prediction beyond the noise while loader and step together need more cores than
+    there are. Shared GPU: DALI's GPU decode on a CUDA model whose fed compute or stall exceeds what was
+    measured apart."""
     out: list[Effect] = []
     if trial is not None and (e := idle_workers(trial)):
         out.append(e)
@@ -371,9 +374,10 @@ def fed_effects(run: E2EResult, trial: LoaderResult | None, step: StepResult | N
                           f"{paid * 100:.0f}% idle, at the steady rate alone {steady * 100:.0f}%; use "
                           "--persistent-workers", paid))
     alone_ms = 1000 * run.batch_size / run.step_samples_per_s
+    slowest_alone = max(alone_ms, step.step_ms_max if step is not None and _finite(step.step_ms_max) else 0)
     beyond = run.data_stall_fraction - paid > max(SPLIT_POINTS, _spread(run.data_stall_fraction_repeats))
-    if _finite(run.step_host_ms_median) and run.step_host_ms_median > STARVED * alone_ms:
-        w = cfg.get("num_workers", 0)
+    w = cfg.get("num_workers", 0)
+    if w and _finite(run.step_host_ms_median) and run.step_host_ms_median > STARVED * slowest_alone:
         out.append(Effect("shared_cpu",
                           f"shared CPU: fed, the train step took {run.step_host_ms_median:.1f} ms of host time "
                           f"against {alone_ms:.1f} ms alone: the loader's {w} workers starve the training process "

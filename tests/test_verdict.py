@@ -156,6 +156,9 @@ def test_effects_predicted_from_the_separate_measurements():
     cpu.cpu_cores_busy_median = 5.0  # 12.5 ms a sample: 1.25 cores + 1
     e, = verdict.loader_effects(cpu, step)
     assert e.name == "shared_cpu" and "needs 1.2 cores" in e.sentence
+    inline = loader(400, 0)
+    inline.cpu_cores_busy_median, inline.env = 5.0, {"cpu_count": 2}
+    assert verdict.loader_effects(inline, step) == []
     dali = LoaderResult(config={"format": "dali", "dali_decode_device": "mixed", "decode": True},
                         samples_per_s_median=400.0)
     assert verdict.loader_effects(dali, step) == []
@@ -174,6 +177,11 @@ def test_effects_measured_in_a_fed_run():
     run.step_host_ms_median = 300.0
     e, = verdict.fed_effects(run, trial, None)
     assert e.name == "shared_cpu" and "300.0 ms" in e.sentence and "100.0 ms alone" in e.sentence
+    assert verdict.fed_effects(run, trial, StepResult(step_ms_max=250.0)) == []  # within the step's own spread
+    inline = loader(400, 0)
+    run.config = inline.config  # no workers: loading runs between the steps, not beside them
+    assert verdict.fed_effects(run, inline, None) == []
+    run.config = trial.config
     run.step_host_ms_median, run.epoch_restarts, run.predicted_stall_fraction = 100.0, 3, 0.4
     run.loader_startup_s = 0.5
     e, = verdict.fed_effects(run, trial, None)
