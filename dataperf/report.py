@@ -233,7 +233,7 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
             return (f"INPUT-BOUND, confirmed end to end: the best of {len(rec.fed)} configs fed, {_named(pick)}, "
                     f"{fed}{basis}")
         return (f"recommended: {_named(pick)}, confirmed end to end: {fed}; the cheapest within "
-                f"{(1 - verdict.NEAR_FED) * 100:.0f}% of the best fed rate of {len(rec.fed)} configs{basis}")
+                f"{(1 - verdict.NEAR_CONFIRMED) * 100:.0f}% of the best fed rate of {len(rec.fed)} configs{basis}")
     if rec.outcome == "best_without_model":
         return (f"recommended: {_named(pick)} at {fmt(pick.samples_per_s_median)} "
                 f"samples/s (within 5% of the best, {fmt(best.samples_per_s_median)}, at the lowest cost){basis}")

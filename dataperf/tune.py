@@ -313,7 +313,7 @@ class Tuner:
                 win = min(met, key=verdict.cost_key)
                 return win, med[win.config_key]
         top = max(med.values())
-        win = min((r for r in done if med[r.config_key] >= verdict.NEAR_FED * top), key=verdict.cost_key)
+        win = min((r for r in done if med[r.config_key] >= verdict.NEAR_CONFIRMED * top), key=verdict.cost_key)
         return win, med[win.config_key]
 
     def run(self) -> TuneOutcome:

@@ -16,7 +16,7 @@ from typing import Literal
 from dataperf.records import E2EResult, LimitsResult, LoaderResult, Record, StepResult
 
 NEAR_BEST = 0.95  # without a model: configs within 5% of the best rate count as equally fast
-NEAR_FED = 0.98  # confirmed end to end: configs within 2% of the best fed rate count as equally fast
+NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's top two): within 2% of the best is as fast
 SPLIT_POINTS = 0.05  # two stall figures closer than this (in fractions of the time) agree
 STARVED = 1.25  # a fed step slower than this multiple of the step alone: the training process lacks CPU
 FED_STALL = 0.05  # a fed run whose device idles more than this share of the time is input-bound
@@ -242,7 +242,7 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     rec.fed = fed_rates(results, decoded)
     if rec.fed:
         top = max(f.samples_per_s for f in rec.fed)
-        win = min((f for f in rec.fed if f.samples_per_s >= NEAR_FED * top), key=lambda f: cost_key(f.trial))
+        win = min((f for f in rec.fed if f.samples_per_s >= NEAR_CONFIRMED * top), key=lambda f: cost_key(f.trial))
         rec.pick, rec.confirmed = win.trial, True
         rec.fed_samples_per_s, rec.fed_stall_fraction = win.samples_per_s, win.stall_fraction
         rec.input_bound = win.stall_fraction > FED_STALL

@@ -13,6 +13,7 @@ from torch.utils.data import Dataset
 SAMPLE_S = 0.01  # every sample sleeps this long
 START_S = 0.5  # a process's first sample sleeps this much more: a fresh worker's start-up, paid every epoch
 SPIN_CPU_S = 0.02  # a spinning sample burns this much CPU time
+HEAVY_CPU_S = 0.1  # ... and a heavy one this much
 
 _started_in: int | None = None  # the pid that has paid its start-up (a forked worker has another pid)
 
@@ -47,18 +48,27 @@ def endless() -> Samples:
 
 
 class Spinning(Dataset):
-    """4096 samples of shape (3, 8, 8) that each burn SPIN_CPU_S of thread CPU time (CPU time does not shrink
+    """4096 samples of shape (3, 8, 8) that each burn `cpu_s` of thread CPU time (CPU time does not shrink
     under load, so what a sample costs a core is known)."""
+
+    def __init__(self, cpu_s: float):
+        self.cpu_s = cpu_s
 
     def __len__(self) -> int:
         return 4096
 
     def __getitem__(self, i: int):
         t0 = time.thread_time()
-        while time.thread_time() - t0 < SPIN_CPU_S:
+        while time.thread_time() - t0 < self.cpu_s:
             pass
         return torch.zeros(3, 8, 8), i % 10
 
 
 def spinning() -> Spinning:
-    return Spinning()
+    return Spinning(SPIN_CPU_S)
+
+
+def heavy() -> Spinning:
+    """Samples of HEAVY_CPU_S: a few workers on this machine's cores stay far slower than a 30 ms step, so they
+    never wait on a full queue and compete with the step for all of its length."""
+    return Spinning(HEAVY_CPU_S)
