@@ -98,13 +98,17 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
         return 2
     best = verdict.recommend(results).best
 
-    def on_tune(step) -> None:
-        records.append(a.out / "tune.jsonl", step.result)
-        show(f"tune {step.phase:<10}", step.result)
+    def on_prediction(p, probe) -> None:
+        say(f"  tune limits: binding {probe.binding_limit}; per worker {probe.per_worker_samples_per_s:.0f}, "
+            f"decode {probe.decode_samples_per_s:.0f}, main process {probe.main_process_samples_per_s:.0f}, "
+            f"storage {probe.storage_samples_per_s:.0f} samples/s")
+        say(f"  tune prediction: {p.why}")
 
+    # as `dataperf tune DATA --batch-size 32 --image-size 128 --out OUT/tune.jsonl` runs it (its defaults)
     t0 = time.perf_counter()
     out = Tuner(a.data, LoaderConfig(format=m.format, batch_size=32, decode=True, image_size=128), opts,
-                on_trial=on_tune).run()
+                out=a.out / "tune.jsonl", on_trial=lambda step: show(f"tune {step.phase:<10}", step.result),
+                on_prediction=on_prediction).run()
     tune_s = time.perf_counter() - t0
     if out.pick is None:
         say(f"tune picked nothing ({out.stop_reason})")
@@ -113,7 +117,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
     say(f"grid: {len(results)} ok trials in {grid_s:.0f} s; best {best_cfg.short()} at "
         f"{best.samples_per_s_median:.0f} samples/s")
     say(f"tune: {len(out.steps)} trials in {tune_s:.0f} s; pick {pick_cfg.short()} at "
-        f"{out.pick.samples_per_s_median:.0f} samples/s ({out.stop_reason})")
+        f"{out.pick_samples_per_s:.0f} samples/s ({out.stop_reason})")
 
     again: dict[str, list[float]] = {"best": [], "pick": []}
     for k in range(a.rounds):
@@ -140,7 +144,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
         f"wall time {cost:.2f} (goal <= {GOAL_COST}: {'met' if met_c else 'NOT met'})")
     summary = {"grid_trials": len(results), "grid_s": grid_s, "tune_trials": len(out.steps), "tune_s": tune_s,
                "grid_best": best_cfg.short(), "grid_best_samples_per_s": best.samples_per_s_median,
-               "tune_pick": pick_cfg.short(), "tune_pick_samples_per_s": out.pick.samples_per_s_median,
+               "tune_pick": pick_cfg.short(), "tune_pick_samples_per_s": out.pick_samples_per_s,
                "tune_stop_reason": out.stop_reason, "rounds": a.rounds,
                "best_remeasured_samples_per_s": again["best"], "pick_remeasured_samples_per_s": again["pick"],
                "grid_best_run_to_run_spread_pct": spread_pct(runs), "quality_ratio": quality, "cost_ratio": cost,

@@ -201,17 +201,27 @@ def bench(data, out, **kw) -> None:
 @model_options("sweep")
 @click.option("--model-batch-size", type=int, default=None, help="step batch size [first --batch-size]")
 @HEADROOM
+@click.option("--confirm", "confirm_k", type=int, default=0, show_default=True, metavar="K",
+              help="with --model: feed the model from the K cheapest configs that feed it (else the K fastest), "
+                   "2 interleaved rounds each, and pick by the fed rate")
+@click.option("--confirm-steps", type=int, default=20, show_default=True, help="fed steps per repeat of --confirm")
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
 @trial_options
-def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, nproc, **kw) -> None:
+def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, confirm_k, confirm_steps,
+          nproc, **kw) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
-    from dataperf import distributed, preflight, report, verdict
+    from dataperf import distributed, preflight, report
     from dataperf import sweep as sw
 
     loader, step_kw, topts = split(kw, "sweep", "model")
     preflight.writable_file(out, "--out")
     preflight.writable_file(plot, "--plot")
     model = step_kw["model"]
+    if confirm_k and not model:
+        raise UserError(f"--confirm {confirm_k} feeds a model: give --model too (e.g. --model cnn-small)")
+    if confirm_k < 0 or confirm_steps < 1:
+        raise UserError(f"--confirm takes a count of configs (0: off) and --confirm-steps a positive count, got "
+                        f"{confirm_k} and {confirm_steps}")
     if loader["decode"] is None:
         loader["decode"] = model is not None  # a model eats decoded samples: its verdict needs decoded rates
     datas = resolve_data(sw.unique_datasets(data), loader["dataset_factory"])
@@ -234,8 +244,10 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
         sopts = make_step_options(**step_kw, batch_size=model_batch_size or loader["batch_size"][0],
                                   seq_len=loader["seq_len"], image_size=loader["image_size"])
     ctx = distributed.init_from_env()
+    confirm = sw.ConfirmOptions(confirm_k, steps=confirm_steps) if confirm_k else None
     with report.progress_bar(f"sweep ({len(trials)} trials)", len(trials), enabled=ctx.rank == 0) as advance:
-        outcome = sw.run(trials, opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1))
+        outcome = sw.run(trials, opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
+                         headroom=headroom, confirm_opts=confirm, bar=report.progress_bar)
     if outcome.interrupted:
         if ctx.rank == 0:
             click.echo(f"interrupted: {outcome.kept} finished trials are kept in {out}; run the same command "
@@ -252,7 +264,7 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     png = report.heatmap(recs, plot or out.with_suffix(".png"))
     if png:
         report.console.print(f"heatmap: {png}")
-    report.console.print(report.recommendation_line(verdict.recommend(recs, step, headroom)))
+    report.print_recommendation(outcome.recommendation)
     report.console.print(f"results: {out} ({len(outcome.results)} new trials)")
     if outcome.all_failed:
         raise UserError(f"every trial failed ({len(outcome.results)}); the first: {outcome.results[0].error}")
@@ -411,10 +423,12 @@ def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
     data, cfg, model, seq_len = fed_config("diagnose", data, kw)
     topts = make_trial_options(**kw)
     sopts = make_step_options(**model, seq_len=seq_len, seed=topts.seed)
-    r = run_diagnose(data, cfg, sopts, topts, throttle_mib_s, page_cache_gib)
+    r, lim = run_diagnose(data, cfg, sopts, topts, throttle_mib_s, page_cache_gib)
     if out:
         records.append(out, r)
+        records.append(out, lim)
     report.print_diagnose(r)
+    report.print_limits(lim)
 
 
 @cli.command()
@@ -423,23 +437,30 @@ def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
 @model_options("tune")
 @HEADROOM
 @loader_options("tune")
-@click.option("--min-gain", type=float, default=0.10, show_default=True, help="smallest gain worth a step")
+@click.option("--min-gain", type=float, default=0.05, show_default=True,
+              help="smallest gain that moves the search one more step")
 @click.option("--max-workers", type=int, default=None, help="[2 x cores]")
+@click.option("--max-batch-size", type=int, default=256, show_default=True, help="largest batch size tried")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
 @trial_options
-def tune(data, target_samples_per_s, headroom, min_gain, max_workers, out, **kw) -> None:
-    """Find a config that sustains a target (or the model's step rate with headroom) without the whole grid."""
-    from dataperf import preflight, records, report
-    from dataperf.tune import Tuner, target_from_model
+def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_size, out, **kw) -> None:
+    """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
+    from the limits, their neighbours and a confirmation of the top two, without the whole grid."""
+    from dataperf import preflight, report
+    from dataperf.tune import Tuner
 
     loader, model_kw, topts = split(kw, "tune", "model")
     model = model_kw["model"]
-    if (target_samples_per_s is None) == (model is None):
-        raise UserError("give exactly one of --target-samples-per-s or --model")
+    if target_samples_per_s is not None and model is not None:
+        raise UserError("give --target-samples-per-s or --model, not both (the model's target is its step rate "
+                        "x --headroom)")
     if target_samples_per_s is not None and not target_samples_per_s > 0:
         raise UserError(f"--target-samples-per-s must be a positive rate, got {target_samples_per_s}")
     if max_workers is not None:
         preflight.check_workers(max_workers, "--max-workers")
+    if max_batch_size < loader["batch_size"]:
+        raise UserError(f"--max-batch-size {max_batch_size} is below the starting --batch-size "
+                        f"{loader['batch_size']}; raise it or lower --batch-size")
     preflight.check_image_side(loader["image_size"])
     preflight.writable_file(out, "--out")
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)
@@ -447,22 +468,13 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, out, **kw)
         preflight.check_model(model, seq_len=loader["seq_len"] if model.startswith("gpt") else None)
     data = resolve_data(data, loader["dataset_factory"])[0]
     base = make_config(data, **loader)
-    target, st = target_samples_per_s, None
-    if model:
-        st, target = target_from_model(make_step_options(**model_kw, batch_size=loader["batch_size"],
-                                                         seq_len=loader["seq_len"],
-                                                         image_size=loader["image_size"]), headroom)
-        records.append(out, st)
-        report.console.print(f"target: {target:.0f} samples/s ({model} step {st.samples_per_s:.0f} x {headroom:g})")
-
-    def show(step):
-        records.append(out, step.result)
-        report.print_tune_step(step)
-
-    outcome = Tuner(data, base, opts, target, min_gain, max_workers, on_trial=show, step=st,
-                    headroom=headroom).run()
+    sopts = make_step_options(**model_kw, batch_size=loader["batch_size"], seq_len=loader["seq_len"],
+                              image_size=loader["image_size"]) if model else None
+    outcome = Tuner(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
+                    out=out, on_trial=report.print_tune_step, on_prediction=report.print_prediction,
+                    bar=report.progress_bar).run()
     report.print_tune(outcome)
-    if not outcome.met and target is not None:
+    if not outcome.met and outcome.target_samples_per_s is not None:
         sys.exit(1)
 
 
@@ -523,9 +535,13 @@ def report_cmd(results, headroom, plot) -> None:
     report.print_env(recs)
     printers = {"e2e": report.print_e2e, "lengths": report.print_lengths, "profile": report.print_profile,
                 "diagnose": report.print_diagnose}
+    rec = verdict.recommend(recs, step, headroom)
     for r in recs:
-        if r.kind in printers and r.status == "ok":
+        confirmation = r.kind == "e2e" and r.confirm_round is not None  # shown in the verdict's fed table
+        if r.kind in printers and r.status == "ok" and not confirmation:
             printers[r.kind](r)
+        if r.kind == "limits" and r is not rec.limits:
+            report.print_limits(r)
     if any(r.kind == "watch" for r in recs):
         report.print_watch(recs)
     loaders = [r for r in recs if r.kind == "loader"]
@@ -544,7 +560,7 @@ def report_cmd(results, headroom, plot) -> None:
         png = report.heatmap(recs, plot)
         report.console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")
     if loaders:
-        report.console.print(report.recommendation_line(verdict.recommend(recs, step, headroom)))
+        report.print_recommendation(rec)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

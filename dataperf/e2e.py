@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from dataperf import cache
+from dataperf import cache, verdict
 from dataperf.errors import UserError
 from dataperf.fed import EpochStream, shape_for_model, train_loop
 from dataperf.formats import backends
-from dataperf.records import E2EResult, LoaderConfig, percentile, summarize
+from dataperf.records import E2EResult, LoaderConfig, LoaderResult, StepResult, percentile, summarize
 from dataperf.runner import TrialOptions, run_trial
 from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, Trainer, is_oom, measure_step, oom_error
@@ -52,7 +52,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
             cache.prepare(prep.paths, "warm")
         train_loop(stream, tr, warmup)
         stream.restarts = 0
-        walls, stalls, host, idle, sps, waits, h2ds, comps, lens = [], [], [], [], [], [], [], [], []
+        walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []
         reads, samples, resident = [], [], []
         for _ in range(repeats):
             if cfg.cache == "cold" and data.cache_managed:
@@ -72,6 +72,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
             waits += [w * 1000 for w in t.wait_s]
             h2ds += t.h2d_ms
             comps += t.compute_ms
+            hosts += t.step_host_ms
             lens += t.padded_lengths
     except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
         if is_oom(e):
@@ -99,6 +100,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
     res.epoch_restarts = stream.restarts
     res.h2d_ms_median = summarize(h2ds)["median"]
     res.compute_ms_median = summarize(comps)["median"]
+    res.step_host_ms_median = summarize(hosts)["median"]
     if lens:
         res.padded_seq_len_mean = sum(lens) / len(lens)
     if cfg.pin_memory and tr.device.type != "cuda":
@@ -134,27 +136,42 @@ def _verify_cache(res: E2EResult, cfg: LoaderConfig, data: Data, paths: list[Pat
 
 
 def _predict(data: Data, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, topts: TrialOptions) -> None:
-    """Separate loader and step measurements, and the stall they predict: 1 - loader rate / step rate."""
+    """Loader and step measured apart (the step at the fed run's batch and padded length), then `compare`."""
     lr = run_trial(data, cfg, replace(topts, collect=False))
     if lr.status != "ok":
         res.notes.append(f"prediction skipped: loader trial failed: {lr.error}")
         return
     seq = round(res.padded_seq_len_mean) if res.padded_seq_len_mean else sopts.seq_len
     st = measure_step(replace(sopts, seq_len=seq, repeats=3, steps=max(3, res.steps_per_repeat // 2)))
-    res.loader_samples_per_s, res.step_samples_per_s = lr.samples_per_s_median, st.samples_per_s
-    res.loader_epoch_samples_per_s, res.loader_startup_s = lr.epoch_samples_per_s_median, lr.startup_s_median
-    res.predicted_loader_samples_per_s = fed_loader_rate(lr.samples_per_s_median, lr.startup_s_median,
+    compare(res, lr, st)
+
+
+def compare(res: E2EResult, trial: LoaderResult, step: StepResult) -> None:
+    """A fed run beside its config's loader trial and the step alone: the stall they predict, paying the run's
+    epoch restarts (verdict.restart_stall), and the effects that split measured from predicted
+    (verdict.fed_effects), each named in res.effects with a note; a gap beyond the noise no effect explains is
+    said too."""
+    res.loader_samples_per_s, res.step_samples_per_s = trial.samples_per_s_median, step.samples_per_s
+    res.loader_epoch_samples_per_s, res.loader_startup_s = trial.epoch_samples_per_s_median, trial.startup_s_median
+    res.predicted_loader_samples_per_s = fed_loader_rate(trial.samples_per_s_median, trial.startup_s_median,
                                                          res.steps_per_repeat * res.batch_size,
                                                          res.epoch_restarts / max(res.repeats, 1))
-    res.predicted_stall_fraction = max(0.0, 1 - res.predicted_loader_samples_per_s / st.samples_per_s)
+    res.predicted_stall_fraction = verdict.restart_stall(trial.samples_per_s_median, trial.startup_s_median,
+                                                         res.steps_per_repeat * res.batch_size,
+                                                         res.epoch_restarts / max(res.repeats, 1),
+                                                         step.samples_per_s)
+    effects = verdict.fed_effects(res, trial, step)
+    res.effects = [e.name for e in effects]
+    res.notes += [f"effect: {e.sentence}" for e in effects]
     gap = res.data_stall_fraction - res.predicted_stall_fraction
-    if gap > 0.1:
-        why = "loader workers and the model compete for the same CPU cores"
-        if cfg.format == "dali" and cfg.dali_decode_device == "mixed":
-            why = "DALI's GPU decode and the model share the GPU (and the host threads feeding both)"
-        if res.epoch_restarts and not cfg.persistent_workers:
-            why += f"; the loader restarted {res.epoch_restarts} times at epoch ends (try --persistent-workers)"
-        res.notes.append(f"measured stall exceeds the prediction by {gap * 100:.0f} points: {why}")
+    noise = max(verdict.SPLIT_POINTS, max(res.data_stall_fraction_repeats, default=0)
+                - min(res.data_stall_fraction_repeats, default=0))
+    if abs(gap) > noise:
+        why = "named above" if effects else ("no known effect (epoch restarts, shared CPU, shared GPU, idle "
+                                             "workers) explains it")
+        res.notes.append(f"measured stall {res.data_stall_fraction * 100:.0f}% vs "
+                         f"{res.predicted_stall_fraction * 100:.0f}% predicted from the separate measurements "
+                         f"({gap * 100:+.0f} points, beyond the noise of {noise * 100:.0f}): {why}")
 
 
 def fed_loader_rate(steady_sps: float, startup_s: float, samples: float, restarts: float) -> float:

@@ -33,6 +33,7 @@ class StepTimes:
     wait_s: list[float] = field(default_factory=list)
     h2d_ms: list[float] = field(default_factory=list)
     compute_ms: list[float] = field(default_factory=list)
+    step_host_ms: list[float] = field(default_factory=list)  # host time inside the step call (CUDA: launching)
     samples: int = 0
     padded_lengths: list[int] = field(default_factory=list)
 
@@ -90,13 +91,14 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
             t.h2d_ms.append((time.perf_counter() - th) * 1000)
         tc = time.perf_counter()
         tr.step(x, y)
+        t.step_host_ms.append((time.perf_counter() - tc) * 1000)
         if cuda:
             e[2].record()
             events.append(e)
             if sync_each_step:
                 tr.sync()
         else:
-            t.compute_ms.append((time.perf_counter() - tc) * 1000)
+            t.compute_ms.append(t.step_host_ms[-1])
         t.samples += b["n"]
         if x.dim() == 2:
             t.padded_lengths.append(int(x.shape[1]))

@@ -812,6 +812,6 @@ def describe(res: LimitsResult) -> str:
     if math.isfinite(res.best_of_binding_pct):
         known = {f.name for f in fields(LoaderConfig)}
         best = LoaderConfig(**{k: v for k, v in json.loads(res.best_config_key).items() if k in known})
-        s += f"; the best config ({best.short()}) reaches {res.best_of_binding_pct:.0f}% of it"
+        s += f"; the measured config ({best.short()}) reaches {res.best_of_binding_pct:.0f}% of it"
     return s
 

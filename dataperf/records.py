@@ -157,6 +157,7 @@ class LoaderResult(TrialRecord):
     repeats: int = 0
     batches_per_repeat: int = 0
     samples_per_repeat: int = 0
+    epoch_samples: int | None = None  # samples in one epoch of this rank, when known before reading (a count)
     samples_per_s_median: float = float("nan")
     samples_per_s_min: float = float("nan")
     samples_per_s_max: float = float("nan")
@@ -232,6 +233,9 @@ class StepResult(Record):
     cuda_max_allocated_mib: float | None = None
     nvml_peak_used_mib: float | None = None
     params_m: float = float("nan")
+    # CPU seconds of the training process per wall second of its timed steps (all its threads): the cores the
+    # step keeps busy, which a loader on the same machine has to share
+    cpu_cores_busy_median: float = float("nan")
 
 
 @dataclass
@@ -268,6 +272,11 @@ class E2EResult(TrialRecord):
     loader_startup_s: float | None = None  # the loader alone: one epoch start's cost
     predicted_loader_samples_per_s: float | None = None  # steady rate with this run's epoch restarts paid
     cache_verified: bool | None = None  # cold/warm as for a loader trial (cache.verify); None: not ours to manage
+    # host time per step inside the train step call (CPU: the compute; CUDA: launching it), median over steps:
+    # against the step alone (1000 x batch / step_samples_per_s) it shows a training process starved of CPU
+    step_host_ms_median: float = float("nan")
+    effects: list[str] = field(default_factory=list)  # verdict.Effect names that split it from the prediction
+    confirm_round: int | None = None  # set by `sweep --confirm` (1, 2, ...); None: a standalone e2e run
 
 
 @dataclass
@@ -286,6 +295,8 @@ class DiagnoseResult(TrialRecord):
     what_if: list[dict[str, float]] = field(default_factory=list)
     dataset_mib: float = float("nan")
     cold_cache_verified: bool | None = None  # issue 11: an unverified cold trial is not used as cold
+    binding_limit: str = ""  # the lowest ceiling of dataperf.limits on this config (its record follows this one)
+    effects: list[str] = field(default_factory=list)  # verdict.Effect names that a fed run would see
 
 
 @dataclass

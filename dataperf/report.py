@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import statistics
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from dataperf.records import (
     DiagnoseResult,
     E2EResult,
     LengthsResult,
+    LimitsResult,
+    LoaderConfig,
     LoaderResult,
     MemoryResult,
     ProfileResult,
@@ -227,6 +230,15 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
              "unverified_cold_as_warm": f" ({rec.unverified_cold} cold trial(s) not verified as cold: judged as "
                                         "warm)"}[rec.basis]
     pick, best, step_sps = rec.pick, rec.best, rec.step_samples_per_s
+    if rec.confirmed:
+        idle = _idle_name(rec.fed[0].runs[0].device if rec.fed else "cpu")
+        fed = (f"fed {fmt(rec.fed_samples_per_s)} samples/s with the {idle} {rec.fed_stall_fraction * 100:.0f}% "
+               f"of the time (step alone {fmt(step_sps)} samples/s)")
+        if rec.outcome == "input_bound":
+            return (f"INPUT-BOUND, confirmed end to end: the best of {len(rec.fed)} configs fed, {_named(pick)}, "
+                    f"{fed}{basis}")
+        return (f"recommended: {_named(pick)}, confirmed end to end: {fed}; the cheapest within "
+                f"{(1 - verdict.NEAR_CONFIRMED) * 100:.0f}% of the best fed rate of {len(rec.fed)} configs{basis}")
     if rec.outcome == "best_without_model":
         return (f"recommended: {_named(pick)} at {fmt(pick.samples_per_s_median)} "
                 f"samples/s (within 5% of the best, {fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
@@ -237,6 +249,57 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
     return (f"recommended: {_named(pick)} feeds the model "
             f"({fmt(pick.samples_per_s_median)} vs {fmt(step_sps)} samples/s, "
             f"{rec.ratio:.2f}x, the cheapest with {rec.headroom:g}x headroom){basis}")
+
+
+def _idle_name(device: str) -> str:
+    return "GPU idle" if device.startswith("cuda") else "model waiting on data"
+
+
+def print_recommendation(rec: verdict.Recommendation) -> None:
+    """The verdict in full: the fed confirmations, the limits of the judged config, the line, the effects."""
+    if rec.fed:
+        print_fed(rec)
+    if rec.limits is not None:
+        print_limits(rec.limits)
+    console.print(recommendation_line(rec))
+    print_notes([f"effect: {e.sentence}" for e in rec.effects])
+
+
+def print_fed(rec: verdict.Recommendation) -> None:
+    """--confirm's fed runs per config: rounds, fed rate and idle share, the step's host time fed vs alone."""
+    t = Table(title="confirmed end to end (the fed loop, interleaved rounds)")
+    for col in ("config", "loader alone samples/s", "fed samples/s (rounds)", "device idle fed",
+                "step host ms fed / alone", "effects"):
+        t.add_column(col, justify="left" if col in ("config", "effects") else "right")
+    for f in rec.fed:
+        runs = f.runs
+        alone = [1000 * r.batch_size / r.step_samples_per_s for r in runs if r.step_samples_per_s]
+        mark = " [green](picked)[/green]" if f.trial is rec.pick else ""
+        t.add_row(f.trial.loader_config.short() + mark, fmt(f.trial.samples_per_s_median),
+                  f"{fmt(f.samples_per_s)} ({', '.join(fmt(r.samples_per_s) for r in runs)})",
+                  f"{f.stall_fraction * 100:.1f}%",
+                  f"{fmt(statistics.median(r.step_host_ms_median for r in runs), 1)} / "
+                  f"{fmt(statistics.median(alone), 1) if alone else '-'}", ", ".join(f.effects) or "-")
+    console.print(t)
+    for f in rec.fed:
+        for n in dict.fromkeys(n for r in f.runs for n in r.notes if n.startswith("effect: ")):
+            console.print(f"{f.trial.loader_config.short()}: {n}", soft_wrap=True)
+
+
+def print_limits(res: LimitsResult) -> None:
+    """The limits table (dataperf.limits.rows) and the sentence naming the binding one."""
+    from dataperf import limits
+
+    cfg = LoaderConfig(**res.config)
+    t = Table(title=f"limits of {cfg.short()} ({res.usable_cores} usable cores, {res.device})")
+    for col in ("limit", "ceiling samples/s", "how measured"):
+        t.add_column(col, justify="right" if col.startswith("ceiling") else "left")
+    for row in limits.rows(res):
+        name = f"[bold]{row.limit} (binding)[/bold]" if row.binding else row.limit
+        t.add_row(name, fmt(row.samples_per_s), row.how)
+    console.print(t)
+    console.print(limits.describe(res))
+    print_notes(res.notes)
 
 
 def _named(r: LoaderResult) -> str:
@@ -346,6 +409,7 @@ def print_step(r: StepResult) -> None:
             ("samples_per_s", fmt(r.samples_per_s, 1))]
     if r.tokens_per_s:
         rows.append(("tokens_per_s", fmt(r.tokens_per_s)))
+    rows.append(("cpu_cores_busy (training process)", fmt(r.cpu_cores_busy_median, 2)))
     rows.append(("peak_mem_mib", fmt(r.peak_mem_mib, 1)))
     if r.cuda_max_allocated_mib is not None:
         rows.append(("cuda_max_allocated_mib", fmt(r.cuda_max_allocated_mib, 1)))
@@ -361,6 +425,7 @@ def print_e2e(r: E2EResult) -> None:
             ("epoch restarts while measured", str(r.epoch_restarts)),
             ("h2d_ms median", fmt(r.h2d_ms_median, 3)),
             ("compute_ms median", fmt(r.compute_ms_median, 2)),
+            ("step host ms median (in the step call)", fmt(r.step_host_ms_median, 2)),
             ("samples_per_s", fmt(r.samples_per_s, 1)),
             ("host_wait_fraction", f"{r.host_wait_fraction * 100:.1f}%")]
     if r.gpu_idle_fraction is not None:
@@ -373,8 +438,8 @@ def print_e2e(r: E2EResult) -> None:
                  ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
                  ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
     console.print(_figure_table(f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}", rows))
-    verdict = "input-bound" if r.data_stall_fraction > 0.05 else "not input-bound"
-    console.print(f"{verdict}: the model's device sat idle waiting for data {r.data_stall_fraction * 100:.1f}% of "
+    verdict_ = "input-bound" if r.data_stall_fraction > verdict.FED_STALL else "not input-bound"
+    console.print(f"{verdict_}: the model's device sat idle waiting for data {r.data_stall_fraction * 100:.1f}% of "
                   f"the time ({r.stall_basis})")
     print_notes(r.notes)
 
@@ -459,6 +524,8 @@ def print_diagnose(r: DiagnoseResult) -> None:
         f"{r.fetch_stall_fraction * 100:.0f}%"
     console.print(f"share of step time: compute {r.compute_fraction * 100:.0f}%, prep stall "
                   f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {fetch}")
+    if r.binding_limit:
+        console.print(f"binding limit: {r.binding_limit} (the limits table follows)")
     console.print(r.sentence)
     for a in r.advice:
         console.print(f"  - {a}")
@@ -474,15 +541,28 @@ def print_diagnose(r: DiagnoseResult) -> None:
 def print_tune_step(step) -> None:
     r = step.result
     rate = fmt(r.samples_per_s_median) if r.status == "ok" else "failed"
-    console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})")
+    console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
+                  soft_wrap=True)
+
+
+def print_prediction(p, probe: LimitsResult) -> None:
+    """What tune measured before its first trial, and the config it predicts from that."""
+    print_limits(probe)
+    console.print(f"prediction: {p.why}", soft_wrap=True)
 
 
 def print_tune(outcome) -> None:
-    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials")
-    if outcome.pick is not None:
-        p = outcome.pick
-        tgt = f" (target {outcome.target_samples_per_s:.0f})" if outcome.target_samples_per_s else ""
-        console.print(f"pick: {p.loader_config.short()} at {fmt(p.samples_per_s_median)} samples/s{tgt}")
+    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
+    if outcome.pick is None:
+        return
+    for short, rates in outcome.confirmed.items():
+        console.print(f"confirmation: {short}: {', '.join(fmt(x) for x in rates)} samples/s")
+    tgt = f" (target {fmt(outcome.target_samples_per_s)})" if outcome.target_samples_per_s else ""
+    console.print(f"pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s{tgt}")
+    if outcome.recommendation is not None:
+        print_recommendation(outcome.recommendation)
+    elif outcome.limits is not None:
+        print_limits(outcome.limits)
 
 
 def print_env(recs: list[Record]) -> None:

@@ -268,7 +268,8 @@ def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = 
     cfg = cfg.explicit()
     data = as_data(data)
     res = LoaderResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), world_size=opts.world_size,
-                       cache_mode=cfg.cache if data.cache_managed else data.cache_mode)
+                       cache_mode=cfg.cache if data.cache_managed else data.cache_mode,
+                       epoch_samples=-(-data.count // max(opts.world_size, 1)) if data.count else None)
     if opts.throttle_mib_s:
         res.notes.append(f"storage throttled to {opts.throttle_mib_s} MiB/s per reader (simulated)")
     reps: list[Repeat] = []

@@ -285,13 +285,15 @@ def _measure_step(opts: StepOptions) -> StepResult:
                      f"{'L=' + str(opts.seq_len) if tr.kind == 'tokens' else 'S=' + str(opts.image_size)}" \
                      f"|amp={opts.amp}"
     cuda = tr.device.type == "cuda"
-    ms, mem, rss, alloc, nvml = [], [], [], [], []
+    ms, mem, rss, alloc, nvml, busy = [], [], [], [], [], []
     nvml_why = None
     for _ in range(opts.repeats):
         if cuda:
             torch.cuda.reset_peak_memory_stats(tr.device)
         with MemorySampler(tr.device, opts.nvml_interval_s) as sampler:
+            c0, w0 = time.process_time(), time.perf_counter()
             ms.append(statistics.median(timed_steps(tr, x, y, opts.steps)))
+            busy.append((time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
         rss.append(sampler.rss_peak / MIB)
         if cuda:
             alloc.append(torch.cuda.max_memory_allocated(tr.device) / MIB)
@@ -306,6 +308,7 @@ def _measure_step(opts: StepOptions) -> StepResult:
     res.samples_per_s = opts.batch_size / (s["median"] / 1000)
     if tr.kind == "tokens":
         res.tokens_per_s = res.samples_per_s * opts.seq_len
+    res.cpu_cores_busy_median = summarize(busy)["median"]
     res.peak_mem_mib_repeats = mem
     res.peak_mem_mib = summarize(mem)["median"]
     res.peak_rss_mib = summarize(rss)["median"]

@@ -5,18 +5,23 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from dataperf import records
+from dataperf import records, verdict
 from dataperf.distributed import DistContext
 from dataperf.errors import UserError
 from dataperf.formats import backends
-from dataperf.records import LoaderConfig, LoaderResult, Record, StepResult
-from dataperf.runner import TrialOptions, run_trial, worker_ladder
+from dataperf.limits import LimitsOptions, measure_limits
+from dataperf.records import E2EResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.runner import TrialOptions, describe_failure, run_trial, worker_ladder
 from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, measure_step
+
+# a progress bar: bar(label, total) is a context yielding advance(n) (report.progress_bar); None: no bar
+Bar = Callable[[str, int | None], AbstractContextManager[Callable[[int], None]]]
 
 
 @dataclass
@@ -238,25 +243,103 @@ def run_sweep(
 @dataclass
 class SweepOutcome:
     """What a sweep did: its new trials, the model's step, and every current record of --out (reloaded from
-    disk, so a resumed sweep reports old and new trials alike). Non-zero ranks get only their trials."""
+    disk, so a resumed sweep reports old and new trials alike), with the verdict over them. Non-zero ranks get
+    only their trials."""
 
     results: list[LoaderResult] = field(default_factory=list)
     step: StepResult | None = None
     records: list[Record] = field(default_factory=list)
     interrupted: bool = False  # Ctrl-C: the finished trials stay in --out for --resume
     kept: int = 0  # finished trials in --out when interrupted
+    confirmations: list[E2EResult] = field(default_factory=list)  # --confirm's fed runs, in the order run
+    limits: LimitsResult | None = None  # the ceilings of the verdict's config (with a model)
+    recommendation: verdict.Recommendation | None = None
 
     @property
     def all_failed(self) -> bool:
         return bool(self.results) and all(r.status != "ok" for r in self.results)
 
 
+@dataclass
+class ConfirmOptions:
+    """`sweep --confirm K`: feed the model from K configs, `rounds` interleaved fed runs of each (e2e's loop:
+    `steps` timed steps x `repeats` after `warmup` steps)."""
+
+    k: int
+    rounds: int = 2
+    steps: int = 20
+    repeats: int = 3
+    warmup: int = 3
+
+
+def no_bar(label: str, total: int | None) -> AbstractContextManager[Callable[[int], None]]:
+    """No progress bar: advance(n) does nothing."""
+    return contextlib.nullcontext(lambda n=1: None)
+
+
+def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: float, copts: ConfirmOptions,
+            datas: dict[str, Data], opts: TrialOptions, out: Path, bar: Bar | None = None) -> list[E2EResult]:
+    """The fed loop (e2e) on the K configs verdict.confirm_candidates names, in interleaved rounds (A B, then
+    B A, ...), each run recorded with its round and compared with its loader trial and the step alone at its
+    batch size (e2e.compare: the prediction and the effects, a starved training process among them). The
+    warm-up covers at least the batches the workers queue ahead (workers x prefetch), so the timed steps see
+    the loader's steady state, not its head start. The verdict then picks by the fed rate (verdict.recommend)."""
+    from dataperf.e2e import compare, in_flight_samples, run_e2e
+
+    cands = verdict.confirm_candidates(recs, step, headroom, copts.k)
+    alone = {step.batch_size: step}
+    runs: list[E2EResult] = []
+    with (bar or no_bar)(f"confirm ({len(cands)} configs x {copts.rounds} rounds, fed)",
+                          len(cands) * copts.rounds) as advance:
+        for rnd in range(1, copts.rounds + 1):
+            for t in cands if rnd % 2 else cands[::-1]:
+                cfg = t.loader_config
+                if cfg.batch_size not in alone:
+                    alone[cfg.batch_size] = measure_step(replace(sopts, batch_size=cfg.batch_size))
+                warmup = max(copts.warmup, in_flight_samples(cfg) // cfg.batch_size)
+                try:
+                    r = run_e2e(datas.get(t.data) or as_data(t.data), cfg, sopts, copts.steps, copts.repeats,
+                                warmup, predict=False, topts=replace(opts, collect=False))
+                    compare(r, t, alone[cfg.batch_size])
+                except (KeyboardInterrupt, UserError):
+                    raise
+                except Exception as e:  # a worker crash mid-run: that config is not confirmed, the rest go on
+                    r = E2EResult(data=t.data, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
+                                  status="failed", error=describe_failure(e))
+                r.confirm_round = rnd
+                records.append(out, r)
+                runs.append(r)
+                advance(1)
+    return runs
+
+
+def verdict_limits(recs: list[Record], step: StepResult | None, headroom: float, datas: dict[str, Data],
+                   opts: TrialOptions, out: Path, lopts: LimitsOptions | None = None,
+                   bar: Bar | None = None) -> LimitsResult | None:
+    """The ceilings of the config the verdict judges (its pick, else its best), measured on that trial's data
+    and config with the model's step, and appended to --out (the verdict reads them back: binding_limit)."""
+    rec = verdict.recommend(recs, step, headroom)
+    chosen = rec.pick or rec.best
+    if chosen is None:
+        return None
+    with (bar or no_bar)(f"limits of {chosen.loader_config.short()}", 5) as advance:
+        res = measure_limits(datas.get(chosen.data) or as_data(chosen.data), chosen.loader_config,
+                             replace(opts, barrier=None, gather=None), step=step, best=chosen, lopts=lopts,
+                             advance=advance)
+    records.append(out, res)
+    return res
+
+
 def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, ctx: DistContext | None = None,
         resume: bool = False, overwrite: bool = False, step: StepOptions | None = None,
-        on_result: Callable[[LoaderResult | None], None] | None = None) -> SweepOutcome:
+        on_result: Callable[[LoaderResult | None], None] | None = None, headroom: float = 1.2,
+        confirm_opts: ConfirmOptions | None = None, lopts: LimitsOptions | None = None,
+        bar: Bar | None = None) -> SweepOutcome:
     """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it, every rank skips the
-    finished trials, rank 0 appends each record as it finishes and then measures the model's step.
-    Ctrl-C is answered with an outcome saying how many finished trials are kept, not an exception."""
+    finished trials, rank 0 appends each record as it finishes and then measures the model's step, confirms
+    end to end (confirm_opts) and measures the limits of the verdict's config; the verdict is over every
+    current record. Ctrl-C is answered with an outcome saying how many finished trials are kept, not an
+    exception."""
     ctx = ctx or DistContext()
     with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
         if ctx.rank == 0:
@@ -274,9 +357,17 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
             if step is not None:
                 outcome.step = measure_step(step)
                 records.append(out, outcome.step)
+                datas = {d.spec: d for d, _ in trials}
+                if confirm_opts is not None and confirm_opts.k > 0:
+                    outcome.confirmations = confirm(records.current(records.load(out)), outcome.step, step,
+                                                    headroom, confirm_opts, datas, opts, out, bar)
+                outcome.limits = verdict_limits(records.current(records.load(out)), outcome.step, headroom, datas,
+                                                opts, out, lopts, bar)
         except KeyboardInterrupt:
             outcome.interrupted = True
             outcome.kept = len(finished_ids(out)) if ctx.rank == 0 else 0
             return outcome
         outcome.records = records.current(records.load(out))
+        outcome.recommendation = verdict.recommend(outcome.records, outcome.step or verdict.latest_step(
+            outcome.records), headroom)
     return outcome

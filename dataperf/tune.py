@@ -1,137 +1,386 @@
-"""Find a loader config that sustains a target rate without running the whole grid: grow workers until the
-gain flattens, then prefetch, then batch size; stop as soon as the target is met or gains stop.
+"""Find the fastest loader config (or the cheapest that sustains a target) without the grid.
 
-Every trial it runs is returned and recorded; the pick is always one of them (never an extrapolation)."""
+1. limits: the ceilings of one probe config (the cores' worth of workers at the starting batch size): one
+   worker's rate, CPU decode, storage, the main process (dataperf.limits);
+2. prediction: the batch size the main process needs (it pays per batch), then the fewest workers whose
+   summed rate reaches the lowest other ceiling (or the target), no more than have work (shards, batches);
+3. neighbours: one step either way on the worker ladder, then on batch size (climbing on while it gains at
+   least min_gain), then a deeper prefetch; these search trials use short repeats;
+4. confirmation: the top two candidates measured again with the full trial options in interleaved rounds
+   (A B, B A, ...), so one noisy trial cannot decide; the faster median wins, the cheaper when within 2%.
+
+With a model, the target is the step rate x headroom at each candidate's own batch size (the step measured
+there). Every trial is returned and recorded; the pick is always a measured config, never an extrapolation.
+"""
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from dataperf import verdict
-from dataperf.records import LoaderConfig, LoaderResult, StepResult
+from dataperf import limits, records, verdict
+from dataperf.limits import LimitsOptions, measure_limits
+from dataperf.records import LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
 from dataperf.runner import TrialOptions, run_trial, worker_ladder
+from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, measure_step
+from dataperf.sweep import Bar, no_bar
+
+SEARCH_REPEATS = 3  # repeats of a search trial (at most; the confirmation uses the full trial options)
+BATCHES_PER_WORKER = 4  # a search repeat's batches per worker: each worker's steady window has 3 intervals
+MAIN_MARGIN = 1.5  # predict a batch at which the main process takes this multiple of what the workers give
+MAX_BATCH = 256
+INLINE_MARGIN = 1.2  # with a target: no workers when one stream gives this multiple of it
 
 
 @dataclass
 class TuneStep:
     result: LoaderResult
-    phase: str
+    phase: str  # predict | workers | batch_size | prefetch | confirm
+    why: str
+
+
+@dataclass
+class Prediction:
+    """The config the limits point to, the rate they predict for it, and the arithmetic as a sentence."""
+
+    num_workers: int
+    batch_size: int
+    samples_per_s: float
     why: str
 
 
 @dataclass
 class TuneOutcome:
     steps: list[TuneStep] = field(default_factory=list)
-    pick: LoaderResult | None = None
-    target_samples_per_s: float | None = None
+    pick: LoaderResult | None = None  # the picked config's last confirmation trial
+    pick_samples_per_s: float | None = None  # its median over the confirmation rounds
+    confirmed: dict[str, list[float]] = field(default_factory=dict)  # config (short) -> each round's samples/s
+    target_samples_per_s: float | None = None  # at the pick's batch size
     met: bool = False
     stop_reason: str = ""
-    # with a model: the verdict over every trial tune ran (which feeds the model, by how much)
+    prediction: Prediction | None = None
+    probe: LimitsResult | None = None  # the ceilings the prediction came from
+    limits: LimitsResult | None = None  # the ceilings of the pick
+    step: StepResult | None = None  # with a model: its step at the pick's batch size
+    # with a model: the verdict on the pick (feeds or input-bound, by how much, its binding limit)
     recommendation: verdict.Recommendation | None = None
 
 
-def target_from_model(sopts: StepOptions, headroom: float) -> tuple[StepResult, float]:
-    """The rate to sustain for a model: its measured step rate times the headroom."""
-    step = measure_step(sopts)
-    return step, step.samples_per_s * headroom
+def worker_cap(data: Data, batch_size: int, opts: TrialOptions) -> int | None:
+    """Workers that can get work: WebDataset gives each worker whole shards (those of this rank), a map-style
+    dataset of files one batch at a time; None when the split is the dataset's own (IterableDataset, tokens)."""
+    world = max(opts.world_size, 1)
+    if data.format == "webdataset":
+        return max(1, len(data.files[opts.rank::world]))
+    if data.format == "files" and data.count:
+        return max(1, math.ceil(data.count / world / batch_size))
+    return None
+
+
+def _ok(v: float | None) -> bool:
+    return v is not None and math.isfinite(v) and v > 0
+
+
+def loader_ceiling(lim: LimitsResult) -> float:
+    """The lowest of the ceilings that no worker count moves: CPU decode and storage (inf when unmeasured)."""
+    return min([v for v in (lim.decode_samples_per_s, lim.storage_samples_per_s) if _ok(v)], default=math.inf)
+
+
+def predict_batch(lim: LimitsResult, start: int, max_batch: int, target: float | None = None) -> tuple[int, str]:
+    """The main process pays per batch (receive, unpickle, pin), so its ceiling grows with the batch: the
+    smallest doubling of the starting batch at which it would take MAIN_MARGIN x what the workers can give
+    (the decode and storage ceilings, or the target when lower), assuming its cost is all per batch."""
+    main, goal = lim.main_process_samples_per_s, min(loader_ceiling(lim), target or math.inf)
+    if not (_ok(main) and math.isfinite(goal)):
+        return start, f"batch {start} kept (main-process or loader ceilings not measured)"
+    if main >= MAIN_MARGIN * goal:
+        return start, (f"batch {start} kept: the main process takes {main:,.0f} samples/s, {main / goal:.1f}x "
+                       f"the {goal:,.0f} the workers need to give")
+    b = start
+    while b * 2 <= max_batch and main * b / start < MAIN_MARGIN * goal:
+        b *= 2
+    return b, (f"batch {b}: at batch {start} the main process takes {main:,.0f} samples/s, under "
+               f"{MAIN_MARGIN:g}x the {goal:,.0f} the workers need to give, and it pays per batch")
+
+
+def predict_workers(lim: LimitsResult, batch: int, start: int, choices: list[int], cap: int | None,
+                    target: float | None = None) -> Prediction:
+    """The fewest workers whose summed rate (active workers x one worker's rate) reaches what the other ceilings
+    allow (decode, storage, the main process scaled to the batch), or the target when lower; no more than
+    have work. Without a measured worker rate: the cores."""
+    r1 = lim.per_worker_samples_per_s
+    main = lim.main_process_samples_per_s * batch / start if _ok(lim.main_process_samples_per_s) else math.inf
+    ceiling = min(loader_ceiling(lim), main)
+    usable = [w for w in choices if cap is None or w <= max(cap, 1)] or choices[:1]
+    if not _ok(r1):
+        w = min((w for w in usable if w >= verdict.machine_cores()), default=usable[-1])
+        return Prediction(w, batch, math.nan, f"{w} workers (the cores): one worker's rate was not measured")
+    goal = min(ceiling, target or math.inf)
+
+    def gives(w: int) -> float:  # w workers with work (num_workers=0: the main process, one stream)
+        return min(max(w, 1), cap or max(w, 1)) * r1
+
+    if target is not None and 0 in usable and r1 >= INLINE_MARGIN * target:
+        w = 0
+    else:
+        w = next((w for w in usable if w > 0 and gives(w) >= goal), usable[-1])
+    what = f"the target {goal:,.0f}" if target is not None and goal == target else f"the ceiling {goal:,.0f}"
+    capped = f" (only {cap} can have work)" if cap is not None and w >= cap and gives(w) < goal else ""
+    rate = min(gives(w), ceiling)
+    return Prediction(w, batch, rate, f"{w} workers x {r1:,.0f} samples/s each reach {what} samples/s{capped}: "
+                                      f"predicted {rate:,.0f} samples/s at batch {batch}")
 
 
 class Tuner:
-    def __init__(self, data, base: LoaderConfig, opts: TrialOptions, target: float | None = None,
-                 min_gain: float = 0.10, max_workers: int | None = None, max_batch_doublings: int = 2,
-                 on_trial: Callable[[TuneStep], None] | None = None,
-                 trial: Callable[..., LoaderResult] = run_trial, step: StepResult | None = None,
-                 headroom: float = 1.2):
-        self.data, self.base, self.opts, self.target = data, base, opts, target
-        self.step, self.headroom = step, headroom
-        self.min_gain = min_gain
-        self.max_workers = max_workers if max_workers is not None else max(worker_ladder())
-        self.max_batch_doublings = max_batch_doublings
-        self.on_trial = on_trial
-        self.trial = trial
-        self.out = TuneOutcome(target_samples_per_s=target)
-        self.best: LoaderResult | None = None
+    """One tuning run; `run()` returns the outcome. trial, limits and step are the measurements (replaceable
+    by tests); out, when given, receives every record as it is made."""
 
-    def _run(self, cfg: LoaderConfig, phase: str) -> LoaderResult:
-        r = self.trial(self.data, cfg, self.opts)
+    def __init__(self, data: Data | Path | str, base: LoaderConfig, opts: TrialOptions, target: float | None = None,
+                 sopts: StepOptions | None = None, headroom: float = 1.2, min_gain: float = 0.05,
+                 max_workers: int | None = None, max_batch: int = MAX_BATCH, rounds: int = 2,
+                 out: Path | None = None, on_trial: Callable[[TuneStep], None] | None = None,
+                 on_prediction: Callable[[Prediction, LimitsResult], None] | None = None,
+                 trial: Callable[..., LoaderResult] = run_trial,
+                 limits_of: Callable[..., LimitsResult] = measure_limits,
+                 step_of: Callable[[StepOptions], StepResult] = measure_step, lopts: LimitsOptions | None = None,
+                 bar: Bar | None = None):
+        # a real run resolves DATA once; tests that replace the measurements may pass any placeholder
+        self.data = as_data(data) if trial is run_trial else data
+        self.base, self.opts, self.fixed_target, self.sopts = base.explicit(), opts, target, sopts
+        self.headroom, self.min_gain, self.rounds, self.out = headroom, min_gain, max(rounds, 2), out
+        self.max_workers = max_workers if max_workers is not None else max(worker_ladder())
+        self.max_batch = max(max_batch, base.batch_size)
+        self.on_trial, self.on_prediction = on_trial, on_prediction
+        self.trial, self.limits_of, self.step_of, self.lopts = trial, limits_of, step_of, lopts
+        self.bar = bar or no_bar
+        self.res = TuneOutcome()
+        self.seen: dict[str, LoaderResult] = {}  # search trials by config key
+        self.steps: dict[int, StepResult] = {}  # the model's step by batch size
+
+    # --- measurements -------------------------------------------------------------------------------------
+
+    def _record(self, r: Record) -> None:
+        if self.out is not None:
+            records.append(self.out, r)
+
+    def step_at(self, batch: int) -> StepResult | None:
+        """The model's step at this batch size, measured once."""
+        if self.sopts is None:
+            return None
+        if batch not in self.steps:
+            self.steps[batch] = self.step_of(replace(self.sopts, batch_size=batch))
+            self._record(self.steps[batch])
+        return self.steps[batch]
+
+    def target_at(self, batch: int) -> float | None:
+        """The rate to sustain at this batch size: the given target, or the model's step rate x headroom."""
+        st = self.step_at(batch)
+        return st.samples_per_s * self.headroom if st is not None else self.fixed_target
+
+    @property
+    def targeted(self) -> bool:
+        return self.fixed_target is not None or self.sopts is not None
+
+    def met(self, r: LoaderResult, rate: float | None = None) -> bool:
+        t = self.target_at(r.loader_config.batch_size)
+        return t is not None and r.status == "ok" and (rate or r.samples_per_s_median) >= t
+
+    def search_opts(self, cfg: LoaderConfig) -> TrialOptions:
+        """Short repeats for the search: enough batches for every worker's steady window, at most 3 repeats."""
+        w = max(cfg.num_workers, 1)
+        short = max(self.opts.min_batches, BATCHES_PER_WORKER * w + w)
+        most = self.opts.max_batches
+        return replace(self.opts, repeats=min(self.opts.repeats, SEARCH_REPEATS),
+                       max_batches=short if most is None else min(short, most))
+
+    def _run(self, cfg: LoaderConfig, phase: str, why: str, opts: TrialOptions) -> LoaderResult:
+        r = self.trial(self.data, cfg, opts)
+        self._record(r)
         if r.status != "ok":
-            why = f"failed: {r.error}"
-        elif self.best is None:
-            why = "first measurement"
-        else:
-            gain = r.samples_per_s_median / self.best.samples_per_s_median - 1
-            why = f"{gain * 100:+.0f}% vs best so far"
+            why += f"; failed: {r.error}"
         step = TuneStep(r, phase, why)
-        self.out.steps.append(step)
+        self.res.steps.append(step)
         if self.on_trial:
             self.on_trial(step)
         return r
 
-    def _met(self, r: LoaderResult) -> bool:
-        return self.target is not None and r.status == "ok" and r.samples_per_s_median >= self.target
+    def search(self, cfg: LoaderConfig, phase: str, why: str) -> LoaderResult:
+        """A search trial (short repeats), run once per config."""
+        cfg = cfg.explicit()
+        if cfg.key() not in self.seen:
+            best = self.best()
+            r = self._run(cfg, phase, why, self.search_opts(cfg))
+            if r.status == "ok" and best is not None:
+                r_why = f"{r.samples_per_s_median / best.samples_per_s_median * 100 - 100:+.0f}% vs the best so far"
+                self.res.steps[-1].why += f"; {r_why}"
+            self.seen[cfg.key()] = r
+        return self.seen[cfg.key()]
 
-    def _better(self, r: LoaderResult) -> bool:
-        """Keep r only if it beats the best by the minimum gain (noise-sized gains are not worth a worker)."""
-        if r.status != "ok":
-            return False
-        if self.best is None or r.samples_per_s_median >= self.best.samples_per_s_median * (1 + self.min_gain):
-            self.best = r
-            return True
-        return False
+    def best(self) -> LoaderResult | None:
+        ok = [r for r in self.seen.values() if r.status == "ok"]
+        return max(ok, key=lambda r: r.samples_per_s_median) if ok else None
 
-    def _finish(self, reason: str, met: bool) -> TuneOutcome:
-        self.out.stop_reason, self.out.met = reason, met
-        self.out.pick = self.best
-        if self.step is not None:
-            self.out.recommendation = verdict.recommend([s.result for s in self.out.steps], self.step, self.headroom)
-        return self.out
+    # --- the search ---------------------------------------------------------------------------------------
 
-    def _try(self, cfg: LoaderConfig, phase: str) -> tuple[bool, bool]:
-        """Run one trial: (target met, kept as the new best)."""
-        r = self._run(cfg, phase)
-        if self._met(r):
-            self.best = r
-            return True, True
-        return False, self._better(r)
+    def worker_choices(self, batch: int) -> list[int]:
+        """The worker ladder up to max_workers, cut at the number that can have work (added when it is not on
+        the ladder): more workers than that would idle."""
+        ladder = worker_ladder(self.max_workers) if self.max_workers > 0 else [0]
+        cap = worker_cap(self.data, batch, self.opts) if isinstance(self.data, Data) else None
+        if cap is not None and cap < ladder[-1] and cap not in ladder:
+            ladder.append(cap)
+        return sorted(w for w in ladder if w <= self.max_workers and (cap is None or w <= cap))
 
-    def _target_met(self) -> TuneOutcome:
-        return self._finish(f"target met by {self.best.loader_config.short()}", True)
+    def predict(self) -> Prediction:
+        """Measure the probe's limits, then predict batch size and workers (module functions above)."""
+        probe_w = min(verdict.machine_cores(), self.max_workers)
+        probe = replace(self.base, num_workers=probe_w, prefetch_factor=None).explicit()
+        with self.bar(f"limits of the probe config {probe.short()}", 5) as advance:
+            self.res.probe = lim = self.limits_of(self.data, probe, self.opts, lopts=self.lopts, advance=advance)
+        self._record(lim)
+        batch, why_b = predict_batch(lim, self.base.batch_size, self.max_batch, self.fixed_target)
+        cap = worker_cap(self.data, batch, self.opts) if isinstance(self.data, Data) else None
+        p = predict_workers(lim, batch, self.base.batch_size, self.worker_choices(batch), cap, self.target_at(batch))
+        p.why = f"{why_b}; {p.why}"
+        if self.on_prediction:
+            self.on_prediction(p, lim)
+        return p
+
+    def neighbours(self, axis: str, values: list[int], targeted: bool) -> None:
+        """One step up and one down along `axis` from the best so far, climbing on in a direction while it
+        gains min_gain. With a target: down (cheaper) while the target is still met, up only while it is not."""
+        for direction in (1, -1):
+            while True:
+                cur = (self.cheapest_met() if targeted else None) or self.best()
+                c = cur.loader_config
+                i = values.index(getattr(c, axis)) if getattr(c, axis) in values else None
+                if i is None or not 0 <= i + direction < len(values):
+                    break
+                if targeted and (direction == 1) == self.met(cur):
+                    break  # met: only cheaper is worth a trial; not met: only more
+                nxt = replace(c, **{axis: values[i + direction]})
+                if axis == "num_workers":
+                    nxt = replace(nxt, prefetch_factor=c.prefetch_factor if nxt.num_workers else None,
+                                  persistent_workers=self.base.persistent_workers and nxt.num_workers > 0)
+                was = cur.samples_per_s_median
+                r = self.search(nxt, axis if axis != "num_workers" else "workers",
+                                f"one {'up' if direction > 0 else 'down'} from {c.short()}")
+                if r.status != "ok":
+                    break
+                if targeted:
+                    if not (self.met(r) if direction < 0 else r.samples_per_s_median >= was * (1 + self.min_gain)):
+                        break
+                elif r.samples_per_s_median < was * (1 + self.min_gain):
+                    break
+
+    def cheapest_met(self) -> LoaderResult | None:
+        met = [r for r in self.seen.values() if self.met(r)]
+        return min(met, key=verdict.cost_key) if met else None
+
+    def candidates(self) -> list[LoaderResult]:
+        """The top two of the search: the fastest two; with a target, the two cheapest that met it (the
+        fastest other one beside a single one; the fastest two when none did)."""
+        ok = sorted((r for r in self.seen.values() if r.status == "ok"), key=lambda r: -r.samples_per_s_median)
+        if not self.targeted:
+            return ok[:2]
+        met = sorted((r for r in ok if self.met(r)), key=verdict.cost_key)
+        return (met + [r for r in ok if r not in met])[:2]
+
+    def confirm(self, cands: list[LoaderResult]) -> tuple[LoaderResult, float]:
+        """Interleaved rounds with the full trial options; the winner's last trial and its median."""
+        rates: dict[str, list[float]] = {c.config_key: [] for c in cands}
+        last: dict[str, LoaderResult] = {}
+        for k in range(1, self.rounds + 1):
+            for c in cands if k % 2 else cands[::-1]:
+                r = self._run(c.loader_config, "confirm", f"round {k} of {self.rounds}", self.opts)
+                if r.status == "ok":
+                    rates[c.config_key].append(r.samples_per_s_median)
+                    last[c.config_key] = r
+        med = {key: statistics.median(v) for key, v in rates.items() if v}
+        if not med:
+            raise _Failed("every confirmation trial failed")
+        for key, v in rates.items():
+            if v:
+                self.res.confirmed[last[key].loader_config.short()] = v
+        done = [last[k] for k in med]
+        if self.targeted:
+            met = [r for r in done if self.met(r, med[r.config_key])]
+            if met:
+                win = min(met, key=verdict.cost_key)
+                return win, med[win.config_key]
+        top = max(med.values())
+        win = min((r for r in done if med[r.config_key] >= verdict.NEAR_CONFIRMED * top), key=verdict.cost_key)
+        return win, med[win.config_key]
 
     def run(self) -> TuneOutcome:
-        cfg = self.base
-        # 1. workers, with prefetch at torch's default. One worker often only matches the main process (it
-        # does the same work elsewhere), so the ladder stops after two steps in a row without a gain.
-        misses = 0
-        for w in worker_ladder(self.max_workers):
-            had_best = self.best is not None
-            met, kept = self._try(replace(cfg, num_workers=w, prefetch_factor=None,
-                                          persistent_workers=cfg.persistent_workers and w > 0).explicit(), "workers")
-            if met:
-                return self._target_met()
-            misses = 0 if kept or not had_best else misses + 1
-            if misses >= 2:
-                break
-        if self.best is None:
-            return self._finish("every trial failed", False)
-        cfg = self.best.loader_config
-        # 2. prefetch depth (only meaningful with workers): try each, keep the best
-        if cfg.num_workers > 0:
-            for pf in (4, 8):
-                if self._try(replace(cfg, prefetch_factor=pf), "prefetch")[0]:
-                    return self._target_met()
-            cfg = self.best.loader_config
-        # 3. batch size: per-batch overhead shrinks with size, so every doubling is tried
-        start = cfg
-        for k in range(1, self.max_batch_doublings + 1):
-            if self._try(replace(start, batch_size=start.batch_size * 2**k), "batch_size")[0]:
-                return self._target_met()
-        cfg = self.best.loader_config
-        # 4. larger batches can use more workers: one more rung of the ladder at the new batch size
-        if cfg.batch_size != start.batch_size and 0 < cfg.num_workers * 2 <= self.max_workers:
-            if self._try(replace(cfg, num_workers=cfg.num_workers * 2), "refine")[0]:
-                return self._target_met()
-        if self.target is None:
-            return self._finish("gains stopped (no target given: best found)", False)
-        return self._finish(f"gains stopped below the target of {self.target:.0f} samples/s", False)
+        try:
+            return self._run_all()
+        except _Failed as e:
+            self.res.stop_reason = str(e)
+            return self.res
+
+    def _run_all(self) -> TuneOutcome:
+        p = self.res.prediction = self.predict()
+        first = replace(self.base, num_workers=p.num_workers, batch_size=p.batch_size, prefetch_factor=None,
+                        persistent_workers=self.base.persistent_workers and p.num_workers > 0).explicit()
+        self.search(first, "predict", p.why)
+        if self.best() is None:
+            raise _Failed("the predicted config failed; see its error above")
+        targeted = self.targeted
+        self.neighbours("num_workers", self.worker_choices(p.batch_size), targeted)
+        if not (targeted and self.cheapest_met()):
+            sizes = [b for b in (self.base.batch_size * 2**k for k in range(12)) if b <= self.max_batch]
+            self.neighbours("batch_size", sizes, False)
+        top = self.best()
+        if top is None:
+            raise _Failed("every trial failed")
+        c = top.loader_config
+        if c.num_workers and not (targeted and self.cheapest_met()):
+            self.search(replace(c, prefetch_factor=2 * (c.prefetch_factor or 2)), "prefetch",
+                        f"deeper prefetch on {c.short()}")
+        cands = self.candidates()
+        pick, rate = self.confirm(cands)
+        self.finish(pick, rate, cands)
+        return self.res
+
+    def finish(self, pick: LoaderResult, rate: float, cands: list[LoaderResult]) -> None:
+        """The pick, whether it meets the target, its limits (the probe's when it is the probe config) and,
+        with a model, the verdict on it; and why the search stopped."""
+        res = self.res
+        cfg = pick.loader_config
+        res.pick, res.pick_samples_per_s = pick, rate
+        res.target_samples_per_s = self.target_at(cfg.batch_size)
+        res.step = self.step_at(cfg.batch_size)
+        res.met = self.met(pick, rate)
+        if res.probe is not None and res.probe.config_key == pick.config_key:
+            res.limits = res.probe
+            limits.put(res.limits, limits.model_ceiling(res.step))
+            limits.bind(res.limits, pick)
+        else:
+            with self.bar(f"limits of the pick {cfg.short()}", 5) as advance:
+                res.limits = self.limits_of(self.data, cfg, self.opts, step=res.step, best=pick, lopts=self.lopts,
+                                            advance=advance)
+        self._record(res.limits)
+        if res.step is not None:
+            res.recommendation = verdict.recommend([pick, res.limits], res.step, self.headroom)
+        others = [c.loader_config.short() for c in cands if c.config_key != pick.config_key]
+        against = f" against {others[0]}" if others else ""
+        rounds = f"median of {self.rounds} interleaved rounds{against}"
+        if res.target_samples_per_s is None:
+            res.stop_reason = (f"no further neighbour gained {self.min_gain * 100:.0f}%; confirmed {cfg.short()} "
+                               f"at {rate:,.0f} samples/s ({rounds})")
+        elif res.met:
+            res.stop_reason = (f"target met by {cfg.short()}: {rate:,.0f} >= {res.target_samples_per_s:,.0f} "
+                               f"samples/s ({rounds})")
+        else:
+            res.stop_reason = (f"target of {res.target_samples_per_s:,.0f} samples/s not met: the best, "
+                               f"{cfg.short()}, gives {rate:,.0f} ({rounds}); binding limit: "
+                               f"{res.limits.binding_limit or 'none measured'}")
+
+
+class _Failed(Exception):
+    """The search cannot go on (every trial failed); its message is the stop reason."""

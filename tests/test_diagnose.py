@@ -1,12 +1,13 @@
 import pytest
 
+from dataperf import limits
 from dataperf.diagnose import diagnose, predicted_stall, stall_split
-from dataperf.formats.generate import ImageSpec, write_dataset
+from dataperf.limits import LimitsOptions
 from dataperf.records import LoaderConfig
 from dataperf.runner import TrialOptions
 from dataperf.step import StepOptions
 
-OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+FAST = LimitsOptions(probe_batches=4, main_probe_s=1.0)
 
 
 def test_stall_split_adds_up():
@@ -21,27 +22,33 @@ def test_what_if_cache_fraction():
     assert predicted_stall(100, 200, 50, 0.5) == pytest.approx(1 - 80 / 100)
 
 
-@pytest.fixture(scope="module")
-def big_jpegs(tmp_path_factory):
-    p = tmp_path_factory.mktemp("big") / "img"
-    write_dataset(p, "image", "webdataset", 48, seed=2, image=ImageSpec(384, 384, 95), shard_mb=1)
-    return p
-
-
-def test_names_prep_on_decode_heavy_images_without_workers(big_jpegs):
-    cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=0, image_size=32)
-    r = diagnose(big_jpegs, cfg, StepOptions(model="tiny_models:tiny"), OPTS)
+def test_names_prep_on_cpu_heavy_samples_without_workers(datasets):
+    """A transform burning SPIN_CPU_S (20 ms) of thread CPU a sample and no workers: the loader gives at most
+    50 samples/s from page cache, against a model taking thousands, while a cold read of a 2-3 KB file costs a
+    small fraction of 20 ms: prep, far ahead of fetch (CPU time does not shrink under load, and a loaded CPU
+    only stretches it). The one loading stream is the binding limit, so the advice is more workers."""
+    cfg = LoaderConfig(format="files", batch_size=4, num_workers=0, transform="limits_cases:spin")
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False)
+    r, lim = diagnose(datasets["image-files"], cfg, StepOptions(model="tiny_models:tiny"), opts, lopts=FAST)
     assert r.bottleneck == "prep", r.sentence
     assert r.prep_stall_fraction > 0.5
-    assert "prep" in r.sentence and any("workers" in a for a in r.advice)
+    assert r.binding_limit == lim.binding_limit == "workers", limits.rows(lim)
+    assert r.sentence.startswith("bottleneck: workers: 1 loading stream (num_workers=0)")
+    assert any(a.startswith("more DataLoader workers") for a in r.advice), r.advice
+    assert lim.config["cache"] == "cold" and r.cold_cache_verified  # the ceilings of the config as it reads storage
 
 
 def test_names_fetch_when_cold_reads_are_slow(datasets):
+    """Cold reads throttled to 0.1 MiB/s (25 ms for a 2.5 KB file, a sleep), decode well under a millisecond:
+    fetch, and storage binds."""
     cfg = LoaderConfig(format="files", batch_size=8, num_workers=0, image_size=16)
-    r = diagnose(datasets["image-files"], cfg, StepOptions(model="tiny_models:tiny"), OPTS, throttle_mib_s=0.3,
-                 page_cache_gib=1.0)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False)
+    r, lim = diagnose(datasets["image-files"], cfg, StepOptions(model="tiny_models:tiny"), opts, throttle_mib_s=0.1,
+                      page_cache_gib=1.0, lopts=FAST)
     assert r.bottleneck == "fetch", r.sentence
     assert r.fetch_stall_fraction > r.prep_stall_fraction
+    assert r.binding_limit == "storage" and r.sentence.startswith("bottleneck: storage: "), limits.rows(lim)
+    assert "throttled to 0.1 MiB/s" in lim.storage_how
     assert any("shards" in a for a in r.advice)
     assert r.what_if[-1]["cached_fraction"] == 1.0 and r.what_if[-1]["predicted_stall_fraction"] < \
         r.what_if[0]["predicted_stall_fraction"]

@@ -4,6 +4,7 @@ from dataperf.e2e import fed_loader_rate, in_flight_samples, run_e2e
 from dataperf.records import LoaderConfig
 from dataperf.runner import TrialOptions
 from dataperf.step import StepOptions
+from dataperf.verdict import restart_stall
 
 
 def test_e2e_on_cpu_stall_is_host_wait_and_prediction_pays_restarts(datasets):
@@ -19,13 +20,21 @@ def test_e2e_on_cpu_stall_is_host_wait_and_prediction_pays_restarts(datasets):
     assert r.predicted_loader_samples_per_s == pytest.approx(expected)
     assert r.predicted_loader_samples_per_s < r.loader_samples_per_s  # restarts cost start-up
     assert r.predicted_stall_fraction == pytest.approx(
-        max(0.0, 1 - r.predicted_loader_samples_per_s / r.step_samples_per_s))
+        restart_stall(r.loader_samples_per_s, r.loader_startup_s, 6 * 8, r.epoch_restarts / 3, r.step_samples_per_s))
 
 
 def test_fed_loader_rate_arithmetic():
     # 100 samples at 50/s take 2 s; one restart of 0.5 s makes it 2.5 s: 40 samples/s
     assert fed_loader_rate(50, 0.5, 100, 1) == pytest.approx(40)
     assert fed_loader_rate(50, 0.5, 100, 0) == pytest.approx(50)
+
+
+def test_restart_stall_arithmetic():
+    # a loader slower than the step: 100 samples take 2.5 s with one restart, the step needs 1 s: 60% idle
+    assert restart_stall(50, 0.5, 100, 1, 100) == pytest.approx(0.6)
+    # a loader faster than the step: the step sets the pace (1 s), and the 0.5 s start-up is all idle: 1/3
+    assert restart_stall(500, 0.5, 100, 1, 100) == pytest.approx(0.5 / 1.5)
+    assert restart_stall(500, 0.5, 100, 0, 100) == 0 and restart_stall(50, 0.5, 100, 0, 100) == pytest.approx(0.5)
 
 
 def test_e2e_on_tokens_pads_batches(datasets):

@@ -9,15 +9,16 @@ import pytest
 from click.testing import CliRunner
 from tiny_models import Sleepy
 
-from dataperf import report, verdict
+from dataperf import report, sources
 from dataperf import sweep as sw
 from dataperf.cli import cli
 from dataperf.diagnose import diagnose
 from dataperf.e2e import idle_fraction, run_e2e
 from dataperf.formats.generate import ImageSpec, write_dataset
+from dataperf.limits import LimitsOptions
 from dataperf.records import LoaderConfig
 from dataperf.runner import Arrival, TrialOptions, run_trial, steady_rate
-from dataperf.step import StepOptions, measure_step
+from dataperf.step import StepOptions
 
 SAMPLE_S = 0.04  # wake-up latency on a loaded box is ~1-2 ms a sleep: a few percent of this
 
@@ -114,9 +115,18 @@ def fed_data(tmp_path_factory):
     return p
 
 
-def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread):
+FAST_LIMITS = LimitsOptions(probe_batches=4, main_probe_s=1.0)
+
+
+def effect_names(effects) -> list[str]:
+    return [e.name for e in effects]
+
+
+def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread, tmp_path):
     """Loader: 2 workers x 4-sample batches x 50 ms/sample = 40 samples/s. Model: 4 samples per 50 ms step =
-    80 samples/s. The model idles 1 - 40/80 = 50% of the time; all three commands must say so."""
+    80 samples/s. The model idles 1 - 40/80 = 50% of the time; all three commands must say so, name the two
+    workers as the binding limit, and name no effect that splits them (the fed run restarts no worker; the
+    separate measurements may add the workers' restart over a whole epoch, a few points on this machine)."""
     cost, b, w = 0.05, 4, 2
     analytic = 1 - (w / cost) / (b / Sleepy.STEP_S)
     cfg = LoaderConfig(format="files", batch_size=b, num_workers=w, image_size=16)
@@ -124,15 +134,81 @@ def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=6, collect=False,
                          sample_cost_s=cost)
     e = run_e2e(fed_data, cfg, sopts, steps=6, repeats=3, warmup=2, topts=topts)
-    assert e.epoch_restarts == 0
+    assert e.epoch_restarts == 0 and e.effects == []
     assert e.data_stall_fraction == pytest.approx(analytic, abs=0.05)
     assert e.predicted_stall_fraction == pytest.approx(analytic, abs=0.05)
 
-    d = diagnose(fed_data, cfg, sopts, topts)
+    d, lim = diagnose(fed_data, cfg, sopts, topts, lopts=FAST_LIMITS)
     assert d.bottleneck == "prep" and d.cold_cache_verified
     assert d.prep_stall_fraction + d.fetch_stall_fraction == pytest.approx(analytic, abs=0.05)
+    assert d.binding_limit == "workers" and set(d.effects) <= {"epoch_restarts"}
+    assert d.sentence.startswith("bottleneck: workers: 2 ")
 
-    results = sw.run_sweep([(fed_data, replace(cfg, decode=True))], topts, None)
-    step = measure_step(sopts)
-    rec = verdict.recommend(results, step)
+    trials = sw.plan([fed_data], sw.Grid(num_workers=[w], prefetch_factor=[2], batch_size=[b], decode=[True],
+                                         image_size=16))
+    rec = sw.run(trials, topts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS).recommendation
     assert rec.outcome == "input_bound" and 1 - rec.ratio == pytest.approx(analytic, abs=0.05), rec
+    assert rec.binding_limit == "workers" and set(effect_names(rec.effects)) <= {"epoch_restarts"}
+
+
+def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thread, tmp_path):
+    """48 samples of 10 ms, 2 non-persistent workers: steady 200 samples/s, twice what the model takes (4 per
+    50 ms step = 80 samples/s); but every epoch each fresh worker first sleeps START_S (0.5 s) while the model
+    waits. Over an epoch the model needs 0.6 s and waits for the start-up: it idles about half the time. The
+    sweep's steady verdict says it feeds and names the restarts with that stall; e2e, one restart per repeat,
+    measures it and names them; diagnose says not input-bound at the steady rate, but restarts."""
+    b, w = 4, 2
+    data = sources.user_dataset("agreement_cases:slow_start")
+    cfg = LoaderConfig(format="user-dataset", batch_size=b, num_workers=w)
+    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
+    topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+    out = sw.run([(data, replace(cfg, decode=True))], topts, tmp_path / "s.jsonl", step=sopts,
+                 lopts=FAST_LIMITS)
+    rec = out.recommendation
+    assert rec.outcome == "feeds" and effect_names(rec.effects) == ["epoch_restarts"], rec.effects
+    predicted = rec.effects[0].stall_fraction
+    assert predicted > 0.3  # at least 0.5 s of start-up against the step's 0.6 s an epoch
+
+    e = run_e2e(data, cfg, sopts, steps=12, repeats=3, warmup=12, topts=topts)  # a repeat is one epoch
+    assert e.epoch_restarts == 3 and "epoch_restarts" in e.effects
+    assert e.data_stall_fraction == pytest.approx(e.predicted_stall_fraction, abs=0.1)
+    assert e.data_stall_fraction == pytest.approx(predicted, abs=0.1)
+
+    d, _ = diagnose(data, cfg, sopts, topts, lopts=FAST_LIMITS)
+    assert d.bottleneck == "none" and "epoch_restarts" in d.effects
+    assert d.sentence.startswith("not input-bound at the loader's steady rate") and "--persistent-workers" in \
+        d.sentence
+
+
+@pytest.fixture(scope="module")
+def one_shard(tmp_path_factory):
+    p = tmp_path_factory.mktemp("one") / "wds"
+    write_dataset(p, "image", "webdataset", 48, seed=5, image=ImageSpec(16, 16, 80), shards=1)
+    return p
+
+
+def test_idle_workers_bind_and_all_three_name_them(one_shard, one_thread, tmp_path):
+    """One shard for 4 workers: 1 active, 50 ms a sample: 20 samples/s against the model's 80, 75% idle in
+    all three; the binding limit is the workers, the effect is named, diagnose's fix is to reshard."""
+    cost, b = 0.05, 4
+    analytic = 1 - (1 / cost) / (b / Sleepy.STEP_S)
+    cfg = LoaderConfig(format="webdataset", batch_size=b, num_workers=4, persistent_workers=True, image_size=16)
+    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
+    topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False,
+                         sample_cost_s=cost)
+    out = sw.run([(sources.resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
+                 step=sopts, lopts=FAST_LIMITS)
+    rec = out.recommendation
+    assert rec.outcome == "input_bound" and 1 - rec.ratio == pytest.approx(analytic, abs=0.05)
+    assert rec.binding_limit == "workers" and out.limits.active_workers == 1
+    assert effect_names(rec.effects) == ["idle_workers"]
+
+    e = run_e2e(one_shard, cfg, sopts, steps=4, repeats=3, warmup=1, topts=topts)
+    assert e.effects == ["idle_workers"]
+    assert e.data_stall_fraction == pytest.approx(analytic, abs=0.05)
+
+    d, lim = diagnose(one_shard, cfg, sopts, topts, lopts=FAST_LIMITS)
+    assert d.binding_limit == lim.binding_limit == "workers" and "idle_workers" in d.effects
+    assert d.prep_stall_fraction == pytest.approx(analytic, abs=0.05)  # half a shard read: cold not verified
+    assert d.sentence.startswith("bottleneck: workers: only 1 of 4 workers have work"), d.sentence
+    assert any("--shards 4" in a for a in d.advice) and not any("DALI" in a for a in d.advice)

@@ -3,10 +3,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from dataperf import records
+from dataperf import limits, records, sources
 from dataperf import sweep as sw
 from dataperf.cli import cli
 from dataperf.errors import UserError
+from dataperf.limits import LimitsOptions
 from dataperf.records import LoaderResult
 from dataperf.runner import TrialOptions
 from dataperf.step import StepOptions
@@ -126,6 +127,7 @@ def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
 
 
 FAST_OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+FAST_LIMITS = LimitsOptions(probe_batches=4, main_probe_s=1.0)
 
 
 def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
@@ -135,15 +137,18 @@ def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
     trials = sw.plan([datasets["image-files"]], grid)
     sopts = StepOptions(model="tiny_models:tiny", batch_size=8, image_size=16, steps=2, repeats=1, warmup=1)
     seen = []
-    outcome = sw.run(trials, FAST_OPTS, out, step=sopts, on_result=seen.append)
+    outcome = sw.run(trials, FAST_OPTS, out, step=sopts, on_result=seen.append, lopts=FAST_LIMITS)
     assert not outcome.interrupted and not outcome.all_failed and len(outcome.results) == len(seen) == 2
     assert outcome.step.status == "ok" and outcome.step.model == "tiny_models:tiny"
-    assert [r.kind for r in outcome.records] == ["loader", "loader", "step"]
+    assert [r.kind for r in outcome.records] == ["loader", "loader", "step", "limits"]
+    rec = outcome.recommendation
+    assert outcome.limits.config_key == (rec.pick or rec.best).config_key and rec.limits.kind == "limits"
+    assert rec.binding_limit == outcome.limits.binding_limit != ""
     with pytest.raises(UserError, match="--resume"):
         sw.run(trials, FAST_OPTS, out)
     again = sw.run(trials, FAST_OPTS, out, resume=True, on_result=seen.append)
     assert again.results == [] and seen[2:] == [None, None] and again.step is None
-    assert len(again.records) == 3  # the old trials and step, reloaded from --out
+    assert len(again.records) == 4  # the old trials, step and limits, reloaded from --out
     fresh = sw.run(trials[:1], FAST_OPTS, out, overwrite=True)
     assert len(fresh.results) == 1 and len(records.load(out)) == 1
 
@@ -161,3 +166,87 @@ def test_every_failed_trial_is_all_failed():
     ok, bad = LoaderResult(), LoaderResult(status="failed")
     assert sw.SweepOutcome(results=[bad, bad]).all_failed
     assert not sw.SweepOutcome(results=[ok, bad]).all_failed and not sw.SweepOutcome().all_failed
+
+
+def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread):
+    """Samples of 10 ms (100 samples/s a worker), a model of 8 samples per 50 ms step (160 samples/s): w=4 and
+    w=8 feed it, w=1 does not (fewer than K=3 feed, so the 3 fastest are fed). Fed, w=1 runs at its own
+    100 samples/s with the model idle most of the rest (1 - 100/160 = 37.5% at the step's own 50 ms, less as a
+    loaded machine stretches the step), w=4 and w=8 at the model's rate with it barely idle; the pick is one
+    of those two, and its binding limit is the model."""
+    from agreement_cases import SAMPLE_S
+    from tiny_models import Sleepy
+
+    b = 8
+    data = sources.user_dataset("agreement_cases:endless")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
+                   decode=[True], image_size=8, persistent_workers=[True])
+    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    out = tmp_path / "s.jsonl"
+    outcome = sw.run(sw.plan([data], grid), opts, out, step=sopts, lopts=FAST_LIMITS,
+                     confirm_opts=sw.ConfirmOptions(3, rounds=2, steps=6, repeats=3, warmup=3))
+    model = b / Sleepy.STEP_S
+    runs = outcome.confirmations
+    assert [r.confirm_round for r in runs] == [1, 1, 1, 2, 2, 2]
+    order = [r.config["num_workers"] for r in runs]
+    assert order[:3] == [8, 4, 1] and order[3:] == [1, 4, 8]  # the 3 fastest, interleaved A B C, C B A
+    rec = outcome.recommendation
+    assert rec.confirmed and rec.pick.config["num_workers"] in (4, 8)
+    by = {f.trial.config["num_workers"]: f for f in rec.fed}
+    assert 0.75 / SAMPLE_S <= by[1].samples_per_s <= 1.02 / SAMPLE_S  # a sleep only overruns
+    assert 0.15 < by[1].stall_fraction <= 1 - 1 / SAMPLE_S / model + 0.05
+    for w in (4, 8):
+        assert by[w].samples_per_s > 1.2 * by[1].samples_per_s and by[w].stall_fraction < 0.15
+    assert all(f.effects == [] for f in rec.fed) and rec.effects == []
+    assert rec.fed_samples_per_s == by[rec.pick.config["num_workers"]].samples_per_s
+    assert rec.binding_limit == "model" and outcome.limits.config_key == rec.pick.config_key
+    # the saved file gives the same verdict, with the fed table and the limits table
+    r = CliRunner().invoke(cli, ["report", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "confirmed end to end" in r.output and "model (binding)" in r.output
+
+
+def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
+    """8 workers burning 20 ms of CPU a sample (agreement_cases:spinning) against a model of no cost: CPU decode
+    binds at usable cores / 20 ms, whatever the load (CPU time does not shrink; the 8 workers' ceiling would
+    need each sample stretched 8 times to come under it)."""
+    from agreement_cases import SPIN_CPU_S
+
+    data = sources.user_dataset("agreement_cases:spinning")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
+                   image_size=8, persistent_workers=[True])
+    sopts = StepOptions(model="tiny_models:tiny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS)
+    rec = outcome.recommendation
+    assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limits.rows(outcome.limits)
+    assert outcome.limits.decode_cpu_ms_per_sample >= SPIN_CPU_S * 1000
+
+
+def test_confirm_names_a_training_process_starved_of_cpu(tmp_path, one_thread):
+    """8 workers burning 100 ms of CPU a sample (agreement_cases:heavy) feeding a step that burns 30 ms: the
+    workers stay far slower than the step, so they never wait on a full queue, and fed they take the cores from
+    the step for all of its length: its host time is well over its slowest time alone (8 workers outnumber
+    the cores many times over, load or not), named as shared CPU in every fed run."""
+    data = sources.user_dataset("agreement_cases:heavy")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[1], batch_size=[4], decode=[True],
+                   image_size=8, persistent_workers=[True])
+    sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS,
+                     confirm_opts=sw.ConfirmOptions(1, rounds=2, steps=4, repeats=2, warmup=3))
+    rec = outcome.recommendation
+    assert rec.confirmed and rec.fed[0].effects == ["shared_cpu"], [r.notes for r in outcome.confirmations]
+    for run in outcome.confirmations:
+        assert run.step_host_ms_median > 1.25 * outcome.step.step_ms_max
+        assert any(n.startswith("effect: shared CPU: fed, the train step took") for n in run.notes)
+
+
+def test_confirm_needs_a_model_and_a_count(tmp_path, datasets):
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--confirm", "2", "--out",
+                                 str(tmp_path / "s.jsonl")])
+    assert r.exit_code == 2 and r.output.startswith("error: --confirm 2 feeds a model: give --model too")
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--model", "cnn-small", "--confirm", "-1",
+                                 "--out", str(tmp_path / "s.jsonl")])
+    assert r.exit_code == 2 and r.output.startswith("error: --confirm takes a count")

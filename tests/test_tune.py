@@ -1,75 +1,161 @@
+"""tune: the prediction from the limits (arithmetic), the search path and the confirmation on stand-in
+measurements whose answers are set in advance, and one real run through the command."""
+
+import math
+
 import pytest
 from click.testing import CliRunner
 
 from dataperf import records
 from dataperf.cli import cli
-from dataperf.records import LoaderConfig, LoaderResult, StepResult
+from dataperf.records import LimitsResult, LoaderConfig, LoaderResult, StepResult
+from dataperf.runner import TrialOptions
 from dataperf.step import StepOptions
-from dataperf.tune import Tuner, target_from_model
+from dataperf.tune import Tuner, predict_batch, predict_workers
+
+OPTS = TrialOptions(repeats=5, min_batches=5)
+CHOICES = [0, 1, 2, 4, 8, 16, 32]
 
 
-def fake_trial(rates):
-    """A stand-in storage whose rate depends only on the config, so the search path is checkable."""
+def limits_of(per_worker=100.0, decode=750.0, main=1e6, storage=math.inf):
+    """A stand-in for measure_limits: the probe's ceilings set in advance; records each call."""
+    calls = []
+
+    def measure(data, cfg, opts, step=None, best=None, lopts=None, advance=None):
+        calls.append(cfg)
+        return LimitsResult(config=cfg.__dict__, config_key=cfg.key(), per_worker_samples_per_s=per_worker,
+                            decode_samples_per_s=decode, main_process_samples_per_s=main,
+                            storage_samples_per_s=storage, binding_limit="decode", binding_samples_per_s=decode)
+
+    measure.calls = calls
+    return measure
+
+
+def fake_trial(rate):
+    """A stand-in storage whose rate is rate(workers, prefetch, batch, call number of that config)."""
+    calls = []
+
     def trial(data, cfg, opts):
-        key = (cfg.num_workers, cfg.prefetch_factor, cfg.batch_size)
-        return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=rates.get(key, 10.0))
+        n = sum(c.key() == cfg.key() for c, _ in calls)
+        calls.append((cfg, opts))
+        return LoaderResult(config=cfg.__dict__, config_key=cfg.key(),
+                            samples_per_s_median=rate(cfg.num_workers, cfg.prefetch_factor, cfg.batch_size, n))
+
+    trial.calls = calls
     return trial
 
 
-def test_stops_when_target_met_with_fewest_workers():
-    rates = {(0, None, 32): 100, (1, 2, 32): 180, (2, 2, 32): 400, (4, 2, 32): 800}
-    out = Tuner("d", LoaderConfig(), None, target=350, trial=fake_trial(rates)).run()
-    assert out.met and out.pick.config["num_workers"] == 2
-    assert [s.result.config["num_workers"] for s in out.steps] == [0, 1, 2]
+def test_predicted_batch_gives_the_main_process_room():
+    """The main process takes 1000 samples/s at batch 32, decode allows 1500: it needs 1.5 x 1500 = 2250, so
+    batch 128 (4000, assuming its cost is per batch); with room to spare the batch is kept."""
+    lim = LimitsResult(main_process_samples_per_s=1000.0, decode_samples_per_s=1500.0)
+    assert predict_batch(lim, 32, 256)[0] == 128
+    assert predict_batch(lim, 32, 64)[0] == 64  # no further than the largest batch allowed
+    assert predict_batch(lim, 32, 256, target=500)[0] == 32  # a target the main process sustains
+    lim.main_process_samples_per_s = 1e5
+    b, why = predict_batch(lim, 32, 256)
+    assert b == 32 and "kept" in why
 
 
-def test_flattening_gain_moves_on_to_prefetch_then_batch():
-    rates = {(0, None, 32): 100, (1, 2, 32): 200, (2, 2, 32): 205, (4, 2, 32): 190, (1, 4, 32): 260,
-             (1, 8, 32): 262, (1, 4, 64): 400, (1, 4, 128): 410}
-    out = Tuner("d", LoaderConfig(), None, target=None, max_workers=8, trial=fake_trial(rates)).run()
-    phases = [(s.phase, s.result.config["num_workers"], s.result.config["prefetch_factor"],
-               s.result.config["batch_size"]) for s in out.steps]
-    assert phases == [("workers", 0, None, 32), ("workers", 1, 2, 32), ("workers", 2, 2, 32),
-                      ("workers", 4, 2, 32), ("prefetch", 1, 4, 32), ("prefetch", 1, 8, 32),
-                      ("batch_size", 1, 4, 64), ("batch_size", 1, 4, 128), ("refine", 2, 4, 64)]
-    assert out.pick.config["batch_size"] == 64 and "gains stopped" in out.stop_reason
+def test_predicted_workers_reach_the_ceiling_and_no_more_than_have_work():
+    lim = LimitsResult(per_worker_samples_per_s=100.0, decode_samples_per_s=750.0, main_process_samples_per_s=1e6)
+    p = predict_workers(lim, 32, 32, CHOICES, None)
+    assert p.num_workers == 8 and p.samples_per_s == pytest.approx(750)  # 8 x 100 >= 750 > 4 x 100
+    p = predict_workers(lim, 32, 32, [0, 1, 2, 3, 4, 8], 3)  # 3 shards: 3 workers have work
+    assert p.num_workers == 3 and p.samples_per_s == pytest.approx(300) and "only 3 can have work" in p.why
+    assert predict_workers(lim, 32, 32, CHOICES, None, target=250).num_workers == 4
+    assert predict_workers(lim, 32, 32, CHOICES, None, target=50).num_workers == 0  # one stream gives 2x
+    lim.main_process_samples_per_s = 200.0  # at batch 32; 400 at batch 64
+    assert predict_workers(lim, 64, 32, CHOICES, None).num_workers == 4
 
 
-def test_tune_cli_reports_only_measured_configs(tmp_path, datasets):
-    out = tmp_path / "t.jsonl"
-    r = CliRunner().invoke(cli, ["tune", str(datasets["image-files"]), "--target-samples-per-s", "1e9",
-                                 "--batch-size", "8", "--image-size", "16", "--max-workers", "2", "--no-collect",
-                                 "--repeats", "3", "--min-batches", "3", "--out", str(out)])
-    assert r.exit_code == 1, r.output  # an unreachable target is not met
-    measured = {x.config_key for x in records.load(out)}
-    pick_line = next(line for line in r.output.splitlines() if line.startswith("pick: "))
-    assert any(x.loader_config.short() in pick_line for x in records.load(out))
-    assert len(measured) == len(records.load(out)) >= 3
-    assert "stopped: gains stopped below the target" in r.output
+def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
+    """Predicted w=8 bs=32 (decode 750 / 100 per worker); the surface peaks at w=16 bs=64 pf=2: one rung up
+    and one batch up find it (the next steps up lose), prefetch does not help, and the top two are confirmed
+    A B B A with the full trial options; the search trials use short repeats."""
+    def rate(w, pf, bs, n):
+        return {8: 700, 16: 800, 32: 780}.get(w, 100) * {64: 1.1, 128: 1.0}.get(bs, 1.0) * (0.99 if pf == 4 else 1)
+
+    trial, lim = fake_trial(rate), limits_of()
+    out = Tuner("d", LoaderConfig(format="webdataset", batch_size=32, decode=True), OPTS, max_workers=32,
+                trial=trial, limits_of=lim).run()
+    path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"],
+             s.result.config["prefetch_factor"]) for s in out.steps]
+    a, b = ("confirm", 16, 64, 2), ("confirm", 16, 64, 4)  # the two fastest of the search
+    assert path == [("predict", 8, 32, 2), ("workers", 16, 32, 2), ("workers", 32, 32, 2),
+                    ("batch_size", 16, 64, 2), ("batch_size", 16, 128, 2), ("prefetch", 16, 64, 4), a, b, b, a]
+    assert out.pick.config["num_workers"] == 16 and out.pick.config["batch_size"] == 64
+    assert out.pick.config["prefetch_factor"] == 2 and out.pick_samples_per_s == pytest.approx(880)
+    assert out.prediction.num_workers == 8 and len(lim.calls) == 2  # the probe, then the pick's limits
+    assert all(o.repeats == 3 and o.max_batches is not None for _, o in trial.calls[:6])
+    assert all(o is OPTS for _, o in trial.calls[6:])
+    assert "confirmed" in out.stop_reason and out.limits is not None and out.recommendation is None
 
 
-def test_one_flat_step_does_not_end_the_worker_ladder():
-    rates = {(0, None, 32): 100, (1, 2, 32): 101, (2, 2, 32): 190, (4, 2, 32): 185, (8, 2, 32): 186}
-    out = Tuner("d", LoaderConfig(), None, max_workers=16, max_batch_doublings=0, trial=fake_trial(rates)).run()
-    assert [s.result.config["num_workers"] for s in out.steps if s.phase == "workers"] == [0, 1, 2, 4, 8]
-    assert out.pick.config["num_workers"] == 2
+def test_one_lucky_search_trial_does_not_decide():
+    """w=4's first (search) trial is lucky; confirmed, w=2 is faster."""
+    def rate(w, pf, bs, n):
+        if w == 4 and pf == 2:
+            return 1000 if n == 0 else 700
+        return {2: 900, 1: 500, 0: 300, 8: 650, 4: 600}[w]
+
+    out = Tuner("d", LoaderConfig(batch_size=32, decode=True), OPTS, max_workers=8, max_batch=32,
+                trial=fake_trial(rate), limits_of=limits_of(per_worker=300, decode=1000)).run()
+    assert out.prediction.num_workers == 4
+    assert out.pick.config["num_workers"] == 2 and out.pick_samples_per_s == 900
+    assert out.confirmed == {"files bs=32 w=4 pf=2 decode warm": [700, 700],
+                             "files bs=32 w=2 pf=2 decode warm": [900, 900]}
 
 
-def test_target_from_a_model_is_its_step_rate_times_the_headroom():
-    """Sleepy's step sleeps 50 ms, so 4 samples a step is at most 80 samples/s (load only slows it)."""
-    sopts = StepOptions(model="tiny_models:sleepy", batch_size=4, image_size=16, steps=3, repeats=3, warmup=1)
-    step, target = target_from_model(sopts, 1.5)
-    assert 0 < step.samples_per_s <= 80 and target == pytest.approx(1.5 * step.samples_per_s)
+def test_with_a_target_the_cheapest_config_that_meets_it():
+    """Target 350: predicted w=4 (4 x 100 per worker); w=2 meets it too, w=1 does not; confirmed, w=2. An
+    unreachable target: the fastest, not met, and the binding limit named."""
+    rates = {0: 80, 1: 190, 2: 380, 4: 760, 8: 760}
+    out = Tuner("d", LoaderConfig(batch_size=32, decode=True), OPTS, target=350, max_workers=8,
+                trial=fake_trial(lambda w, pf, bs, n: rates[w]), limits_of=limits_of()).run()
+    assert [s.result.config["num_workers"] for s in out.steps if s.phase != "confirm"] == [4, 2, 1]
+    assert [s.result.config["num_workers"] for s in out.steps if s.phase == "confirm"] == [2, 4, 4, 2]
+    assert out.met and out.pick.config["num_workers"] == 2 and "target met" in out.stop_reason
+    out = Tuner("d", LoaderConfig(batch_size=32, decode=True), OPTS, target=5000, max_workers=8, max_batch=32,
+                trial=fake_trial(lambda w, pf, bs, n: rates[w]), limits_of=limits_of()).run()
+    assert not out.met and out.pick.config["num_workers"] == 8 and out.pick.config["prefetch_factor"] == 2
+    assert "not met" in out.stop_reason and "binding limit: decode" in out.stop_reason
 
 
-def test_with_a_model_the_outcome_carries_the_verdict_on_every_trial():
-    rates = {(0, None, 32): 100, (1, 2, 32): 180, (2, 2, 32): 400}
-    step = StepResult(samples_per_s=300.0)
-    out = Tuner("d", LoaderConfig(decode=True), None, target=360, trial=fake_trial(rates), step=step,
-                headroom=1.2).run()
+def test_a_models_target_is_its_step_at_the_batch_tune_ends_with():
+    """The main process takes 600 samples/s at batch 32 against decode's 750, so batch 64 is predicted; the
+    step costs 100 ms a batch whatever its size, so the target is taken at batch 64 (640 x 1.2), never at 32."""
+    steps = []
+
+    def step_of(sopts):
+        steps.append(sopts.batch_size)
+        return StepResult(samples_per_s=sopts.batch_size * 10.0, batch_size=sopts.batch_size)
+
+    rates = {4: 400, 8: 800, 16: 800}
+    out = Tuner("d", LoaderConfig(batch_size=32, decode=True), OPTS, sopts=StepOptions(batch_size=32),
+                headroom=1.2, max_workers=16, trial=fake_trial(lambda w, pf, bs, n: rates.get(w, 50)),
+                limits_of=limits_of(main=600.0), step_of=step_of).run()
+    assert out.prediction.batch_size == 64 and out.prediction.num_workers == 8
+    assert out.pick.config["batch_size"] == 64 and out.pick.config["num_workers"] == 8
+    assert steps == [64] and out.step.batch_size == 64
+    assert out.target_samples_per_s == pytest.approx(768) and out.met
     rec = out.recommendation
-    assert out.met and rec.outcome == "feeds" and rec.pick is out.pick and rec.ratio == pytest.approx(400 / 300)
-    out = Tuner("d", LoaderConfig(decode=True), None, target=1e9, trial=fake_trial(rates), max_workers=2,
-                max_batch_doublings=0, step=StepResult(samples_per_s=1e9)).run()
-    assert not out.met and out.recommendation.outcome == "input_bound" and out.recommendation.input_bound
-    assert Tuner("d", LoaderConfig(), None, target=1, trial=fake_trial(rates)).run().recommendation is None
+    assert rec.pick is out.pick and rec.outcome == "feeds" and rec.step_samples_per_s == 640
+    assert rec.binding_limit == "decode"
+
+
+def test_tune_cli_runs_the_limits_the_search_and_the_confirmation(tmp_path, datasets):
+    out = tmp_path / "t.jsonl"
+    r = CliRunner().invoke(cli, ["tune", str(datasets["image-webdataset"]), "--target-samples-per-s", "1e9",
+                                 "--batch-size", "8", "--image-size", "16", "--max-workers", "2",
+                                 "--max-batch-size", "16", "--no-collect", "--repeats", "3", "--min-batches", "3",
+                                 "--cache", "warm", "--out", str(out)])
+    assert r.exit_code == 1, r.output  # an unreachable target is not met
+    recs = records.load(out)
+    trials = [x for x in recs if x.kind == "loader"]
+    lims = [x for x in recs if x.kind == "limits"]
+    assert lims and lims[-1].best_config_key in {x.config_key for x in trials}
+    pick_line = next(line for line in r.output.splitlines() if line.startswith("pick: "))
+    assert any(x.loader_config.short() in pick_line for x in trials)
+    assert "prediction: " in r.output and "[   confirm]" in r.output and "binding limit: " in r.output
+    assert "stopped: target of 1,000,000,000 samples/s not met" in r.output

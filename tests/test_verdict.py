@@ -3,7 +3,7 @@
 import pytest
 
 from dataperf import verdict
-from dataperf.records import LoaderConfig, LoaderResult, StepResult
+from dataperf.records import E2EResult, LimitsResult, LoaderConfig, LoaderResult, StepResult
 
 
 def loader(sps, workers, pf=None, cache="warm", decode=True, verified=True):
@@ -78,3 +78,118 @@ def test_latest_step_is_the_last_successful_one():
     c.status = "failed"
     assert verdict.latest_step([a, loader(10, 0), b, c]) is b
     assert verdict.latest_step([loader(10, 0)]) is None
+
+
+def fed(trial, sps, stall, rnd=1, host_ms=10.0, effects=()):
+    """A confirmation run (e2e record of sweep --confirm) of a trial's config."""
+    return E2EResult(config=trial.config, config_key=trial.config_key, samples_per_s=sps, data_stall_fraction=stall,
+                     confirm_round=rnd, step_host_ms_median=host_ms, effects=list(effects), batch_size=32)
+
+
+def test_confirmed_pick_is_the_cheapest_within_2pct_of_the_best_fed_rate():
+    """Separately w=4 and w=8 feed; fed, w=2 (1.9% below the best) counts as as fast, w=1 does not."""
+    w1, w2, w4, w8 = loader(100, 1, 2), loader(300, 2, 2), loader(600, 4, 2), loader(900, 8, 2)
+    step = StepResult(samples_per_s=250.0)
+    runs = [fed(w1, 100, 0.6), fed(w1, 100, 0.6, 2), fed(w2, 157, 0.02), fed(w2, 157, 0.02, 2),
+            fed(w4, 160, 0.0), fed(w4, 160, 0.0, 2), fed(w8, 158, 0.01), fed(w8, 158, 0.01, 2)]
+    rec = verdict.recommend([w1, w2, w4, w8, *runs], step)
+    assert rec.confirmed and cfg_of(rec.pick) == (2, 2) and rec.outcome == "feeds" and not rec.input_bound
+    assert rec.fed_samples_per_s == 157 and rec.fed_stall_fraction == 0.02
+    assert [cfg_of(f.trial) for f in rec.fed] == [(1, 2), (2, 2), (4, 2), (8, 2)]  # cheapest first
+    assert [len(f.runs) for f in rec.fed] == [2, 2, 2, 2]
+    runs[2].samples_per_s = runs[3].samples_per_s = 150  # 6% below: no longer as fast
+    assert cfg_of(verdict.recommend([w1, w2, w4, w8, *runs], step).pick) == (4, 2)
+    # every config fed still leaves the model idle: input-bound as measured, the best fed config picked
+    starved = [fed(w4, 120, 0.3), fed(w4, 120, 0.3, 2), fed(w8, 130, 0.25), fed(w8, 130, 0.25, 2)]
+    rec = verdict.recommend([w1, w4, w8, *starved], step)
+    assert rec.confirmed and rec.outcome == "input_bound" and rec.input_bound and cfg_of(rec.pick) == (8, 2)
+
+
+def test_plain_e2e_runs_are_not_confirmations():
+    w4 = loader(600, 4, 2)
+    run = fed(w4, 10, 0.9)
+    run.confirm_round = None  # a standalone `dataperf e2e` appended to the same file
+    rec = verdict.recommend([w4, run], StepResult(samples_per_s=250.0))
+    assert not rec.confirmed and rec.fed == [] and rec.outcome == "feeds"
+
+
+def test_confirm_candidates_are_the_k_cheapest_feeding_else_the_k_fastest():
+    rs = [loader(90, 0), loader(130, 1, 2), loader(125, 1, 4), loader(400, 4, 8), loader(300, 2, 2)]
+    step = StepResult(samples_per_s=100.0)
+    assert [cfg_of(r) for r in verdict.confirm_candidates(rs, step, 1.2, 2)] == [(1, 2), (1, 4)]
+    assert [cfg_of(r) for r in verdict.confirm_candidates(rs, step, 1.2, 6)] == [(4, 8), (2, 2), (1, 2), (1, 4),
+                                                                                (0, None)]
+    assert [cfg_of(r) for r in verdict.confirm_candidates(rs, StepResult(samples_per_s=1e4), 1.2, 2)] == \
+        [(4, 8), (2, 2)]
+
+
+def test_binding_limit_comes_from_the_limits_record_of_the_judged_config():
+    rs = [loader(130, 1, 2), loader(400, 4, 8)]
+    mine = LimitsResult(config_key=rs[0].config_key, binding_limit="model")
+    other = LimitsResult(config_key=rs[1].config_key, binding_limit="decode")
+    rec = verdict.recommend([*rs, other, mine], StepResult(samples_per_s=100.0))
+    assert cfg_of(rec.pick) == (1, 2) and rec.binding_limit == "model" and rec.limits is mine
+    rec = verdict.recommend([*rs, other], StepResult(samples_per_s=100.0))
+    assert rec.binding_limit is None and rec.limits is None  # no limits of the pick: none named
+    rec = verdict.recommend([*rs, other], StepResult(samples_per_s=1000.0))  # input-bound: the best's
+    assert cfg_of(rec.best) == (4, 8) and rec.binding_limit == "decode"
+
+
+def test_effects_predicted_from_the_separate_measurements():
+    """Each effect from records built to show it, and none on a plain config."""
+    step = StepResult(samples_per_s=100.0, cpu_cores_busy_median=1.0, device="cpu")
+    plain = loader(400, 4, 2)
+    assert verdict.loader_effects(plain, step) == []
+    idle = loader(400, 4, 2)
+    idle.active_workers, idle.shards = 1, 1
+    e, = verdict.loader_effects(idle, step)
+    assert e.name == "idle_workers" and "only 1 of 4 workers" in e.sentence and "--shards 4" in e.sentence
+    restarts = loader(400, 4, 2)  # 48 samples: 0.12 s at the steady rate, 0.5 s start-up; the step needs 0.48 s
+    restarts.samples_per_repeat, restarts.startup_s_median = 48, 0.5
+    e, = verdict.loader_effects(restarts, step)
+    assert e.name == "epoch_restarts" and e.stall_fraction == pytest.approx(1 - 0.48 / (0.48 + 0.5))
+    restarts.config["persistent_workers"] = True
+    assert verdict.loader_effects(restarts, step) == []
+    cpu = loader(400, 4, 2)  # 4 ms of CPU a sample: at the step's 100 samples/s 0.4 cores, + 1 for the step
+    cpu.cpu_cores_busy_median, cpu.env = 1.6, {"cpu_count": 2}
+    assert verdict.loader_effects(cpu, step) == []
+    cpu.cpu_cores_busy_median = 5.0  # 12.5 ms a sample: 1.25 cores + 1
+    e, = verdict.loader_effects(cpu, step)
+    assert e.name == "shared_cpu" and "needs 1.2 cores" in e.sentence
+    inline = loader(400, 0)
+    inline.cpu_cores_busy_median, inline.env = 5.0, {"cpu_count": 2}
+    assert verdict.loader_effects(inline, step) == []
+    dali = LoaderResult(config={"format": "dali", "dali_decode_device": "mixed", "decode": True},
+                        samples_per_s_median=400.0)
+    assert verdict.loader_effects(dali, step) == []
+    e, = verdict.loader_effects(dali, StepResult(samples_per_s=100.0, device="cuda:0"))
+    assert e.name == "shared_gpu"
+
+
+def test_effects_measured_in_a_fed_run():
+    """A starved training process (fed step host time 3x alone), restarts that move the prediction, DALI's GPU
+    decode slowing the fed compute; and a run that matches its prediction names none."""
+    trial = loader(400, 4, 2)
+    run = E2EResult(config=trial.config, batch_size=32, step_samples_per_s=320.0, loader_samples_per_s=400.0,
+                    predicted_stall_fraction=0.0, data_stall_fraction=0.02, step_host_ms_median=100.0,
+                    compute_ms_median=100.0)
+    assert verdict.fed_effects(run, trial, None) == []  # 100 ms fed, 32 / 320 = 100 ms alone
+    run.step_host_ms_median = 300.0
+    e, = verdict.fed_effects(run, trial, None)
+    assert e.name == "shared_cpu" and "300.0 ms" in e.sentence and "100.0 ms alone" in e.sentence
+    assert verdict.fed_effects(run, trial, StepResult(step_ms_max=250.0)) == []  # within the step's own spread
+    inline = loader(400, 0)
+    run.config = inline.config  # no workers: loading runs between the steps, not beside them
+    assert verdict.fed_effects(run, inline, None) == []
+    run.config = trial.config
+    run.step_host_ms_median, run.epoch_restarts, run.predicted_stall_fraction = 100.0, 3, 0.4
+    run.loader_startup_s = 0.5
+    e, = verdict.fed_effects(run, trial, None)
+    assert e.name == "epoch_restarts" and e.stall_fraction == 0.4
+    dali = LoaderResult(config={"format": "dali", "dali_decode_device": "mixed"})
+    gpu = E2EResult(config=dali.config, device="cuda", batch_size=32, step_samples_per_s=320.0,
+                    loader_samples_per_s=1000.0, predicted_stall_fraction=0.0, data_stall_fraction=0.01,
+                    step_host_ms_median=5.0, compute_ms_median=100.0)
+    assert verdict.fed_effects(gpu, dali, None) == []
+    gpu.compute_ms_median = 120.0
+    assert [e.name for e in verdict.fed_effects(gpu, dali, None)] == ["shared_gpu"]

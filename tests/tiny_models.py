@@ -44,3 +44,23 @@ class _NoParams(torch.nn.Module):
 def no_params():
     """A model with nothing to train (reliability review D8)."""
     return _NoParams()
+
+
+class Spinny(Tiny):
+    """A step of known CPU cost: forward burns SPIN_CPU_S of this thread's CPU time, so alone it takes that long
+    on a free core and longer when loader workers take the cores (30 ms: well past the head start the scheduler
+    gives a thread that wakes from waiting on data, so a step competes for its whole length)."""
+
+    SPIN_CPU_S = 0.03
+
+    def forward(self, x):
+        import time
+
+        t0 = time.thread_time()
+        while time.thread_time() - t0 < self.SPIN_CPU_S:
+            pass
+        return super().forward(x)
+
+
+def spinny():
+    return Spinny()
