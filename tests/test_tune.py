@@ -103,8 +103,8 @@ def test_one_lucky_search_trial_does_not_decide():
                 trial=fake_trial(rate), limits_of=limits_of(per_worker=300, decode=1000)).run()
     assert out.prediction.num_workers == 4
     assert out.pick.config["num_workers"] == 2 and out.pick_samples_per_s == 900
-    assert out.confirmed == {"files bs=32 w=4 pf=2 decode warm": [700, 700],
-                             "files bs=32 w=2 pf=2 decode warm": [900, 900]}
+    assert out.confirmed == {"files bs=32 w=4 pf=2 decode shuffled warm": [700, 700],
+                             "files bs=32 w=2 pf=2 decode shuffled warm": [900, 900]}
 
 
 def test_with_a_target_the_cheapest_config_that_meets_it():
