@@ -206,14 +206,18 @@ def bench(data, out, **kw) -> None:
                    "2 interleaved rounds each, and pick by the fed rate")
 @click.option("--confirm-steps", type=int, default=20, show_default=True, help="fed steps per repeat of --confirm")
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
+@click.option("--budget", "budget_text", default=None, metavar="DURATION",
+              help="fit the sweep into this time (300, 90s, 10m, 1h): fewer repeats first (not below 3), then "
+                   "fewer trials, each cut said; with --model a quarter is kept for the step, limits and --confirm")
 @trial_options
 def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, confirm_k, confirm_steps,
-          nproc, **kw) -> None:
+          nproc, budget_text, **kw) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
-    from dataperf import distributed, preflight, report
+    from dataperf import budget, distributed, preflight, report
     from dataperf import sweep as sw
 
     loader, step_kw, topts = split(kw, "sweep", "model")
+    budget_s = budget.parse_duration(budget_text) if budget_text is not None else None
     preflight.writable_file(out, "--out")
     preflight.writable_file(plot, "--plot")
     model = step_kw["model"]
@@ -245,9 +249,14 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
                                   seq_len=loader["seq_len"], image_size=loader["image_size"])
     ctx = distributed.init_from_env()
     confirm = sw.ConfirmOptions(confirm_k, steps=confirm_steps) if confirm_k else None
-    with report.progress_bar(f"sweep ({len(trials)} trials)", len(trials), enabled=ctx.rank == 0) as advance:
-        outcome = sw.run(trials, opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
-                         headroom=headroom, confirm_opts=confirm, bar=report.progress_bar)
+    plan = sw.make_plan(trials, opts, out, resume and not overwrite, budget_s, model=model is not None)
+    if ctx.rank == 0:
+        report.print_plan(plan)
+    with report.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
+                             eta=True) as advance:
+        outcome = sw.run(plan.trials, plan.opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
+                         headroom=headroom, confirm_opts=confirm, bar=report.progress_bar,
+                         grid_s=plan.loader_budget_s)
     if outcome.interrupted:
         if ctx.rank == 0:
             click.echo(f"interrupted: {outcome.kept} finished trials are kept in {out}; run the same command "
@@ -265,6 +274,7 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     if png:
         report.console.print(f"heatmap: {png}")
     report.print_recommendation(outcome.recommendation)
+    report.print_duration(plan, outcome)
     report.console.print(f"results: {out} ({len(outcome.results)} new trials)")
     if outcome.all_failed:
         raise UserError(f"every trial failed ({len(outcome.results)}); the first: {outcome.results[0].error}")

@@ -15,6 +15,8 @@ from dataperf.errors import UserError
 from dataperf.formats.backends import REGISTRY
 
 F = TypeVar("F", bound=Callable[..., Any])
+# runner.DEFAULT_REPEAT_S, written here too: importing runner would load torch for --help (a test keeps them equal)
+DEFAULT_REPEAT_S = 5.0
 BACKENDS = list(REGISTRY)  # every --format value a loader command takes (beside auto)
 # the optimizers of dataperf.step.OPTIMIZERS (imported from there, it would load torch for --help); the last
 # five run through DeepSpeed (dataperf[deepspeed])
@@ -47,6 +49,9 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     "dali_queue":        (2,      "2",     NO,      2,       2,       2,       NO),
     "dali_decode":       ("cpu",  "cpu",   NO,      "cpu",   "cpu",   "cpu",   NO),
     "on_corrupt":        ("fail", "fail",  "fail",  "fail",  "fail",  "fail",  NO),
+    "shuffle":           (True,   "on",    True,    True,    True,    True,    NO),
+    "no_shuffle":        (NO,     False,   NO,      NO,      NO,      NO,      NO),
+    "shuffle_buffer":    (None,   None,    None,    None,    None,    None,    NO),
     "model":             (NO,     None,    None,    "gpt-small", "gpt-small", "gpt-small", "gpt-small"),
     "device":            (NO,     "cpu",   "cpu",   "cpu",   "cpu",   "cpu",   "cpu"),
     "optimizer":         (NO,     "adamw", "adamw", "adamw", "adamw", "adamw", "adamw"),
@@ -56,7 +61,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
 }
 LOADER = ("dataset_factory", "transform", "format", "batch_size", "num_workers", "worker_type", "prefetch_factor",
           "pin_memory", "persistent_workers", "decode", "image_size", "cap_tokens", "seq_len", "cache",
-          "dali_threads", "dali_queue", "dali_decode", "on_corrupt")
+          "dali_threads", "dali_queue", "dali_decode", "on_corrupt", "shuffle", "no_shuffle", "shuffle_buffer")
 MODEL = ("model", "device", "optimizer", "amp", "input_kind", "deterministic")
 MODEL_HELP = {
     "sweep": "also measure this model's step and give the verdict",
@@ -153,6 +158,16 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "on_corrupt": ("--on-corrupt", *_same(type=click.Choice(["fail", "skip"]),
                                           help="a sample that does not decode fails the trial (naming it), or is "
                                                "skipped and counted (corrupt_samples)")),
+    "shuffle": ("--shuffle/--no-shuffle", {"help": "read in a seeded random order, as training does; --no-shuffle: "
+                                                   "storage order"},
+                {"decl": "--shuffle", "type": click.Choice(["on", "off", "both"]),
+                 "help": "on: a seeded random order, as training reads; off: storage order; both: each config "
+                         "both ways"}),
+    # sweep's --shuffle is an axis (on/off/both); --no-shuffle is its short form of off, as in every command
+    "no_shuffle": ("--no-shuffle", {}, {"is_flag": True, "help": "storage order (the same as --shuffle off)"}),
+    "shuffle_buffer": ("--shuffle-buffer", *_same(type=int, metavar="N",
+                                                  help="webdataset: samples in each worker's shuffle buffer; "
+                                                       "dali: the reader's initial fill [1000]")),
 }
 DEST = {"format": "fmt"}  # parameter names that differ from the option's
 
@@ -203,7 +218,10 @@ def trial_options(fn: F) -> F:
         click.option("--repeats", type=int, default=5, show_default=True,
                      help="measured repeats (>= 5 for compare's interval to mean something)"),
         click.option("--warmup-batches", type=int, default=2, show_default=True),
-        click.option("--max-batches", type=int, default=None, help="batches per repeat [whole epoch]"),
+        click.option("--repeat-seconds", type=float, default=DEFAULT_REPEAT_S, show_default=True,
+                     help="each repeat reads a fresh random part of the dataset for about this long (longer "
+                          "while a worker has delivered fewer than 3 batches); 0: whole epochs"),
+        click.option("--max-batches", type=int, default=None, help="batches per repeat [up to one epoch]"),
         click.option("--min-batches", type=int, default=5, show_default=True,
                      help="refuse to report a repeat with fewer batches"),
         click.option("--drop-caches", is_flag=True, help="cold cache: also write /proc/sys/vm/drop_caches (root)"),
@@ -215,7 +233,7 @@ def trial_options(fn: F) -> F:
 
 def make_trial_options(repeats: int, warmup_batches: int, max_batches: int | None, min_batches: int,
                        drop_caches: bool, no_collect: bool, ebpf: bool, seed: int, raw_dir: Path | None = None,
-                       **dist):
+                       repeat_seconds: float | None = DEFAULT_REPEAT_S, **dist):
     """TrialOptions from trial_options' values, refused here when they could only measure nothing."""
     from dataperf.runner import TrialOptions
 
@@ -226,12 +244,15 @@ def make_trial_options(repeats: int, warmup_batches: int, max_batches: int | Non
     if min_batches < 2:
         raise UserError(f"--min-batches must be at least 2, got {min_batches}: a repeat's rate is timed from "
                         "its second batch on, so one batch measures nothing")
+    if repeat_seconds is not None and not repeat_seconds >= 0:
+        raise UserError(f"--repeat-seconds must be 0 (whole epochs) or a positive number of seconds, got "
+                        f"{repeat_seconds}")
     if max_batches is not None and max_batches < min_batches:
         raise UserError(f"--max-batches {max_batches} is below --min-batches {min_batches}; every repeat would "
                         "be refused. Raise --max-batches or lower --min-batches")
     return TrialOptions(repeats=repeats, warmup_batches=warmup_batches, max_batches=max_batches,
-                        min_batches=min_batches, drop_caches=drop_caches, collect=not no_collect, ebpf=ebpf,
-                        raw_dir=raw_dir, seed=seed, **dist)
+                        repeat_seconds=repeat_seconds or None, min_batches=min_batches, drop_caches=drop_caches,
+                        collect=not no_collect, ebpf=ebpf, raw_dir=raw_dir, seed=seed, **dist)
 
 
 def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None):
@@ -265,11 +286,13 @@ def make_config(data, fmt: str = "auto", batch_size: int = 32, num_workers: int 
                 image_size: int = 224, cap_tokens: int | None = None, cache: str = "warm", dali_threads: int = 2,
                 dali_queue: int = 2, dali_decode: str = "cpu", device: str = "cpu", decode: bool = True,
                 on_corrupt: str = "fail", worker_type: str | None = None, transform: str | None = None,
-                seq_len: int | None = None, dataset_factory: str | None = None):
+                seq_len: int | None = None, dataset_factory: str | None = None, shuffle: bool = True,
+                shuffle_buffer: int | None = None):
     """One LoaderConfig from the options; `data` is the resolved sources.Data (its format is what auto means)."""
     from dataperf.records import LoaderConfig
 
     check_transform(transform)
+    check_shuffle_buffer(shuffle_buffer, shuffle)
     if fmt == "auto":
         fmt = data.format
     dali = fmt == "dali"
@@ -284,14 +307,25 @@ def make_config(data, fmt: str = "auto", batch_size: int = 32, num_workers: int 
                         dali_num_threads=dali_threads if dali else None,
                         dali_prefetch_queue_depth=dali_queue if dali else None,
                         dali_decode_device=dali_decode if dali else None,
-                        on_corrupt=None if on_corrupt == "fail" else on_corrupt, worker_type=worker_type)
+                        on_corrupt=None if on_corrupt == "fail" else on_corrupt, worker_type=worker_type,
+                        shuffle=shuffle, shuffle_buffer=shuffle_buffer if shuffle else None)
+
+
+def check_shuffle_buffer(shuffle_buffer: int | None, shuffle: bool) -> None:
+    if shuffle_buffer is None:
+        return
+    if shuffle_buffer < 1:
+        raise UserError(f"--shuffle-buffer must be at least 1 sample, got {shuffle_buffer}")
+    if not shuffle:
+        raise UserError("--shuffle-buffer sizes the shuffle, and --no-shuffle turns it off; pass one of the two")
 
 
 def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: list[int] | None,
               worker_type: list[str] | None, prefetch_factor: list[int], pin_memory: str, persistent_workers: str,
               decode: bool, image_size: int, cap_tokens: int | None, seq_len: int, cache: str,
               dali_threads: list[int], dali_queue: list[int], dali_decode: list[str], on_corrupt: str,
-              transform: str | None, dataset_factory: str | None = None):
+              transform: str | None, dataset_factory: str | None = None, shuffle: str = "on",
+              no_shuffle: bool = False, shuffle_buffer: int | None = None):
     """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both)."""
     from dataperf import sweep as sw
     from dataperf.runner import worker_ladder
@@ -302,6 +336,10 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
         if axis_ is not None and not axis_:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
     check_transform(transform)
+    if no_shuffle and shuffle != "on":
+        raise UserError(f"--no-shuffle and --shuffle {shuffle} disagree; pass one of the two")
+    shuffle = "off" if no_shuffle else shuffle
+    check_shuffle_buffer(shuffle_buffer, shuffle != "off")
     both = {"off": [False], "on": [True], "both": [False, True]}
     return sw.Grid(formats=fmt, num_workers=num_workers or worker_ladder(),
                    worker_types=worker_type or [None],
@@ -311,7 +349,8 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
                    cap_tokens=cap_tokens, transform=transform,
                    seq_len=seq_len if any(windows(d) for d in datas) else None,
                    dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
-                   dali_decode_device=dali_decode, on_corrupt=None if on_corrupt == "fail" else on_corrupt)
+                   dali_decode_device=dali_decode, on_corrupt=None if on_corrupt == "fail" else on_corrupt,
+                   shuffle=both[shuffle], shuffle_buffer=shuffle_buffer)
 
 
 def make_step_options(model: str, device: str = "cpu", optimizer: str = "adamw", amp: str | None = None,

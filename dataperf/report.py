@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from dataperf import collectors, verdict
@@ -37,18 +44,39 @@ if not console.is_terminal:  # logs and pipes: wide enough that tables stay one 
 
 
 @contextlib.contextmanager
-def progress_bar(label: str, total: int | None, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+def progress_bar(label: str, total: int | None, enabled: bool = True,
+                 eta: bool = False) -> Iterator[Callable[[int], None]]:
     """A rich progress bar on stderr; yields advance(n). Off on non-zero ranks and when stderr is no terminal
-    (CI logs get the results, not redraw noise)."""
+    (CI logs get the results, not redraw noise). eta: also the time left, at the pace of the finished steps."""
     err = Console(stderr=True)
     if not enabled or not err.is_terminal:
         yield lambda n=1: None
         return
-    prog = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err, transient=True)
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    if eta:
+        columns += [TextColumn("eta"), TimeRemainingColumn()]
+    prog = Progress(*columns, console=err, transient=True)
     with prog:
         task = prog.add_task(label, total=total)
         yield lambda n=1: prog.advance(task, n)
+
+
+def print_plan(plan) -> None:
+    """Before a sweep starts: how long it should take (budget.Plan), and what --budget cut to fit."""
+    console.print(plan.describe())
+    for cut in plan.dropped:
+        console.print(f"  budget: {cut}")
+
+
+def print_duration(plan, outcome) -> None:
+    """After a sweep: how long it took against the plan, and the trials --budget left no time for."""
+    from dataperf.budget import minutes
+
+    line = f"took {minutes(outcome.wall_s)} (planned {minutes(plan.expected_s)})"
+    if outcome.not_started:
+        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(plan.loader_budget_s or 0)} "
+                 "for the grid ran out (rerun with --resume and a larger --budget to add them)")
+    console.print(line)
 
 
 def print_made(out: Path, m: Manifest, made=None) -> None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from dataperf import records, verdict
+from dataperf import budget, records, verdict
 from dataperf.distributed import DistContext
 from dataperf.errors import UserError
 from dataperf.formats import backends
@@ -46,6 +47,8 @@ class Grid:
     dali_prefetch_queue_depth: list[int] = field(default_factory=lambda: [2])
     dali_decode_device: list[str] = field(default_factory=lambda: ["cpu"])
     on_corrupt: str | None = None
+    shuffle: list[bool] = field(default_factory=lambda: [True])  # True: a seeded random order, as training reads
+    shuffle_buffer: int | None = None  # webdataset/dali shuffle buffer; None = records.DEFAULT_SHUFFLE_BUFFER
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
         """Every config per backend; a knob the backend cannot express keeps only its off value, a worker
@@ -63,10 +66,13 @@ class Grid:
             pins = self.pin_memory if "pin_memory" in can else [False]
             pfs = self.prefetch_factor if "prefetch_factor" in can else [None]
             perss = self.persistent_workers if "persistent_workers" in can else [False]
-            for bs, dec, cache in itertools.product(self.batch_size, self.decode, self.cache):
+            shufs = self.shuffle if "shuffle" in can else [False]
+            for bs, dec, cache, shuf in itertools.product(self.batch_size, self.decode, self.cache,
+                                                          dict.fromkeys(shufs)):
+                buffer = self.shuffle_buffer if shuf and fmt in records.BUFFER_FORMATS else None
                 common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
                               cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt, transform=self.transform,
-                              seq_len=self.seq_len)
+                              seq_len=self.seq_len, shuffle=shuf, shuffle_buffer=buffer)
                 if fmt == "dali":
                     for t, q, dev in itertools.product(self.dali_num_threads, self.dali_prefetch_queue_depth,
                                                        self.dali_decode_device):
@@ -88,7 +94,8 @@ AXES = {f.name for f in fields(Grid)}
 
 
 def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
-    """A TOML or YAML sweep file: grid axes as lists, plus optional trial options (repeats, max_batches)."""
+    """A TOML or YAML sweep file: grid axes as lists, plus optional trial options (repeats, max_batches,
+    repeat_seconds, ...)."""
     if not path.is_file():
         raise UserError(f"sweep config not found: {path}")
     text = path.read_text(encoding="utf-8")
@@ -111,12 +118,16 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
         raise UserError(f"{path} must hold a table of sweep axes")
     alias = {"format": "formats", "worker_type": "worker_types"}
     d = {alias.get(k, k): v for k, v in d.items()}
-    trial_keys = {"repeats", "max_batches", "warmup_batches", "min_batches"}
+    trial_keys = {"repeats", "max_batches", "warmup_batches", "min_batches", "repeat_seconds"}
     unknown = set(d) - AXES - trial_keys
     if unknown:
         raise UserError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(AXES | trial_keys)}")
     grid_kw = {}
     for k, v in d.items():
+        if k == "repeat_seconds":
+            if not (_is(int, v) or _is(float, v)) or v < 0:
+                raise UserError(f"{path}: repeat_seconds must be a number of seconds (0: whole epochs), got {v!r}")
+            continue
         if k in trial_keys:
             if not _is(int, v):
                 raise UserError(f"{path}: {k} must be an integer, got {v!r}")
@@ -131,7 +142,7 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
             if not (v is None or _is(str, v)):
                 raise UserError(f"{path}: transform takes one preset name or MODULE:FACTORY (it is not a sweep "
                                 f"axis), got {v!r}")
-        elif scalar and not (_is(int, v) or (k in ("cap_tokens", "seq_len") and v is None)):
+        elif scalar and not (_is(int, v) or (k in ("cap_tokens", "seq_len", "shuffle_buffer") and v is None)):
             raise UserError(f"{path}: {k} takes one integer (it is not a sweep axis), got {v!r}")
         grid_kw[k] = v if scalar or isinstance(v, list) else [v]
         want = AXIS_TYPES.get(k, int)
@@ -144,9 +155,9 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
     return Grid(**grid_kw), {k: d[k] for k in trial_keys if k in d}
 
 
-SCALAR_AXES = ("image_size", "cap_tokens", "transform", "seq_len")
+SCALAR_AXES = ("image_size", "cap_tokens", "transform", "seq_len", "shuffle_buffer")
 AXIS_TYPES: dict[str, type] = {"formats": str, "worker_types": str, "pin_memory": bool, "persistent_workers": bool,
-                               "decode": bool, "cache": str, "dali_decode_device": str}
+                               "shuffle": bool, "decode": bool, "cache": str, "dali_decode_device": str}
 
 
 def _is(t: type, v: Any) -> bool:
@@ -217,27 +228,45 @@ def prepare_out(out: Path, resume: bool, overwrite: bool) -> None:
         out.unlink()
 
 
+def make_plan(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, resume: bool,
+              budget_s: float | None, model: bool) -> budget.Plan:
+    """The plan of a sweep: its trials not yet in --out (with --resume), timed from the finished ones there,
+    fitted to budget_s (budget.make_plan)."""
+    finished = [r for r in records.load(out) if isinstance(r, LoaderResult)] if resume and out.exists() else []
+    done = {f"{data_id(r.data)}|{r.config_key}" for r in finished if r.status == "ok"}
+    pending = [t for t in trials if trial_id(*t) not in done]
+    return budget.make_plan(pending, opts, budget_s, model=model, finished=finished)
+
+
 def run_sweep(
     trials: list[tuple[Data, LoaderConfig]],
     opts: TrialOptions,
     out: Path | None,
     skip: set[str] | None = None,
     on_result: Callable[[LoaderResult | None], None] | None = None,
-) -> list[LoaderResult]:
-    """Run every trial not in skip; each record is appended to out the moment it is finished."""
-    results = []
-    for data, cfg in trials:
+    grid_s: float | None = None,
+) -> tuple[list[LoaderResult], int]:
+    """Run every trial not in skip; each record is appended to out the moment it is finished. With grid_s
+    (seconds), no trial starts that is expected to end past it (the first always runs); returns the results
+    and how many trials were not started. Ranks agree on stopping: rank 0's clock decides."""
+    results: list[LoaderResult] = []
+    t0 = time.monotonic()
+    for i, (data, cfg) in enumerate(trials):
         if skip and trial_id(data, cfg) in skip:
             if on_result:
                 on_result(None)
             continue
+        if grid_s is not None and results:
+            late = time.monotonic() - t0 + budget.trial_seconds(opts, results) > grid_s
+            if (opts.gather(late)[0] if opts.gather else late):
+                return results, sum(1 for t in trials[i:] if not (skip and trial_id(*t) in skip))
         r = run_trial(data, cfg, opts)
         if out is not None and opts.rank == 0:
             records.append(out, r)
         results.append(r)
         if on_result:
             on_result(r)
-    return results
+    return results, 0
 
 
 @dataclass
@@ -254,6 +283,8 @@ class SweepOutcome:
     confirmations: list[E2EResult] = field(default_factory=list)  # --confirm's fed runs, in the order run
     limits: LimitsResult | None = None  # the ceilings of the verdict's config (with a model)
     recommendation: verdict.Recommendation | None = None
+    not_started: int = 0  # trials the --budget left no time for
+    wall_s: float = 0.0  # the whole sweep, grid to verdict
 
     @property
     def all_failed(self) -> bool:
@@ -334,12 +365,13 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         resume: bool = False, overwrite: bool = False, step: StepOptions | None = None,
         on_result: Callable[[LoaderResult | None], None] | None = None, headroom: float = 1.2,
         confirm_opts: ConfirmOptions | None = None, lopts: LimitsOptions | None = None,
-        bar: Bar | None = None) -> SweepOutcome:
+        bar: Bar | None = None, grid_s: float | None = None) -> SweepOutcome:
     """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it, every rank skips the
     finished trials, rank 0 appends each record as it finishes and then measures the model's step, confirms
     end to end (confirm_opts) and measures the limits of the verdict's config; the verdict is over every
-    current record. Ctrl-C is answered with an outcome saying how many finished trials are kept, not an
-    exception."""
+    current record. grid_s bounds the grid's time (run_sweep). Ctrl-C is answered with an outcome saying how
+    many finished trials are kept, not an exception."""
+    t0 = time.monotonic()
     ctx = ctx or DistContext()
     with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
         if ctx.rank == 0:
@@ -350,7 +382,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         opts = replace(opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather)
         outcome = SweepOutcome()
         try:
-            outcome.results = run_sweep(trials, opts, out, skip, on_result)
+            outcome.results, outcome.not_started = run_sweep(trials, opts, out, skip, on_result, grid_s)
             ctx.close()
             if ctx.rank != 0:
                 return outcome
@@ -370,4 +402,5 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         outcome.records = records.current(records.load(out))
         outcome.recommendation = verdict.recommend(outcome.records, outcome.step or verdict.latest_step(
             outcome.records), headroom)
+    outcome.wall_s = time.monotonic() - t0
     return outcome

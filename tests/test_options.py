@@ -79,3 +79,57 @@ def test_report_refuses_a_nonsense_headroom(tmp_path):
     """Before: report --headroom -1 judged every config with a negative margin; now one error line."""
     r = CliRunner().invoke(cli, ["report", str(tmp_path / "x.jsonl"), "--headroom", "-1"])
     assert r.exit_code == 2 and r.output.startswith("error: --headroom must be positive")
+
+
+def test_repeat_seconds_default_is_the_runners():
+    """options writes runner.DEFAULT_REPEAT_S out so --help does not load torch; the two must agree."""
+    from dataperf import runner
+
+    assert options.DEFAULT_REPEAT_S == runner.DEFAULT_REPEAT_S
+    assert params("sweep")["repeat_seconds"].default == runner.DEFAULT_REPEAT_S
+
+
+def test_repeat_seconds_zero_is_whole_epochs_and_negative_is_refused():
+    kw = dict(repeats=3, warmup_batches=1, max_batches=None, min_batches=3, drop_caches=False, no_collect=True,
+              ebpf=False, seed=0)
+    assert options.make_trial_options(**kw, repeat_seconds=0).repeat_seconds is None
+    assert options.make_trial_options(**kw, repeat_seconds=2.5).repeat_seconds == 2.5
+    with pytest.raises(UserError, match="--repeat-seconds must be 0"):
+        options.make_trial_options(**kw, repeat_seconds=-1)
+
+
+def test_shuffle_is_the_default_and_no_shuffle_reads_in_storage_order(datasets):
+    img, shards = as_data(datasets["image-files"]), as_data(datasets["image-webdataset"])
+    assert options.make_config(img).shuffle and options.make_config(img).shuffle_buffer is None
+    assert not options.make_config(img, shuffle=False).shuffle
+    assert options.make_config(shards, shuffle_buffer=64).shuffle_buffer == 64
+    with pytest.raises(UserError, match="--shuffle-buffer must be at least 1"):
+        options.make_config(shards, shuffle_buffer=0)
+    with pytest.raises(UserError, match="--no-shuffle"):
+        options.make_config(shards, shuffle=False, shuffle_buffer=64)
+
+
+def test_sweep_shuffle_axis_off_on_both_and_the_buffer_only_where_a_buffer_is(datasets):
+    kw = dict(fmt=["auto"], batch_size=[8], num_workers=[0], worker_type=None, prefetch_factor=[2],
+              pin_memory="off", persistent_workers="off", decode=False, image_size=32, cap_tokens=None,
+              seq_len=512, cache="warm", dali_threads=[1], dali_queue=[2], dali_decode=["cpu"], on_corrupt="fail",
+              transform=None)
+    img, shards = as_data(datasets["image-files"]), as_data(datasets["image-webdataset"])
+    assert options.make_grid([img], **kw).shuffle == [True]
+    assert options.make_grid([img], **kw, no_shuffle=True).shuffle == [False]
+    both = options.make_grid([shards], **kw, shuffle="both", shuffle_buffer=50)
+    assert [(c.shuffle, c.shuffle_buffer) for c in both.configs("webdataset")] == [(False, None), (True, 50)]
+    assert [(c.shuffle, c.shuffle_buffer) for c in both.configs("files")] == [(False, None), (True, None)]
+    with pytest.raises(UserError, match="disagree"):
+        options.make_grid([img], **kw, shuffle="both", no_shuffle=True)
+
+
+def test_bench_records_the_access_pattern_it_was_asked_for(tmp_path, datasets):
+    out = tmp_path / "b.jsonl"
+    for flag in ("--shuffle", "--no-shuffle"):
+        r = CliRunner().invoke(cli, ["bench", str(datasets["image-files"]), flag, "--repeats", "2", "--no-collect",
+                                     "--min-batches", "2", "--batch-size", "8", "--out", str(out)])
+        assert r.exit_code == 0, r.output
+    from dataperf import records
+
+    assert [r.config["shuffle"] for r in records.load(out)] == [True, False]

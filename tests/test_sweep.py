@@ -101,8 +101,8 @@ def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch
     assert len(records.load(out)) == 2
     monkeypatch.setattr(sw, "run_trial", real)
     done = sw.finished_ids(out)
-    new = sw.run_sweep(trials, opts, out, skip=done)
-    assert len(new) == 1 and new[0].config["num_workers"] == 2
+    new, not_started = sw.run_sweep(trials, opts, out, skip=done)
+    assert not_started == 0 and len(new) == 1 and new[0].config["num_workers"] == 2
     assert len(records.load(out)) == 3
 
 
@@ -250,3 +250,56 @@ def test_confirm_needs_a_model_and_a_count(tmp_path, datasets):
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--model", "cnn-small", "--confirm", "-1",
                                  "--out", str(tmp_path / "s.jsonl")])
     assert r.exit_code == 2 and r.output.startswith("error: --confirm takes a count")
+
+
+def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
+    """96 samples at 10 ms each, 2 whole-epoch repeats: every trial takes at least 1.9 s, so with 1 s for the
+    grid the first trial runs (one always does) and the other three are not started; with no limit all four
+    run. Load only makes trials slower, which cannot change either answer."""
+    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 12, 16, 24]))
+    opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None,
+                        sample_cost_s=0.01, footprint=False)
+    done, not_started = sw.run_sweep(trials, opts, tmp_path / "a.jsonl", grid_s=1.0)
+    assert len(done) == 1 and not_started == 3 and done[0].config["batch_size"] == 8
+    assert len(records.load(tmp_path / "a.jsonl")) == 1
+    done, not_started = sw.run_sweep(trials[:2], opts, tmp_path / "b.jsonl", grid_s=1e9)
+    assert len(done) == 2 and not_started == 0
+
+
+def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
+    """Under torchrun every rank must run the same trials (they meet at barriers): rank 0's clock decides."""
+    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 16]))
+    opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None,
+                        sample_cost_s=0.01, footprint=False)
+    asked = []
+
+    def gather(obj):  # rank 0 (not late) and this rank; a trial's own gathers see this rank alone
+        if isinstance(obj, bool):
+            asked.append(obj)
+            return [False, obj]
+        return [obj]
+
+    rank0_goes_on = TrialOptions(**{**opts.__dict__, "gather": gather})
+    done, not_started = sw.run_sweep(trials, rank0_goes_on, None, grid_s=1.0)
+    assert asked == [True] and len(done) == 2 and not_started == 0
+
+
+def test_sweep_states_its_plan_and_what_the_budget_cut(tmp_path, datasets):
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), "--num-workers", "0,1",
+                                 "--prefetch-factor", "2,4", "--batch-size", "8", "--no-collect", "--repeats", "5",
+                                 "--min-batches", "3", "--warmup-batches", "1", "--repeat-seconds", "1",
+                                 "--budget", "20s"])
+    assert r.exit_code == 0, r.output
+    # 3 trials x (5 x 1 s + 5 s) = 30 s > 20 s: repeats 5 -> 3 leaves 24 s, prefetch 4 goes: 2 trials, 16 s
+    assert "plan: 2 trials, 3 x 1 s repeats: about 16 s" in r.output and "budget 20 s" in r.output
+    assert "budget: repeats 5 -> 3" in r.output and "budget: prefetch factor: [2, 4] -> [2] (1 trials)" in r.output
+    assert "took " in r.output and "(planned 16 s)" in r.output
+    assert {json.loads(x)["config"].get("prefetch_factor") for x in out.read_text().splitlines()} == {None, 2}
+
+
+@pytest.mark.parametrize("text", ["soon", "0", "-5m", "10 minutes"])
+def test_a_budget_that_is_no_duration_is_one_error_line(tmp_path, datasets, text):
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(tmp_path / "s.jsonl"),
+                                 "--budget", text])
+    assert r.exit_code == 2 and r.output.count("error:") == 1 and "--budget" in r.output, r.output
