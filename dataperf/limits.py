@@ -81,14 +81,16 @@ class LimitRow:
     binding: bool
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (its affinity, as taskset/cgroups cpusets set it), less one for the main
-    process that receives the batches and runs the training step; at least 1."""
+def usable_cores(model: bool) -> int:
+    """Cores the workers may decode on: this process's affinity (as taskset/cgroups cpusets set it), less one
+    with a model, whose training step keeps the main process busy; without one the main process only receives
+    batches (its own ceiling, main_process) and the workers have every core (the 2-core box decoded at twice
+    the one-core figure with 2 workers). At least 1."""
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         n = os.cpu_count() or 1
-    return max(1, n - 1)
+    return max(1, n - 1) if model else n
 
 
 # --- storage: raw reads of the dataset's own files ----------------------------------------------------------
@@ -730,7 +732,7 @@ def measure_limits(data: Data | Path | str, cfg: LoaderConfig, opts: TrialOption
     data, cfg = as_data(data), cfg.explicit()
     opts, lopts = opts or TrialOptions(), lopts or LimitsOptions()
     tick = advance or (lambda n=1: None)
-    cores = usable_cores()
+    cores = usable_cores(step is not None)
     device = lopts.device or (step.device if step is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     res = LimitsResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), device=device, usable_cores=cores)
     with tempfile.TemporaryDirectory(prefix="dataperf-limits-") as scratch:

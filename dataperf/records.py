@@ -663,7 +663,7 @@ class LimitsResult(Record):
     config: dict[str, Any] = field(default_factory=dict)
     config_key: str = ""
     device: str = "cpu"
-    usable_cores: int = 0  # affinity cores less one for the main process
+    usable_cores: int = 0  # affinity cores (less one for the training step with a model)
     readers: int = 0  # parallel readers of the storage probe (the config's workers)
     storage_samples_per_s: float = float("nan")  # for this config's cache mode (warm: page cache)
     storage_how: str = ""

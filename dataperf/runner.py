@@ -146,14 +146,17 @@ class Repeat:
         return {a.worker for a in self.arrivals if a.worker >= 0 and a.samples > 0}
 
     @property
-    def one_batch_workers(self) -> set[int]:
-        """Workers that delivered samples in exactly one batch: they have no window of their own, so the steady
-        rate (a sum of per-worker windows) would leave their work out and read low."""
+    def few_batch_workers(self) -> set[int]:
+        """Active workers that delivered fewer than STEADY_BATCHES batches. With one batch a worker has no
+        window of its own and the steady rate (a sum of per-worker windows) leaves its work out and reads low;
+        with two, its window is one batch interval, which the order the main process takes batches in can
+        shift by up to an interval against the other workers' windows, and the sum reads high (2-core box:
+        4 workers at 2-3 batches each read 4,800-5,400 samples/s where 2 cores decode at most about 3,900)."""
         counts: dict[int, int] = {}
         for a in self.arrivals:
-            if a.samples > 0:
+            if a.samples > 0 and a.worker >= 0:
                 counts[a.worker] = counts.get(a.worker, 0) + 1
-        return {w for w, n in counts.items() if n == 1}
+        return {w for w, n in counts.items() if n < STEADY_BATCHES}
 
 
 def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
@@ -436,13 +439,15 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     if fewest < opts.min_batches:
         raise TrialError(f"only {fewest} batches per repeat, fewer than the minimum {opts.min_batches}: "
                          "use more samples, a smaller batch_size, or a larger --max-batches")
-    short = max(reps, key=lambda r: len(r.one_batch_workers))
-    if short.one_batch_workers and short.active_workers - short.one_batch_workers:
-        n, w = len(short.one_batch_workers), len(short.active_workers)
-        raise TrialError(f"{n} of {w} active workers delivered only one batch in a repeat ({short.batches} batches "
-                         "in all), so the steady rate would leave their work out and read low: give every worker "
-                         f"at least two batches per repeat (--max-batches {2 * max(w, 1)} or more, more samples, or "
-                         "a smaller batch_size)")
+    short = max(reps, key=lambda r: len(r.few_batch_workers))
+    if short.few_batch_workers:
+        n, w = len(short.few_batch_workers), len(short.active_workers)
+        k = STEADY_BATCHES * max(w, 1)
+        raise TrialError(f"{n} of {w} active workers delivered fewer than {STEADY_BATCHES} batches in a repeat "
+                         f"({short.batches} batches in all), too few for a steady window of each worker (it would "
+                         f"read low or high): give every worker at least {STEADY_BATCHES} batches per repeat "
+                         f"(--max-batches {k} or more, {k * cfg.batch_size} or more samples a repeat, a smaller "
+                         "batch_size, or fewer workers)")
     sps = [r.samples_per_s for r in reps]
     if any(x != x for x in sps):
         raise TrialError("no worker delivered two batches in a repeat, so there is no steady window: use more "

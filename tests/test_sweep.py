@@ -182,7 +182,7 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread)
     grid = sw.Grid(formats=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
                    decode=[True], image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
-    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
     out = tmp_path / "s.jsonl"
     outcome = sw.run(sw.plan([data], grid), opts, out, step=sopts, lopts=FAST_LIMITS,
                      confirm_opts=sw.ConfirmOptions(3, rounds=2, steps=6, repeats=3, warmup=3))
@@ -217,7 +217,7 @@ def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
     grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
                    image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:tiny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
-    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
     outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS)
     rec = outcome.recommendation
     assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limits.rows(outcome.limits)
@@ -233,7 +233,7 @@ def test_confirm_names_a_training_process_starved_of_cpu(tmp_path, one_thread):
     grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[1], batch_size=[4], decode=[True],
                    image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
-    opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, max_batches=16, collect=False)
+    opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
     outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS,
                      confirm_opts=sw.ConfirmOptions(1, rounds=2, steps=4, repeats=2, warmup=3))
     rec = outcome.recommendation
