@@ -211,3 +211,14 @@ def test_dali_missing_is_a_clear_trial_error(datasets, monkeypatch):
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)
     r = run_trial(datasets["image-files"], LoaderConfig(format="dali", batch_size=8, dali_num_threads=1), FAST)
     assert r.status == "failed" and "DALI is not installed" in r.error and "dataperf[dali]" in r.error
+
+
+def test_a_shuffle_buffer_holding_much_of_a_repeat_is_noted(datasets):
+    """96 samples against webdataset's 1000-sample buffer: every read happens in the fill (start-up), so the
+    steady rate is decode alone; a note says so and names the epoch rate. A buffer of 8 (under a quarter of
+    the 96 a repeat delivers) and storage order get none."""
+    shards, note = datasets["image-webdataset"], "shuffle buffer: 1000 samples against 96"
+    cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=0, decode=True, image_size=32)
+    assert any(n.startswith(note) for n in run_trial(shards, cfg, FAST).notes)
+    for quiet in (replace(cfg, shuffle_buffer=8), replace(cfg, shuffle=False)):
+        assert not any(n.startswith("shuffle buffer") for n in run_trial(shards, quiet, FAST).notes)
