@@ -436,16 +436,19 @@ def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
 BUFFER_SHARE_MAX = 0.25  # a shuffle buffer above this share of a stream's samples in a repeat gets a note
 
 
-def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat]) -> None:
+def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_samples: int | None) -> None:
     """A shuffle buffer is filled before the first sample (start-up, outside the steady window) and, where a
-    repeat reaches the end of the data, drains without reading: when it holds much of what each stream
-    delivers in a repeat, the steady rate leaves most reads out. Measured on the 2-core box: 2,400 small JPEGs
-    in 8 shards, buffer 1000, read 1,950-2,090 samples/s at 0 workers where 24,000 of the same read 1,350 in
-    5 s repeats (the buffer there 7% of a repeat)."""
+    repeat reaches the end of the data (epoch_samples, this rank's), drains without reading: when it holds much
+    of what each stream delivers in such a repeat, the steady rate leaves most reads out. A repeat cut by its
+    time budget has no drain: after the fill it reads one sample per sample delivered. Measured on the 2-core
+    box: 2,400 small JPEGs in 8 shards, buffer 1000, read 1,950-2,090 samples/s at 0 workers where 24,000 of
+    the same read 1,350 in 5 s repeats."""
     buffer = cfg.explicit().shuffle_buffer
-    streams = max(1, max(len(r.active_workers) for r in reps))
-    share = min(r.samples for r in reps) / streams
-    if buffer and share and buffer > BUFFER_SHARE_MAX * share:
+    ends = [r for r in reps if epoch_samples is None or r.samples >= epoch_samples]
+    if not buffer or not ends:
+        return
+    share = min(r.samples for r in ends) / max(1, max(len(r.active_workers) for r in ends))
+    if share and buffer > BUFFER_SHARE_MAX * share:
         res.notes.append(f"shuffle buffer: {buffer} samples against {share:.0f} a stream delivers in a repeat: its "
                          "fill is start-up and its drain reads nothing, so the steady rate leaves most reads out "
                          f"(epoch rate {res.epoch_samples_per_s_median:,.0f} samples/s includes them); give "
@@ -487,7 +490,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     if opts.repeat_seconds and res.startup_s_median > opts.repeat_seconds / 2:
         res.notes.append(f"start-up took {res.startup_s_median:.1f} s of each {opts.repeat_seconds:g} s repeat: "
                          "the steady window is short; give repeats more time (--repeat-seconds)")
-    buffer_note(res, cfg, reps)
+    buffer_note(res, cfg, reps, data.count // opts.world_size if data.count else None)
     res.payload_mib_s_repeats = [r.payload_mib_s for r in reps]
     res.payload_mib_s_median = summarize(res.payload_mib_s_repeats)["median"]
     res.storage_read_mib_s_repeats = [r.storage_read_mib_s for r in reps]
