@@ -30,7 +30,7 @@ from pathlib import Path
 
 from dataperf import records, verdict
 from dataperf.budget import parse_duration
-from dataperf.e2e import in_flight_samples, run_e2e
+from dataperf.e2e import run_e2e
 from dataperf.records import E2EResult, LoaderConfig
 from dataperf.step import StepOptions
 
@@ -52,9 +52,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="interleaved fed runs of each pick")
     ap.add_argument("--steps", type=int, default=30, help="fed steps per repeat")
     ap.add_argument("--fed-repeats", type=int, default=3)
-    ap.add_argument("sweep_args", nargs=argparse.REMAINDER, help="after --: more sweep options, for both sweeps")
-    a = ap.parse_args()
-    a.sweep_args = [x for x in a.sweep_args if x != "--"]
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    a = ap.parse_args(argv[:cut])
+    a.sweep_args = argv[cut + 1:]  # after --: more sweep options, for both sweeps
     if a.rounds < 2:
         ap.error("--rounds must be at least 2")
     a.out.mkdir(parents=True, exist_ok=True)
@@ -120,10 +121,8 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
         order = ("budgeted", "full") if k % 2 == 0 else ("full", "budgeted")
         for name in order:
             cfg: LoaderConfig = picks[name]
-            # as sweep --confirm: the warm-up covers the batches the workers queue ahead
-            warmup = max(3, in_flight_samples(cfg) // cfg.batch_size)
             r: E2EResult = run_e2e(a.data, cfg, replace(sopts, batch_size=cfg.batch_size), a.steps, a.fed_repeats,
-                                   warmup, predict=False)
+                                   predict=False)
             r.confirm_round = k + 1
             records.append(a.out / "fed.jsonl", r)
             say(f"  round {k + 1} {name:<8} {cfg.short():<50} fed {r.samples_per_s:,.0f} samples/s, "

@@ -312,10 +312,9 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
             datas: dict[str, Data], opts: TrialOptions, out: Path, bar: Bar | None = None) -> list[E2EResult]:
     """The fed loop (e2e) on the K configs verdict.confirm_candidates names, in interleaved rounds (A B, then
     B A, ...), each run recorded with its round and compared with its loader trial and the step alone at its
-    batch size (e2e.compare: the prediction and the effects, a starved training process among them). The
-    warm-up covers at least the batches the workers queue ahead (workers x prefetch), so the timed steps see
-    the loader's steady state, not its head start. The verdict then picks by the fed rate (verdict.recommend)."""
-    from dataperf.e2e import compare, in_flight_samples, run_e2e
+    batch size (e2e.compare: the prediction and the effects, a starved training process among them); run_e2e's
+    warm-up covers the batches the workers queue ahead. The verdict then picks by the fed rate (verdict.recommend)."""
+    from dataperf.e2e import compare, run_e2e
 
     cands = verdict.confirm_candidates(recs, step, headroom, copts.k)
     alone = {step.batch_size: step}
@@ -327,10 +326,9 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
                 cfg = t.loader_config
                 if cfg.batch_size not in alone:
                     alone[cfg.batch_size] = measure_step(replace(sopts, batch_size=cfg.batch_size))
-                warmup = max(copts.warmup, in_flight_samples(cfg) // cfg.batch_size)
                 try:
                     r = run_e2e(datas.get(t.data) or as_data(t.data), cfg, sopts, copts.steps, copts.repeats,
-                                warmup, predict=False, topts=replace(opts, collect=False))
+                                copts.warmup, predict=False, topts=replace(opts, collect=False))
                     compare(r, t, alone[cfg.batch_size])
                 except (KeyboardInterrupt, UserError):
                     raise

@@ -71,3 +71,15 @@ def test_in_flight_samples():
     assert in_flight_samples(LoaderConfig(batch_size=8, num_workers=0)) == 0
     assert in_flight_samples(LoaderConfig(batch_size=8, num_workers=2).explicit()) == 32
     assert in_flight_samples(LoaderConfig(format="dali", batch_size=8, dali_prefetch_queue_depth=3)) == 24
+
+
+def test_warmup_covers_the_batches_the_workers_queue_ahead(datasets):
+    """2 workers x prefetch 4 hold 8 batches ready when the loop starts: a warm-up of 1 would let the first
+    timed steps eat that head start and read no stall, so it is raised to 8 and said; 1 worker x 1 is not."""
+    tiny = StepOptions(model="tests.tiny_models:tiny", image_size=8)
+    cfg = LoaderConfig(format="files", batch_size=4, num_workers=2, prefetch_factor=4, image_size=8)
+    r = run_e2e(datasets["image-files"], cfg, tiny, steps=3, repeats=2, warmup=1, predict=False)
+    assert "warm-up raised from 1 to 8 steps" in " ".join(r.notes)
+    r = run_e2e(datasets["image-files"], LoaderConfig(format="files", batch_size=4, num_workers=1, prefetch_factor=1,
+                                                      image_size=8), tiny, steps=3, repeats=2, warmup=1, predict=False)
+    assert not any("warm-up raised" in n for n in r.notes)
