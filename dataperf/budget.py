@@ -78,7 +78,10 @@ class Plan:
     def describe(self) -> str:
         per = (f"{self.opts.repeats} x {self.opts.repeat_seconds:g} s repeats" if self.opts.repeat_seconds
                else f"{self.opts.repeats} whole-epoch repeats")
-        s = (f"plan: {len(self.trials)} trials, {per}: about {minutes(self.expected_s)} "
+        # --max-batches may end a repeat before its budget: the plan is then an upper bound
+        per += f" (or {self.opts.max_batches} batches)" if self.opts.max_batches else ""
+        about = "at most" if self.opts.max_batches and self.opts.repeat_seconds else "about"
+        s = (f"plan: {len(self.trials)} trials, {per}: {about} {minutes(self.expected_s)} "
              f"({self.trial_s:.0f} s a trial")
         s += f", {self.reserve_s:.0f} s kept for the model" if self.reserve_s else ""
         s += f"; budget {minutes(self.budget_s)}" if self.budget_s is not None else ""

@@ -433,26 +433,29 @@ def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
     return hashlib.sha1(cfg.key().encode()).hexdigest()[:10] + (f"-r{opts.rank}" if opts.world_size > 1 else "")
 
 
-BUFFER_SHARE_MAX = 0.25  # a shuffle buffer above this share of a stream's samples in a repeat gets a note
+BUFFER_SHARE_MAX = 0.25  # a note when more of a stream's delivered samples than this came with no read
 
 
 def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_samples: int | None) -> None:
-    """A shuffle buffer is filled before the first sample (start-up, outside the steady window) and, where a
-    repeat reaches the end of the data (epoch_samples, this rank's), drains without reading: when it holds much
-    of what each stream delivers in such a repeat, the steady rate leaves most reads out. A repeat cut by its
-    time budget has no drain: after the fill it reads one sample per sample delivered. Measured on the 2-core
-    box: 2,400 small JPEGs in 8 shards, buffer 1000, read 1,950-2,090 samples/s at 0 workers where 24,000 of
-    the same read 1,350 in 5 s repeats."""
+    """A shuffle buffer is filled before the first sample (start-up, outside the steady window) and drains
+    without reading once a stream's share of the data is read: a stream with E samples an epoch that delivers D
+    in a repeat through a buffer of B has read everything after E - B deliveries, so D - (E - B) of its D
+    samples come out of the buffer with no read. When that is over a quarter of D the steady rate leaves most
+    reads out. A repeat cut by its time budget well inside the data has none. Measured on the 2-core box:
+    2,400 small JPEGs in 8 shards, buffer 1000, read 1,950-2,090 samples/s at 0 workers where 24,000 of the
+    same read 1,350 in 5 s repeats."""
     buffer = cfg.explicit().shuffle_buffer
-    ends = [r for r in reps if epoch_samples is None or r.samples >= epoch_samples]
-    if not buffer or not ends:
+    if not buffer or not epoch_samples:
         return
-    share = min(r.samples for r in ends) / max(1, max(len(r.active_workers) for r in ends))
-    if share and buffer > BUFFER_SHARE_MAX * share:
-        res.notes.append(f"shuffle buffer: {buffer} samples against {share:.0f} a stream delivers in a repeat: its "
-                         "fill is start-up and its drain reads nothing, so the steady rate leaves most reads out "
-                         f"(epoch rate {res.epoch_samples_per_s_median:,.0f} samples/s includes them); give "
-                         "repeats more data (--repeat-seconds, a larger dataset) or a smaller --shuffle-buffer")
+    streams = max(1, max(len(r.active_workers) for r in reps))
+    per_epoch, delivered = epoch_samples / streams, min(r.samples for r in reps) / streams
+    unread = delivered - max(0.0, per_epoch - buffer)
+    if delivered and unread > BUFFER_SHARE_MAX * delivered:
+        res.notes.append(f"shuffle buffer: {buffer} samples against {per_epoch:.0f} a stream has in the data: "
+                         f"{min(unread / delivered, 1):.0%} of the {delivered:.0f} samples a stream delivered in a "
+                         "repeat came out of the buffer with no read (its fill is start-up), so the steady rate "
+                         f"leaves those reads out (epoch rate {res.epoch_samples_per_s_median:,.0f} samples/s "
+                         "includes them); give repeats a larger dataset or a smaller --shuffle-buffer")
 
 
 def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data, paths: list[Path],

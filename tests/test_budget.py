@@ -33,6 +33,8 @@ def test_without_a_budget_the_plan_is_the_grid_and_says_how_long():
     assert p.trial_s == 5 * 5.0 + budget.TRIAL_OVERHEAD_S
     assert p.expected_s == len(trials) * p.trial_s
     assert p.describe().startswith(f"plan: {len(trials)} trials, 5 x 5 s repeats: about ")
+    capped = budget.make_plan(trials, replace(OPTS, max_batches=6))  # a repeat may end at its 6th batch
+    assert capped.describe().startswith(f"plan: {len(trials)} trials, 5 x 5 s repeats (or 6 batches): at most ")
 
 
 def test_a_budget_drops_repeats_first_then_thins_prefetch_then_workers():
