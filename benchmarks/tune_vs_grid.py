@@ -90,7 +90,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
                 + ("" if r.status == "ok" else f"  FAILED: {r.error}"))
 
     t0 = time.perf_counter()
-    results = [r for r in run_sweep(trials, opts, a.out / "grid.jsonl", on_result=lambda r: show("grid", r))[0]
+    results = [r for r in run_sweep(trials, opts, a.out / "grid.jsonl", on_result=lambda r: show("grid", r)).results
                if r.status == "ok"]
     grid_s = time.perf_counter() - t0
     if not results:

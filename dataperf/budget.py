@@ -65,6 +65,9 @@ class Plan:
     reserve_s: float = 0.0  # kept for what follows the grid (model step, limits, confirmation)
     budget_s: float | None = None
     dropped: list[str] = field(default_factory=list)
+    # trials the budget cut, the most telling first (the last cut first: workers before batch sizes before
+    # prefetch); run at the end if the grid finishes early (the plan errs long before trials are timed)
+    spare: list[Trial] = field(default_factory=list)
 
     @property
     def expected_s(self) -> float:
@@ -116,11 +119,13 @@ def make_plan(trials: list[Trial], opts: TrialOptions, budget_s: float | None = 
         if len(kept) < len(plan.trials):
             plan.dropped.append(f"{axis.replace('_', ' ')}: {_values(plan.trials, axis)} -> {_values(kept, axis)} "
                                 f"({len(plan.trials) - len(kept)} trials)")
+            plan.spare[:0] = [t for t in plan.trials if t not in kept]
             plan.trials = kept
     if plan.expected_s > budget_s and len(plan.trials) > 1:
         fit = max(1, int((plan.loader_budget_s or 0) // plan.trial_s))
         if fit < len(plan.trials):
             plan.dropped.append(f"the last {len(plan.trials) - fit} trials of the plan")
+            plan.spare[:0] = plan.trials[fit:]
             plan.trials = plan.trials[:fit]
     return plan
 

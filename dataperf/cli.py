@@ -256,7 +256,7 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
                              eta=True) as advance:
         outcome = sw.run(plan.trials, plan.opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
                          headroom=headroom, confirm_opts=confirm, bar=report.progress_bar,
-                         grid_s=plan.loader_budget_s)
+                         grid_s=plan.loader_budget_s, spare=plan.spare)
     if outcome.interrupted:
         if ctx.rank == 0:
             click.echo(f"interrupted: {outcome.kept} finished trials are kept in {out}; run the same command "

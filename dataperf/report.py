@@ -73,6 +73,8 @@ def print_duration(plan, outcome) -> None:
     from dataperf.budget import minutes
 
     line = f"took {minutes(outcome.wall_s)} (planned {minutes(plan.expected_s)})"
+    if outcome.added:
+        line += f"; {outcome.added} of the {len(plan.spare)} trials the budget cut were run after all (time was left)"
     if outcome.not_started:
         line += (f"; {outcome.not_started} trials not started: the budget's {minutes(plan.loader_budget_s or 0)} "
                  "for the grid ran out (rerun with --resume and a larger --budget to add them)")

@@ -238,6 +238,16 @@ def make_plan(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: 
     return budget.make_plan(pending, opts, budget_s, model=model, finished=finished)
 
 
+@dataclass
+class GridRun:
+    """The grid's trials as run: their results, planned trials the budget left no time for, and spare trials
+    (cut from the plan to fit the budget) run because time was left."""
+
+    results: list[LoaderResult]
+    not_started: int = 0
+    added: int = 0
+
+
 def run_sweep(
     trials: list[tuple[Data, LoaderConfig]],
     opts: TrialOptions,
@@ -245,28 +255,32 @@ def run_sweep(
     skip: set[str] | None = None,
     on_result: Callable[[LoaderResult | None], None] | None = None,
     grid_s: float | None = None,
-) -> tuple[list[LoaderResult], int]:
+    spare: list[tuple[Data, LoaderConfig]] | None = None,
+) -> GridRun:
     """Run every trial not in skip; each record is appended to out the moment it is finished. With grid_s
-    (seconds), no trial starts that is expected to end past it (the first always runs); returns the results
-    and how many trials were not started. Ranks agree on stopping: rank 0's clock decides."""
-    results: list[LoaderResult] = []
+    (seconds), no trial starts that is expected to end past it (the first always runs), and the spare trials
+    follow while time is left. Ranks agree on stopping: rank 0's clock decides."""
+    run = GridRun([])
     t0 = time.monotonic()
-    for i, (data, cfg) in enumerate(trials):
+    todo = [(t, False) for t in trials] + [(t, True) for t in spare or []]
+    for i, ((data, cfg), extra) in enumerate(todo):
         if skip and trial_id(data, cfg) in skip:
-            if on_result:
+            if on_result and not extra:
                 on_result(None)
             continue
-        if grid_s is not None and results:
-            late = time.monotonic() - t0 + budget.trial_seconds(opts, results) > grid_s
+        if grid_s is not None and run.results:
+            late = time.monotonic() - t0 + budget.trial_seconds(opts, run.results) > grid_s
             if (opts.gather(late)[0] if opts.gather else late):
-                return results, sum(1 for t in trials[i:] if not (skip and trial_id(*t) in skip))
+                run.not_started = sum(1 for t, x in todo[i:] if not x and not (skip and trial_id(*t) in skip))
+                return run
         r = run_trial(data, cfg, opts)
         if out is not None and opts.rank == 0:
             records.append(out, r)
-        results.append(r)
+        run.results.append(r)
+        run.added += extra
         if on_result:
             on_result(r)
-    return results, 0
+    return run
 
 
 @dataclass
@@ -284,6 +298,7 @@ class SweepOutcome:
     limits: LimitsResult | None = None  # the ceilings of the verdict's config (with a model)
     recommendation: verdict.Recommendation | None = None
     not_started: int = 0  # trials the --budget left no time for
+    added: int = 0  # trials the --budget had cut, run because the grid finished early
     wall_s: float = 0.0  # the whole sweep, grid to verdict
 
     @property
@@ -363,12 +378,13 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         resume: bool = False, overwrite: bool = False, step: StepOptions | None = None,
         on_result: Callable[[LoaderResult | None], None] | None = None, headroom: float = 1.2,
         confirm_opts: ConfirmOptions | None = None, lopts: LimitsOptions | None = None,
-        bar: Bar | None = None, grid_s: float | None = None) -> SweepOutcome:
+        bar: Bar | None = None, grid_s: float | None = None,
+        spare: list[tuple[Data, LoaderConfig]] | None = None) -> SweepOutcome:
     """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it, every rank skips the
     finished trials, rank 0 appends each record as it finishes and then measures the model's step, confirms
     end to end (confirm_opts) and measures the limits of the verdict's config; the verdict is over every
-    current record. grid_s bounds the grid's time (run_sweep). Ctrl-C is answered with an outcome saying how
-    many finished trials are kept, not an exception."""
+    current record. grid_s bounds the grid's time, spare trials fill what it leaves (run_sweep). Ctrl-C is
+    answered with an outcome saying how many finished trials are kept, not an exception."""
     t0 = time.monotonic()
     ctx = ctx or DistContext()
     with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
@@ -380,7 +396,8 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         opts = replace(opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather)
         outcome = SweepOutcome()
         try:
-            outcome.results, outcome.not_started = run_sweep(trials, opts, out, skip, on_result, grid_s)
+            grid = run_sweep(trials, opts, out, skip, on_result, grid_s, spare)
+            outcome.results, outcome.not_started, outcome.added = grid.results, grid.not_started, grid.added
             ctx.close()
             if ctx.rank != 0:
                 return outcome

@@ -73,3 +73,14 @@ def test_batch_sizes_thin_from_the_largest_down():
     assert [c.batch_size for _, c in kept] == [64, 256]
     assert budget.thin(kept[:1], "batch_size") == kept[:1]
     assert isinstance(kept[0][1], LoaderConfig)
+
+
+def test_cut_trials_are_kept_as_spares_the_last_cut_first():
+    """What the budget cuts is kept, so a grid that finishes early can run it; the workers cut last come back
+    before the prefetch values cut first."""
+    trials = grid_trials()
+    tight = budget.make_plan(trials, OPTS, budget_s=60)
+    assert sorted(c.key() for _, c in tight.trials + tight.spare) == sorted(c.key() for _, c in trials)
+    cut = [d for d in tight.dropped if not d.startswith("repeats")]
+    assert cut[0].startswith("prefetch") and cut[-1].startswith(("num workers", "the last"))
+    assert tight.spare[0][1].prefetch_factor in (None, 2) and tight.spare[-1][1].prefetch_factor in (4, 8)

@@ -101,8 +101,9 @@ def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch
     assert len(records.load(out)) == 2
     monkeypatch.setattr(sw, "run_trial", real)
     done = sw.finished_ids(out)
-    new, not_started = sw.run_sweep(trials, opts, out, skip=done)
-    assert not_started == 0 and len(new) == 1 and new[0].config["num_workers"] == 2
+    run = sw.run_sweep(trials, opts, out, skip=done)
+    new = run.results
+    assert run.not_started == 0 and len(new) == 1 and new[0].config["num_workers"] == 2
     assert len(records.load(out)) == 3
 
 
@@ -254,16 +255,17 @@ def test_confirm_needs_a_model_and_a_count(tmp_path, datasets):
 
 def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
     """96 samples at 10 ms each, 2 whole-epoch repeats: every trial takes at least 1.9 s, so with 1 s for the
-    grid the first trial runs (one always does) and the other three are not started; with no limit all four
-    run. Load only makes trials slower, which cannot change either answer."""
+    grid the first trial runs (one always does), the other three are not started and no spare runs; with no
+    limit a spare trial (one the budget cut) runs after the plan's. Load only makes trials slower, which cannot
+    change either answer."""
     trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 12, 16, 24]))
     opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None,
                         sample_cost_s=0.01, footprint=False)
-    done, not_started = sw.run_sweep(trials, opts, tmp_path / "a.jsonl", grid_s=1.0)
-    assert len(done) == 1 and not_started == 3 and done[0].config["batch_size"] == 8
-    assert len(records.load(tmp_path / "a.jsonl")) == 1
-    done, not_started = sw.run_sweep(trials[:2], opts, tmp_path / "b.jsonl", grid_s=1e9)
-    assert len(done) == 2 and not_started == 0
+    run = sw.run_sweep(trials, opts, tmp_path / "a.jsonl", grid_s=1.0, spare=trials[1:])
+    assert len(run.results) == 1 and run.not_started == 3 and run.added == 0
+    assert run.results[0].config["batch_size"] == 8 and len(records.load(tmp_path / "a.jsonl")) == 1
+    run = sw.run_sweep(trials[:1], opts, tmp_path / "b.jsonl", grid_s=1e9, spare=trials[1:2])
+    assert len(run.results) == 2 and run.not_started == 0 and run.added == 1  # time was left: the spare ran
 
 
 def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
@@ -280,8 +282,8 @@ def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
         return [obj]
 
     rank0_goes_on = TrialOptions(**{**opts.__dict__, "gather": gather})
-    done, not_started = sw.run_sweep(trials, rank0_goes_on, None, grid_s=1.0)
-    assert asked == [True] and len(done) == 2 and not_started == 0
+    run = sw.run_sweep(trials, rank0_goes_on, None, grid_s=1.0)
+    assert asked == [True] and len(run.results) == 2 and run.not_started == 0
 
 
 def test_sweep_states_its_plan_and_what_the_budget_cut(tmp_path, datasets):
