@@ -297,7 +297,9 @@ def test_sweep_states_its_plan_and_what_the_budget_cut(tmp_path, datasets):
     assert "plan: 2 trials, 3 x 1 s repeats: about 16 s" in r.output and "budget 20 s" in r.output
     assert "budget: repeats 5 -> 3" in r.output and "budget: prefetch factor: [2, 4] -> [2] (1 trials)" in r.output
     assert "took " in r.output and "(planned 16 s)" in r.output
-    assert {json.loads(x)["config"].get("prefetch_factor") for x in out.read_text().splitlines()} == {None, 2}
+    # the cut prefetch-4 trial runs after all only when the two planned ones left time for it, and says so
+    ran = {json.loads(x)["config"].get("prefetch_factor") for x in out.read_text().splitlines()}
+    assert ran == ({None, 2, 4} if "1 of the 1 trials the budget cut were run after all" in r.output else {None, 2})
 
 
 @pytest.mark.parametrize("text", ["soon", "0", "-5m", "10 minutes"])
