@@ -17,9 +17,7 @@ lines to DIR/log.txt and the figures to DIR/summary.json.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,6 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+
+from benchlog import run_logged
 
 from dataperf import records, verdict
 from dataperf.budget import parse_duration
@@ -58,15 +58,7 @@ def main() -> int:
     a.sweep_args = argv[cut + 1:]  # after --: more sweep options, for both sweeps
     if a.rounds < 2:
         ap.error("--rounds must be at least 2")
-    a.out.mkdir(parents=True, exist_ok=True)
-    with open(a.out / "log.txt", "w", encoding="utf-8") as log:
-
-        def say(text: str) -> None:
-            print(text, flush=True)
-            log.write(text + "\n")
-            log.flush()
-
-        return bench(a, say)
+    return run_logged(a.out, lambda say: bench(a, say))
 
 
 def dataperf(args: list[str], log: Path) -> tuple[float, str]:
@@ -81,9 +73,6 @@ def dataperf(args: list[str], log: Path) -> tuple[float, str]:
 
 
 def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
-    say(f"date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}")
-    say(f"command: {' '.join([sys.executable, *sys.argv])}")
-    say(f"cores: {len(os.sched_getaffinity(0))} (affinity), {os.cpu_count()} (machine)")
     summary: dict = {"budget_s": parse_duration(a.budget)}
     if a.make and not a.data.exists():
         wall, out = dataperf(["shards", "make", "--like", "imagenet", "--format", "files", "--count", str(a.make),

@@ -17,14 +17,14 @@ Without DATA, generates a JPEG WebDataset (decoded in the trials) under shards/b
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from benchlog import run_logged
 
 from dataperf import records, verdict
 from dataperf.formats.dataset_dir import MANIFEST, read_manifest
@@ -58,20 +58,10 @@ def main() -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     for name in ("grid.jsonl", "tune.jsonl", "remeasure.jsonl"):
         (a.out / name).unlink(missing_ok=True)
-    with open(a.out / "log.txt", "w", encoding="utf-8") as log:
-
-        def say(text: str) -> None:
-            print(text, flush=True)
-            log.write(text + "\n")
-            log.flush()
-
-        return bench(a, say)
+    return run_logged(a.out, lambda say: bench(a, say))
 
 
 def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
-    say(f"date: {datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds')}")
-    say(f"command: {' '.join([sys.executable, *sys.argv])}")
-    say(f"cores: {len(os.sched_getaffinity(0))} (affinity), {os.cpu_count()} (machine)")
     if not (a.data / MANIFEST).exists():
         write_dataset(a.data, "image", "webdataset", a.samples, seed=0, image=ImageSpec(160, 160, 90), shard_mb=4,
                       overwrite=True)
