@@ -150,8 +150,8 @@ class Repeat:
         """Active workers that delivered fewer than STEADY_BATCHES batches. With one batch a worker has no
         window of its own and the steady rate (a sum of per-worker windows) leaves its work out and reads low;
         with two, its window is one batch interval, which the order the main process takes batches in can
-        shift by up to an interval against the other workers' windows, and the sum reads high (2-core box:
-        4 workers at 2-3 batches each read 4,800-5,400 samples/s where 2 cores decode at most about 3,900)."""
+        shift by up to an interval against the other workers' windows, so the sum may read up to twice the
+        truth (three batches halve that bound)."""
         counts: dict[int, int] = {}
         for a in self.arrivals:
             if a.samples > 0 and a.worker >= 0:
