@@ -67,8 +67,7 @@ class Grid:
             pfs = self.prefetch_factor if "prefetch_factor" in can else [None]
             perss = self.persistent_workers if "persistent_workers" in can else [False]
             shufs = self.shuffle if "shuffle" in can else [False]
-            for bs, dec, cache, shuf in itertools.product(self.batch_size, self.decode, self.cache,
-                                                          dict.fromkeys(shufs)):
+            for bs, dec, cache, shuf in itertools.product(self.batch_size, self.decode, self.cache, shufs):
                 buffer = self.shuffle_buffer if shuf and fmt in records.BUFFER_FORMATS else None
                 common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
                               cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt, transform=self.transform,
@@ -176,13 +175,12 @@ def trial_id(data: Data | Path, cfg: LoaderConfig) -> str:
 
 def finished_ids(out: Path) -> set[str]:
     """Trials already recorded as ok in a results file (failed ones are retried on resume)."""
-    if not out.exists():
-        return set()
-    done = set()
-    for r in records.load(out):
-        if isinstance(r, LoaderResult) and r.status == "ok":
-            done.add(f"{data_id(r.data)}|{r.config_key}")
-    return done
+    return ok_ids(records.load(out)) if out.exists() else set()
+
+
+def ok_ids(results: list[Record]) -> set[str]:
+    """The trial ids (trial_id) of the loader results that finished ok."""
+    return {f"{data_id(r.data)}|{r.config_key}" for r in results if isinstance(r, LoaderResult) and r.status == "ok"}
 
 
 def unique_datasets(datas: tuple[str, ...] | list[str]) -> list[str]:
@@ -233,7 +231,7 @@ def make_plan(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: 
     """The plan of a sweep: its trials not yet in --out (with --resume), timed from the finished ones there,
     fitted to budget_s (budget.make_plan)."""
     finished = [r for r in records.load(out) if isinstance(r, LoaderResult)] if resume and out.exists() else []
-    done = {f"{data_id(r.data)}|{r.config_key}" for r in finished if r.status == "ok"}
+    done = ok_ids(finished)
     pending = [t for t in trials if trial_id(*t) not in done]
     return budget.make_plan(pending, opts, budget_s, model=model, finished=finished)
 
