@@ -201,3 +201,12 @@ def test_a_limits_record_round_trips_through_a_results_file(tmp_path, datasets):
         assert (a.limit, a.how, a.binding) == (b.limit, b.how, b.binding)
         assert a.samples_per_s == b.samples_per_s or math.isnan(a.samples_per_s) and math.isnan(b.samples_per_s)
     assert Path(back.data) == Path(res.data) and back.env
+
+
+def test_usable_cores_are_every_core_without_a_model_and_one_fewer_with_one(monkeypatch):
+    """The decode ceiling's cores: on 2 cores the workers decode on both when nothing but receiving batches
+    runs in the main process (the 2-core box decoded at twice the one-core rate with 2 workers), and on 1 when
+    a training step keeps it busy; never fewer than 1."""
+    for cores, alone, with_model in (({0, 1}, 2, 1), ({0}, 1, 1), (set(range(16)), 16, 15)):
+        monkeypatch.setattr(limits.os, "sched_getaffinity", lambda pid, c=cores: c)
+        assert (limits.usable_cores(False), limits.usable_cores(True)) == (alone, with_model)
