@@ -468,11 +468,15 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     if short.few_batch_workers:
         n, w = len(short.few_batch_workers), len(short.active_workers)
         k = STEADY_BATCHES * max(w, 1)
+        # enough batches in all, yet a worker short: its part of the data ran out, so more batches cannot help
+        fix = (f"--max-batches {k} or more, {k * cfg.batch_size} or more samples a repeat, a smaller batch_size, "
+               "or fewer workers" if short.batches < k else
+               f"each worker's part of the data held fewer: {k * cfg.batch_size} or more samples, a smaller "
+               "batch_size, or fewer workers")
         raise TrialError(f"{n} of {w} active workers delivered fewer than {STEADY_BATCHES} batches in a repeat "
                          f"({short.batches} batches in all), too few for a steady window of each worker (it would "
                          f"read low or high): give every worker at least {STEADY_BATCHES} batches per repeat "
-                         f"(--max-batches {k} or more, {k * cfg.batch_size} or more samples a repeat, a smaller "
-                         "batch_size, or fewer workers)")
+                         f"({fix})")
     sps = [r.samples_per_s for r in reps]
     if any(x != x for x in sps):
         raise TrialError("no worker delivered two batches in a repeat, so there is no steady window: use more "

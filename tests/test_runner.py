@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dataperf.formats import loaders
+from dataperf.formats.generate import ImageSpec, write_dataset
 from dataperf.records import LoaderConfig, LoaderResult
 from dataperf.runner import TrialOptions, estimate_trial_s, run_trial
 
@@ -153,6 +154,18 @@ def test_workers_with_too_few_batches_in_a_repeat_are_refused(datasets):
         assert r.status == "failed" and "active workers delivered fewer than 3 batches" in r.error, r.error
         assert "--max-batches 12" in r.error and "96 or more samples" in r.error
     assert run_trial(datasets["image-files"], cfg, replace(FAST, max_batches=12)).status == "ok"
+
+
+def test_a_worker_whose_data_ran_out_is_refused_without_asking_for_more_batches(tmp_path):
+    """6 shards of 16 over 4 workers: two read 32 samples, two read 16, so at batch 8 a whole epoch is 12
+    batches (3 a worker on average) and two workers deliver 2. --max-batches cannot fix that (the epoch is
+    already whole): the error asks for more samples instead."""
+    d = tmp_path / "uneven"
+    write_dataset(d, "image", "webdataset", 96, seed=2, image=ImageSpec(32, 32, 80), shards=6)
+    r = run_trial(d, LoaderConfig(format="webdataset", batch_size=8, num_workers=4, shuffle=False),
+                  FAST)
+    assert r.status == "failed" and "active workers delivered fewer than 3 batches" in r.error, r.error
+    assert "(12 batches in all)" in r.error and "96 or more samples" in r.error and "--max-batches" not in r.error
 
 
 def test_corrupt_shard_mid_epoch_fails_that_trial(tmp_path, datasets):
