@@ -12,7 +12,7 @@
 # OUT/DONE. Run from the repo root; .whlcore (webdataset, braceexpand wheels) is carried for step 2.
 #     mkdir -p /tmp/goals; setsid nohup bash benchmarks/h200_goals.sh >/tmp/goals/job.log 2>&1 </dev/null &
 # Env overrides for a dry run elsewhere: OUT, DATA20, COUNT20, MODEL, DEVICE, AMP, BUDGET, BS20, EXTRA20, DATA13,
-# COUNT13, MAXB13.
+# COUNT13, MAXB13, BS13, PF13.
 set -uo pipefail
 OUT=${OUT:-/tmp/goals}
 mkdir -p "$OUT"
@@ -34,7 +34,10 @@ python3 benchmarks/budget_vs_full.py "${DATA20:-/tmp/in200k}" --make "${COUNT20:
   --model "${MODEL:-torchvision.models:resnet50}" --input image --device "${DEVICE:-cuda}" --amp "${AMP:-bf16}" \
   --budget "${BUDGET:-5m}" -- --batch-size "${BS20:-128}" --repeats 3 --confirm 2 ${EXTRA20:-}
 phase "budget_vs_full exit $?"
-python3 benchmarks/tune_vs_grid.py "${DATA13:-/tmp/tvg}" --samples "${COUNT13:-48000}" --prefetch 2,8 \
+# a poll call may shrink step 2 to what is left of the lease: it writes COUNT13/MAXB13/BS13/PF13 here
+[ -f /tmp/goals13.env ] && . /tmp/goals13.env && echo "step 2 overrides: $(cat /tmp/goals13.env)"
+python3 benchmarks/tune_vs_grid.py "${DATA13:-/tmp/tvg}" --samples "${COUNT13:-48000}" --prefetch "${PF13:-2,8}" \
+  --batch-sizes "${BS13:-32,64,128,256}" \
   --max-batches "${MAXB13:-100}" --out "$OUT/tune_vs_grid"
 phase "tune_vs_grid exit $?"
 touch "$OUT/DONE"
