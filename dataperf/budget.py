@@ -1,8 +1,10 @@
 """A sweep against the clock: how long its plan will take, and what to leave out so it fits a time budget.
 
-Planning only: it estimates from the trial options (repeats x repeat budget, plus a per-trial overhead that
-finished trials refine) and thins the plan; `sweep.run` enforces the budget while running, starting no trial
-that would end past it. Fewer repeats go first (down to MIN_REPEATS), then fewer trials, and every cut is said.
+It estimates from the trial options (repeats x repeat budget, plus a per-trial overhead that finished trials
+refine) and thins the plan; `sweep.run` enforces the budget while running: it measures the model's step first,
+gives the grid what the budget leaves after the step and the work that follows the grid (after_grid_s), starts
+no trial that would end past that, and then confirms end to end only what still fits (fit_confirm). Fewer
+repeats go first (down to MIN_REPEATS), then fewer trials, then fewer fed runs, and every cut is said.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from dataperf.e2e import in_flight_samples
 from dataperf.errors import UserError
-from dataperf.records import TORCH_PREFETCH_FACTOR, LoaderConfig, LoaderResult, summarize
+from dataperf.records import TORCH_PREFETCH_FACTOR, LoaderConfig, LoaderResult, StepResult, summarize
 from dataperf.runner import TrialOptions, estimate_trial_s
 from dataperf.sources import Data
 
@@ -23,8 +26,17 @@ MIN_REPEATS = 3  # fewer and a median is one repeat's luck
 TRIAL_OVERHEAD_S = 5.0
 # what a whole-epoch repeat is assumed to last before one has been timed (no repeat budget: --repeat-seconds 0)
 EPOCH_GUESS_S = 30.0
-# with a model, the part of the budget kept for what follows the grid (the step, the limits, --confirm)
+# with a model, the part of the budget the plan keeps for the step, the limits and --confirm, before the step is
+# measured; once it is, sweep.run gives the grid what after_grid_s leaves
 MODEL_SHARE = 0.25
+# the limits of the verdict's config (storage, decode, main-process and h2d probes) and the report after them:
+# 16-21 s on the H200 (2026-12-03), where a fixed quarter of 5 minutes (75 s) was less than the step, the
+# limits and four fed runs took (111 s)
+LIMITS_GUESS_S = 25.0
+# a fed run beside its batches: building the model and optimizer, moving it to the device, starting the loader,
+# and the fed loop running below both rates apart (they share cores and copies): on the H200 (2026-12-03) fed
+# runs of ResNet-50 took 19-22 s, 8 s more than their batches at the slower rate apart
+FED_OVERHEAD_S = 8.0
 UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
 
 Trial = tuple[Data, LoaderConfig]
@@ -166,3 +178,48 @@ def eta_s(plan: Plan, done: list[LoaderResult], left: int) -> float:
     timed = [r.trial_s for r in done if r.status == "ok" and r.trial_s == r.trial_s]
     per = summarize(timed)["median"] if timed else plan.trial_s
     return left * per + plan.reserve_s
+
+
+def fed_run_s(cfg: LoaderConfig, step: StepResult, steps: int, repeats: int, warmup: int,
+              loader_samples_per_s: float | None = None, startup_s: float = 0.0) -> float:
+    """One fed run's expected seconds (e2e's loop): its warm-up, raised to the batches the workers queue ahead,
+    and its timed steps, at the slower of the step and (when measured) the loader, plus start-up."""
+    rates = [x for x in (step.samples_per_s, loader_samples_per_s) if x and x == x and x > 0]
+    if not rates:
+        return float("inf")
+    batches = max(warmup, in_flight_samples(cfg) // cfg.batch_size) + steps * repeats
+    return FED_OVERHEAD_S + startup_s + batches * cfg.batch_size / min(rates)
+
+
+def after_grid_s(step: StepResult, trials: list[Trial], k: int, rounds: int, steps: int, repeats: int,
+                 warmup: int) -> float:
+    """Seconds to keep, once the step is measured, for what follows the grid: the limits, and --confirm's K x
+    rounds fed runs, each costed at the step's rate with the planned trials' largest batch queue (the loader's
+    rates are not known yet; fit_confirm re-costs the runs once they are)."""
+    fed = max((fed_run_s(c, step, steps, repeats, warmup) for _, c in trials), default=0.0) if k else 0.0
+    return LIMITS_GUESS_S + k * rounds * fed
+
+
+@dataclass
+class ConfirmFit:
+    """What of `sweep --confirm K` fits the time left: the first k candidates, `rounds` rounds each."""
+
+    k: int
+    rounds: int
+    expected_s: float
+    cut: str | None = None  # what the budget dropped, to be said
+
+
+def fit_confirm(runs_s: list[float], rounds: int, left_s: float) -> ConfirmFit:
+    """Fit the fed runs (seconds of one run of each candidate, cheapest first) into left_s: fewer candidates
+    first (down to one: the pick alone, still confirmed fed), then fewer rounds, then none."""
+    k0 = len(runs_s)
+    asked = f"{k0} config{'s' if k0 != 1 else ''} x {rounds} round{'s' if rounds != 1 else ''}"
+    for k, r in [(k, rounds) for k in range(k0, 0, -1)] + [(1, r) for r in range(rounds - 1, 0, -1)]:
+        cost = r * sum(runs_s[:k])
+        if cost <= left_s:
+            cut = None if (k, r) == (k0, rounds) else (
+                f"confirm: {asked} -> {k} x {r} (about {cost:.0f} s of the {max(left_s, 0):.0f} s left)")
+            return ConfirmFit(k, r, cost, cut)
+    return ConfirmFit(0, 0, 0.0, f"confirm: {asked} -> none: the shortest fed run (about "
+                                 f"{min(runs_s, default=0):.0f} s) does not fit the {max(left_s, 0):.0f} s left")

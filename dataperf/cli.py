@@ -6,6 +6,7 @@ import contextlib
 import errno
 import os
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -208,11 +209,13 @@ def bench(data, out, **kw) -> None:
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
 @click.option("--budget", "budget_text", default=None, metavar="DURATION",
               help="fit the sweep into this time (300, 90s, 10m, 1h): fewer repeats first (not below 3), then "
-                   "fewer trials, each cut said; with --model a quarter is kept for the step, limits and --confirm")
+                   "fewer trials, then fewer --confirm runs, each cut said; with --model the step is measured "
+                   "first and the grid gets what the step, the limits and --confirm leave")
 @trial_options
 def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, confirm_k, confirm_steps,
           nproc, budget_text, **kw) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
+    started = time.monotonic()  # --budget counts from here: the verdict is due budget seconds after the command
     from dataperf import budget, distributed, preflight, report
     from dataperf import sweep as sw
 
@@ -256,7 +259,7 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
                              eta=True) as advance:
         outcome = sw.run(plan.trials, plan.opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
                          headroom=headroom, confirm_opts=confirm, bar=report.progress_bar,
-                         grid_s=plan.loader_budget_s, spare=plan.spare)
+                         deadline=None if budget_s is None else started + budget_s, spare=plan.spare)
     if outcome.interrupted:
         if ctx.rank == 0:
             click.echo(f"interrupted: {outcome.kept} finished trials are kept in {out}; run the same command "

@@ -69,16 +69,20 @@ def print_plan(plan) -> None:
 
 
 def print_duration(plan, outcome) -> None:
-    """After a sweep: how long it took against the plan, and the trials --budget left no time for."""
+    """After a sweep: how long it took against the plan, the trials --budget left no time for, and the fed runs
+    of --confirm it cut."""
     from dataperf.budget import minutes
 
     line = f"took {minutes(outcome.wall_s)} (planned {minutes(plan.expected_s)})"
     if outcome.added:
         line += f"; {outcome.added} of the {len(plan.spare)} trials the budget cut were run after all (time was left)"
     if outcome.not_started:
-        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(plan.loader_budget_s or 0)} "
+        grid_s = outcome.grid_s if outcome.grid_s is not None else plan.loader_budget_s or 0
+        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(grid_s, 0))} "
                  "for the grid ran out (rerun with --resume and a larger --budget to add them)")
     console.print(line)
+    for cut in outcome.cuts:
+        console.print(f"  budget: {cut}")
 
 
 def print_made(out: Path, m: Manifest, made=None) -> None:

@@ -297,7 +297,9 @@ class SweepOutcome:
     recommendation: verdict.Recommendation | None = None
     not_started: int = 0  # trials the --budget left no time for
     added: int = 0  # trials the --budget had cut, run because the grid finished early
-    wall_s: float = 0.0  # the whole sweep, grid to verdict
+    grid_s: float | None = None  # the seconds --budget left the grid, after the step and what follows the grid
+    cuts: list[str] = field(default_factory=list)  # what the --budget cut while running (fed runs of --confirm)
+    wall_s: float = 0.0  # the whole sweep, step to verdict
 
     @property
     def all_failed(self) -> bool:
@@ -322,19 +324,28 @@ def no_bar(label: str, total: int | None) -> AbstractContextManager[Callable[[in
 
 
 def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: float, copts: ConfirmOptions,
-            datas: dict[str, Data], opts: TrialOptions, out: Path, bar: Bar | None = None) -> list[E2EResult]:
+            datas: dict[str, Data], opts: TrialOptions, out: Path, bar: Bar | None = None,
+            left_s: float | None = None) -> tuple[list[E2EResult], str | None]:
     """The fed loop (e2e) on the K configs verdict.confirm_candidates names, in interleaved rounds (A B, then
     B A, ...), each run recorded with its round and compared with its loader trial and the step alone at its
     batch size (e2e.compare: the prediction and the effects, a starved training process among them); run_e2e's
-    warm-up covers the batches the workers queue ahead. The verdict then picks by the fed rate (verdict.recommend)."""
+    warm-up covers the batches the workers queue ahead. The verdict then picks by the fed rate (verdict.recommend).
+    With left_s (--budget), only the runs that fit it (budget.fit_confirm); the second value says what was cut."""
     from dataperf.e2e import compare, run_e2e
 
     cands = verdict.confirm_candidates(recs, step, headroom, copts.k)
+    rounds, cut = copts.rounds, None
+    if left_s is not None and cands:
+        fit = budget.fit_confirm([budget.fed_run_s(t.loader_config, step, copts.steps, copts.repeats, copts.warmup,
+                                                   t.samples_per_s_median, t.startup_s_median or 0.0)
+                                  for t in cands], copts.rounds, left_s)
+        cands, rounds, cut = cands[:fit.k], fit.rounds, fit.cut
     alone = {step.batch_size: step}
     runs: list[E2EResult] = []
-    with (bar or no_bar)(f"confirm ({len(cands)} configs x {copts.rounds} rounds, fed)",
-                          len(cands) * copts.rounds) as advance:
-        for rnd in range(1, copts.rounds + 1):
+    if not cands:
+        return runs, cut
+    with (bar or no_bar)(f"confirm ({len(cands)} configs x {rounds} rounds, fed)", len(cands) * rounds) as advance:
+        for rnd in range(1, rounds + 1):
             for t in cands if rnd % 2 else cands[::-1]:
                 cfg = t.loader_config
                 if cfg.batch_size not in alone:
@@ -352,7 +363,7 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
                 records.append(out, r)
                 runs.append(r)
                 advance(1)
-    return runs
+    return runs, cut
 
 
 def verdict_limits(recs: list[Record], step: StepResult | None, headroom: float, datas: dict[str, Data],
@@ -376,13 +387,16 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         resume: bool = False, overwrite: bool = False, step: StepOptions | None = None,
         on_result: Callable[[LoaderResult | None], None] | None = None, headroom: float = 1.2,
         confirm_opts: ConfirmOptions | None = None, lopts: LimitsOptions | None = None,
-        bar: Bar | None = None, grid_s: float | None = None,
+        bar: Bar | None = None, deadline: float | None = None,
         spare: list[tuple[Data, LoaderConfig]] | None = None) -> SweepOutcome:
-    """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it, every rank skips the
-    finished trials, rank 0 appends each record as it finishes and then measures the model's step, confirms
-    end to end (confirm_opts) and measures the limits of the verdict's config; the verdict is over every
-    current record. grid_s bounds the grid's time, spare trials fill what it leaves (run_sweep). Ctrl-C is
-    answered with an outcome saying how many finished trials are kept, not an exception."""
+    """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it and measures the model's
+    step first (a model that cannot run fails before the grid, and its time is known before the grid's share
+    is); every rank skips the finished trials, rank 0 appends each record as it finishes, then confirms end to
+    end (confirm_opts) and measures the limits of the verdict's config; the verdict is over every current
+    record. With a deadline (time.monotonic() by which the verdict is due: --budget), the grid gets what is
+    left after the step and budget.after_grid_s, spare trials fill what it leaves (run_sweep), and --confirm
+    runs what still fits. Ctrl-C is answered with an outcome saying how many finished trials are kept, not an
+    exception."""
     t0 = time.monotonic()
     ctx = ctx or DistContext()
     with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
@@ -393,19 +407,29 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         skip = finished_ids(out) if resume else set()
         opts = replace(opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather)
         outcome = SweepOutcome()
+        conf = confirm_opts if confirm_opts is not None and confirm_opts.k > 0 else None
         try:
+            if step is not None and ctx.rank == 0:
+                outcome.step = measure_step(step)
+                records.append(out, outcome.step)
+            grid_s = None
+            if deadline is not None:  # every rank has one (run_sweep gathers the stop); rank 0's decides
+                after = 0.0 if outcome.step is None else budget.after_grid_s(
+                    outcome.step, trials, conf.k if conf else 0, conf.rounds if conf else 0,
+                    conf.steps if conf else 0, conf.repeats if conf else 0, conf.warmup if conf else 0)
+                grid_s = outcome.grid_s = deadline - time.monotonic() - after
             grid = run_sweep(trials, opts, out, skip, on_result, grid_s, spare)
             outcome.results, outcome.not_started, outcome.added = grid.results, grid.not_started, grid.added
             ctx.close()
             if ctx.rank != 0:
                 return outcome
-            if step is not None:
-                outcome.step = measure_step(step)
-                records.append(out, outcome.step)
+            if outcome.step is not None:
                 datas = {d.spec: d for d, _ in trials}
-                if confirm_opts is not None and confirm_opts.k > 0:
-                    outcome.confirmations = confirm(records.current(records.load(out)), outcome.step, step,
-                                                    headroom, confirm_opts, datas, opts, out, bar)
+                if conf is not None:
+                    left = None if deadline is None else deadline - time.monotonic() - budget.LIMITS_GUESS_S
+                    outcome.confirmations, cut = confirm(records.current(records.load(out)), outcome.step, step,
+                                                         headroom, conf, datas, opts, out, bar, left)
+                    outcome.cuts += [cut] if cut else []
                 outcome.limits = verdict_limits(records.current(records.load(out)), outcome.step, headroom, datas,
                                                 opts, out, lopts, bar)
         except KeyboardInterrupt:

@@ -4,7 +4,7 @@ import pytest
 
 from dataperf import budget
 from dataperf.errors import UserError
-from dataperf.records import LoaderConfig, LoaderResult
+from dataperf.records import LoaderConfig, LoaderResult, StepResult
 from dataperf.runner import TrialOptions, worker_ladder
 from dataperf.sources import Data
 from dataperf.sweep import Grid, plan
@@ -84,3 +84,38 @@ def test_cut_trials_are_kept_as_spares_the_last_cut_first():
     cut = [d for d in tight.dropped if not d.startswith("repeats")]
     assert cut[0].startswith("prefetch") and cut[-1].startswith(("num workers", "the last"))
     assert tight.spare[0][1].prefetch_factor in (None, 2) and tight.spare[-1][1].prefetch_factor in (4, 8)
+
+
+STEP = StepResult(batch_size=32, samples_per_s=1000.0)
+
+
+def test_a_fed_run_costs_its_queued_warm_up_and_timed_steps_at_the_slower_rate():
+    """e2e raises the warm-up to the batches the workers queue ahead: 16 workers x prefetch 8 = 128 batches,
+    then 20 x 3 timed steps, 188 batches of 32 at the step's 1,000 samples/s = 6.016 s, plus the fixed part."""
+    cfg = LoaderConfig(batch_size=32, num_workers=16, prefetch_factor=8)
+    assert budget.fed_run_s(cfg, STEP, 20, 3, 3) == pytest.approx(budget.FED_OVERHEAD_S + 6.016)
+    # a loader slower than the step sets the pace; its start-up is added
+    assert budget.fed_run_s(cfg, STEP, 20, 3, 3, loader_samples_per_s=500.0, startup_s=2.0) == pytest.approx(
+        budget.FED_OVERHEAD_S + 2.0 + 12.032)
+    # no workers: the warm-up is the asked 3 steps
+    assert budget.fed_run_s(LoaderConfig(batch_size=32), STEP, 20, 3, 3) == pytest.approx(
+        budget.FED_OVERHEAD_S + 63 * 0.032)
+
+
+def test_after_the_grid_the_limits_and_every_confirm_run_are_kept():
+    trials = grid_trials(batch_size=[32])  # the largest queue: 16 workers x prefetch 8
+    one = budget.fed_run_s(LoaderConfig(batch_size=32, num_workers=16, prefetch_factor=8), STEP, 20, 3, 3)
+    assert budget.after_grid_s(STEP, trials, 2, 2, 20, 3, 3) == pytest.approx(budget.LIMITS_GUESS_S + 4 * one)
+    assert budget.after_grid_s(STEP, trials, 0, 0, 0, 0, 0) == budget.LIMITS_GUESS_S
+
+
+def test_confirm_fits_the_time_left_fewer_configs_first_then_fewer_rounds_then_none():
+    runs = [10.0, 20.0]  # one run of each candidate, cheapest first
+    assert budget.fit_confirm(runs, 2, 60) == budget.ConfirmFit(2, 2, 60.0, None)
+    fit = budget.fit_confirm(runs, 2, 59)  # 2 x 2 = 60 s: no; 1 config x 2 rounds = 20 s
+    assert (fit.k, fit.rounds, fit.expected_s) == (1, 2, 20.0)
+    assert fit.cut == "confirm: 2 configs x 2 rounds -> 1 x 2 (about 20 s of the 59 s left)"
+    assert (budget.fit_confirm(runs, 2, 15).k, budget.fit_confirm(runs, 2, 15).rounds) == (1, 1)
+    none = budget.fit_confirm(runs, 2, 5)
+    assert (none.k, none.rounds) == (0, 0) and "-> none" in none.cut and "5 s left" in none.cut
+    assert budget.fit_confirm(runs, 2, -3).cut.endswith("does not fit the 0 s left")

@@ -132,7 +132,8 @@ FAST_LIMITS = LimitsOptions(probe_batches=4, main_probe_s=1.0)
 
 
 def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
-    """sweep.run without click: the records it appends, the step it measures, what a resume skips."""
+    """sweep.run without click: the records it appends, the step it measures (first: a model that cannot run
+    fails before the grid), what a resume skips."""
     out = tmp_path / "s.jsonl"
     grid = sw.Grid(num_workers=[0, 1], prefetch_factor=[2], batch_size=[8], decode=[True], image_size=16)
     trials = sw.plan([datasets["image-files"]], grid)
@@ -141,7 +142,7 @@ def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
     outcome = sw.run(trials, FAST_OPTS, out, step=sopts, on_result=seen.append, lopts=FAST_LIMITS)
     assert not outcome.interrupted and not outcome.all_failed and len(outcome.results) == len(seen) == 2
     assert outcome.step.status == "ok" and outcome.step.model == "tiny_models:tiny"
-    assert [r.kind for r in outcome.records] == ["loader", "loader", "step", "limits"]
+    assert [r.kind for r in outcome.records] == ["step", "loader", "loader", "limits"]
     rec = outcome.recommendation
     assert outcome.limits.config_key == (rec.pick or rec.best).config_key and rec.limits.kind == "limits"
     assert rec.binding_limit == outcome.limits.binding_limit != ""
@@ -307,3 +308,20 @@ def test_a_budget_that_is_no_duration_is_one_error_line(tmp_path, datasets, text
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(tmp_path / "s.jsonl"),
                                  "--budget", text])
     assert r.exit_code == 2 and r.output.count("error:") == 1 and "--budget" in r.output, r.output
+
+
+def test_a_budget_measures_the_step_first_and_cuts_the_fed_runs_that_no_longer_fit(tmp_path, datasets):
+    """--budget 1s with a model and --confirm 2: the step is measured before the grid, one trial runs (the plan
+    keeps one, and the trial the plan cut is not run: no time is left), so one config is a candidate, and its
+    fed runs are cut, said in one line, because the limits' share alone (budget.LIMITS_GUESS_S) exceeds the
+    whole budget. Load only makes every part slower, which cannot change any of this."""
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), "--num-workers", "0,1",
+                                 "--prefetch-factor", "2", "--batch-size", "8", "--no-collect", "--repeats", "3",
+                                 "--min-batches", "3", "--warmup-batches", "1", "--repeat-seconds", "1",
+                                 "--model", "tiny_models:tiny", "--image-size", "16", "--confirm", "2",
+                                 "--budget", "1s"])
+    assert r.exit_code == 0, r.output
+    assert [x.kind for x in records.load(out)] == ["step", "loader", "limits"]
+    assert "budget: confirm: 1 config x 2 rounds -> none: the shortest fed run (about" in r.output, r.output
+    assert "does not fit the 0 s left" in r.output
