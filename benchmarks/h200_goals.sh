@@ -11,8 +11,10 @@
 # Start it under setsid so it outlives the device call that starts it; later calls poll OUT/job.log and
 # OUT/DONE. Run from the repo root; .whlcore (webdataset, braceexpand wheels) is carried for step 2.
 #     mkdir -p /tmp/goals; setsid nohup bash benchmarks/h200_goals.sh >/tmp/goals/job.log 2>&1 </dev/null &
-# Env overrides for a dry run elsewhere: OUT, DATA20, COUNT20, MODEL, DEVICE, AMP, BUDGET, BS20, EXTRA20, DATA13,
-# COUNT13, MAXB13, BS13, PF13.
+# A poll call must not `pkill -f` a name its own command line holds: it ends that call (2026-12-03).
+# STEPS="20 13" (the default) runs both, STEPS=13 tune_vs_grid alone (2026-12-03: step 1 took 26 min of a
+# 30-minute lease, 8.5 of them generating 200,000 images). Env overrides for a dry run elsewhere: OUT, DATA20,
+# COUNT20, MODEL, DEVICE, AMP, BUDGET, BS20, EXTRA20, DATA13, COUNT13, MAXB13, BS13, PF13.
 set -uo pipefail
 OUT=${OUT:-/tmp/goals}
 mkdir -p "$OUT"
@@ -30,14 +32,19 @@ phase() { echo "[h200_goals] $1 at $((SECONDS - t0)) s ($(date -u +%H:%M:%S))"; 
 phase start
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
+steps=" ${STEPS:-20 13} "  # which steps: 20 (budget_vs_full), 13 (tune_vs_grid)
+if [[ $steps == *" 20 "* ]]; then
 python3 benchmarks/budget_vs_full.py "${DATA20:-/tmp/in200k}" --make "${COUNT20:-200000}" --out "$OUT/budget_vs_full" \
   --model "${MODEL:-torchvision.models:resnet50}" --input image --device "${DEVICE:-cuda}" --amp "${AMP:-bf16}" \
   --budget "${BUDGET:-5m}" -- --batch-size "${BS20:-128}" --repeats 3 --confirm 2 ${EXTRA20:-}
 phase "budget_vs_full exit $?"
+fi
+if [[ $steps == *" 13 "* ]]; then
 # a poll call may shrink step 2 to what is left of the lease: it writes COUNT13/MAXB13/BS13/PF13 here
 [ -f /tmp/goals13.env ] && . /tmp/goals13.env && echo "step 2 overrides: $(cat /tmp/goals13.env)"
 python3 benchmarks/tune_vs_grid.py "${DATA13:-/tmp/tvg}" --samples "${COUNT13:-48000}" --prefetch "${PF13:-2,8}" \
   --batch-sizes "${BS13:-32,64,128,256}" \
   --max-batches "${MAXB13:-100}" --out "$OUT/tune_vs_grid"
 phase "tune_vs_grid exit $?"
+fi
 touch "$OUT/DONE"
