@@ -111,10 +111,12 @@ def make_plan(trials: list[Trial], opts: TrialOptions, budget_s: float | None = 
               finished: Iterable[LoaderResult] = ()) -> Plan:
     """The plan, fitted to budget_s when given: first fewer repeats (not below MIN_REPEATS), then fewer trials
     (thinning the axes that least often decide the pick first: prefetch, then pin/persistent, then every other
-    batch size and worker count, keeping the largest), never fewer than one trial."""
+    batch size and worker count, keeping the largest), never fewer than one trial. Under a budget the trials
+    run in cut_order, so a grid stopped by the deadline leaves out what thinning would have cut next."""
     finished = list(finished)
     reserve = MODEL_SHARE * budget_s if model and budget_s is not None else 0.0
-    plan = Plan(list(trials), opts, trial_seconds(opts, finished), reserve, budget_s)
+    plan = Plan(cut_order(trials) if budget_s is not None else list(trials), opts, trial_seconds(opts, finished),
+                reserve, budget_s)
     if budget_s is None or plan.expected_s <= budget_s:
         return plan
     per, overhead = _repeat_cost(plan, finished)
@@ -167,6 +169,27 @@ def thin(trials: list[Trial], axis: str) -> list[Trial]:
     else:
         keep = set(values[::-1][::2])
     return [(d, c) for d, c in trials if getattr(c, axis) is None or getattr(c, axis) in keep]
+
+
+def cut_order(trials: list[Trial]) -> list[Trial]:
+    """The trials, those thinning would cut last first: each ranked by the thinning step that removes it (the
+    axes of THINNING in turn, round after round, until one trial is left or none can go), the survivors first.
+    In the grid's order, a deadline drops the largest worker counts, which most often decide the pick; in this
+    order it drops what the plan itself would have dropped next. Ties keep the grid's order."""
+    alive = list(trials)
+    removed_at: dict[int, int] = {}  # id(config) -> thinning step that removed it
+    step = 0
+    while len(alive) > 1:
+        before = len(alive)
+        for axis in THINNING:
+            step += 1
+            kept = thin(alive, axis)
+            ids = {id(c) for _, c in kept}
+            removed_at.update({id(c): step for _, c in alive if id(c) not in ids})
+            alive = kept
+        if len(alive) == before:
+            break
+    return sorted(trials, key=lambda t: -removed_at.get(id(t[1]), step + 1))
 
 
 def _values(trials: list[Trial], axis: str) -> list:

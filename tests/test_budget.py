@@ -40,9 +40,9 @@ def test_without_a_budget_the_plan_is_the_grid_and_says_how_long():
 def test_a_budget_drops_repeats_first_then_thins_prefetch_then_workers():
     trials = grid_trials()  # workers 0,1,2,4,8,16 x prefetch 2,4,8 = 16 trials; 30 s each = 8 min
     generous = budget.make_plan(trials, OPTS, budget_s=3600)
-    assert generous.trials == trials and not generous.dropped
+    assert generous.trials == budget.cut_order(trials) and not generous.dropped
     p = budget.make_plan(trials, OPTS, budget_s=360)  # 16 x 20 s at 3 repeats = 5.3 min: fits
-    assert p.opts.repeats == 3 and p.dropped == ["repeats 5 -> 3"] and p.trials == trials
+    assert p.opts.repeats == 3 and p.dropped == ["repeats 5 -> 3"] and p.trials == budget.cut_order(trials)
     p = budget.make_plan(trials, OPTS, budget_s=200)  # then only prefetch 2: 6 trials x 20 s
     assert p.opts.repeats == 3 and p.expected_s <= 200
     assert {c.prefetch_factor for _, c in p.trials} == {None, 2}
@@ -119,3 +119,18 @@ def test_confirm_fits_the_time_left_fewer_configs_first_then_fewer_rounds_then_n
     none = budget.fit_confirm(runs, 2, 5)
     assert (none.k, none.rounds) == (0, 0) and "-> none" in none.cut and "5 s left" in none.cut
     assert budget.fit_confirm(runs, 2, -3).cut.endswith("does not fit the 0 s left")
+
+
+def test_under_a_budget_trials_run_in_the_order_thinning_would_keep_them():
+    """A deadline stops the grid at its last trials: in the grid's order those are the largest worker counts,
+    which most often decide the pick. In cut_order the survivors of thinning come first (workers 16, then 4 and
+    1: every other value from the largest, round after round), prefetch 2 before 4 and 8, and what the plan
+    itself would drop next comes last. Without a budget the grid's order stands."""
+    trials = grid_trials()  # workers 0,1,2,4,8,16 x prefetch 2,4,8
+    order = [(c.num_workers, c.prefetch_factor) for _, c in budget.cut_order(trials)]
+    assert order[:6] == [(16, 2), (1, 2), (4, 2), (0, None), (2, 2), (8, 2)]
+    assert sorted(order) == sorted((c.num_workers, c.prefetch_factor) for _, c in trials)
+    assert all(pf in (4, 8) for _, pf in order[6:])
+    assert budget.make_plan(trials, OPTS).trials == trials
+    p = budget.make_plan(trials, OPTS, budget_s=40)  # 2 trials of 20 s fit: the two thinning keeps longest
+    assert [(c.num_workers, c.prefetch_factor) for _, c in p.trials] == [(16, 2), (1, 2)]
