@@ -211,16 +211,27 @@ def fed_run_s(cfg: LoaderConfig, step: StepResult, steps: int, repeats: int, war
     if not rates:
         return float("inf")
     batches = max(warmup, in_flight_samples(cfg) // cfg.batch_size) + steps * repeats
-    return FED_OVERHEAD_S + startup_s + batches * cfg.batch_size / min(rates)
+    startup = startup_s if startup_s == startup_s else 0.0  # NaN: a record without it (an older --out)
+    return FED_OVERHEAD_S + startup + batches * cfg.batch_size / min(rates)
+
+
+def step_remeasure_s(batch_size: int, step: StepResult, sopts_batches: int) -> float:
+    """--confirm measures the step alone again at a candidate's batch size when it is not the model's: building
+    the model and sopts_batches (warm-up + timed) steps at the measured step's per-sample rate."""
+    return FED_OVERHEAD_S + sopts_batches * batch_size / step.samples_per_s if step.samples_per_s > 0 else 0.0
 
 
 def after_grid_s(step: StepResult, trials: list[Trial], k: int, rounds: int, steps: int, repeats: int,
-                 warmup: int) -> float:
+                 warmup: int, step_batches: int = 0) -> float:
     """Seconds to keep, once the step is measured, for what follows the grid: the limits, and --confirm's K x
-    rounds fed runs, each costed at the step's rate with the planned trials' largest batch queue (the loader's
-    rates are not known yet; fit_confirm re-costs the runs once they are)."""
-    fed = max((fed_run_s(c, step, steps, repeats, warmup) for _, c in trials), default=0.0) if k else 0.0
-    return LIMITS_GUESS_S + k * rounds * fed
+    rounds fed runs, each costed at the step's rate with the planned trials' largest batch queue, and a step
+    measured again for each of up to K other batch sizes (step_batches steps each; the loader's rates are not
+    known yet; fit_confirm re-costs the runs once they are)."""
+    if not k:
+        return LIMITS_GUESS_S
+    fed = max((fed_run_s(c, step, steps, repeats, warmup) for _, c in trials), default=0.0)
+    others = sorted({c.batch_size for _, c in trials} - {step.batch_size}, reverse=True)[:k]
+    return LIMITS_GUESS_S + k * rounds * fed + sum(step_remeasure_s(b, step, step_batches) for b in others)
 
 
 @dataclass
@@ -233,13 +244,15 @@ class ConfirmFit:
     cut: str | None = None  # what the budget dropped, to be said
 
 
-def fit_confirm(runs_s: list[float], rounds: int, left_s: float) -> ConfirmFit:
-    """Fit the fed runs (seconds of one run of each candidate, cheapest first) into left_s: fewer candidates
-    first (down to one: the pick alone, still confirmed fed), then fewer rounds, then none."""
+def fit_confirm(runs_s: list[float], rounds: int, left_s: float, once_s: list[float] | None = None) -> ConfirmFit:
+    """Fit the fed runs (seconds of one run of each candidate, cheapest first, plus once_s: what a candidate
+    costs once, a step measured at its batch size) into left_s: fewer candidates first (down to one: the pick
+    alone, still confirmed fed), then fewer rounds, then none."""
     k0 = len(runs_s)
+    once = once_s or [0.0] * k0
     asked = f"{k0} config{'s' if k0 != 1 else ''} x {rounds} round{'s' if rounds != 1 else ''}"
     for k, r in [(k, rounds) for k in range(k0, 0, -1)] + [(1, r) for r in range(rounds - 1, 0, -1)]:
-        cost = r * sum(runs_s[:k])
+        cost = r * sum(runs_s[:k]) + sum(once[:k])
         if cost <= left_s:
             cut = None if (k, r) == (k0, rounds) else (
                 f"confirm: {asked} -> {k} x {r} (about {cost:.0f} s of the {max(left_s, 0):.0f} s left)")

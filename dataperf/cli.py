@@ -162,6 +162,7 @@ def shards_inspect(data, verify) -> None:
                         "re-convert those shards, or measure with --on-corrupt skip")
 
 
+BUDGET_START_ENV = "DATAPERF_BUDGET_START"  # --nproc: when the launching command started (time.monotonic())
 OUT = click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 
 
@@ -215,7 +216,8 @@ def bench(data, out, **kw) -> None:
 def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, confirm_k, confirm_steps,
           nproc, budget_text, **kw) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
-    started = time.monotonic()  # --budget counts from here: the verdict is due budget seconds after the command
+    # --budget counts from here, or under --nproc from the launching command (one host: one monotonic clock)
+    started = float(os.environ.get(BUDGET_START_ENV) or time.monotonic())
     from dataperf import budget, distributed, preflight, report
     from dataperf import sweep as sw
 
@@ -235,7 +237,7 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     grid = make_grid(datas, **loader)
     if nproc is not None:
         sw.check_ranks(datas, nproc)
-        sys.exit(distributed.launch_self(nproc, sys.argv[1:], out))
+        sys.exit(distributed.launch_self(nproc, sys.argv[1:], out, env={BUDGET_START_ENV: repr(started)}))
     if config_file:
         grid, file_opts = sw.load_grid_file(config_file)
         topts.update(file_opts)

@@ -85,7 +85,7 @@ def strip_nproc(argv: list[str]) -> list[str]:
     return out
 
 
-def launch_self(nproc: int, argv: list[str], out: os.PathLike | None = None) -> int:
+def launch_self(nproc: int, argv: list[str], out: os.PathLike | None = None, env: dict[str, str] | None = None) -> int:
     """Run this same dataperf command on nproc local ranks through torch.distributed.run (torchrun).
 
     Ctrl-C is passed on to torchrun (which stops its ranks) and ends this command with 130, after saying how
@@ -96,7 +96,7 @@ def launch_self(nproc: int, argv: list[str], out: os.PathLike | None = None) -> 
         raise UserError(f"--nproc must be at least 1, got {nproc}")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
            "-m", "dataperf", *strip_nproc(argv)]
-    env = dict(os.environ, DATAPERF_DIST_BACKEND=os.environ.get("DATAPERF_DIST_BACKEND", "gloo"))
+    env = dict(os.environ, DATAPERF_DIST_BACKEND=os.environ.get("DATAPERF_DIST_BACKEND", "gloo"), **(env or {}))
     proc = subprocess.Popen(cmd, env=env)
     try:
         return proc.wait()

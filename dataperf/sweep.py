@@ -336,9 +336,15 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
     cands = verdict.confirm_candidates(recs, step, headroom, copts.k)
     rounds, cut = copts.rounds, None
     if left_s is not None and cands:
+        step_batches = sopts.warmup + sopts.steps * sopts.repeats
+        once, seen = [], {step.batch_size}
+        for t in cands:  # a step measured alone at each other batch size, once
+            b = t.loader_config.batch_size
+            once.append(0.0 if b in seen else budget.step_remeasure_s(b, step, step_batches))
+            seen.add(b)
         fit = budget.fit_confirm([budget.fed_run_s(t.loader_config, step, copts.steps, copts.repeats, copts.warmup,
-                                                   t.samples_per_s_median, t.startup_s_median or 0.0)
-                                  for t in cands], copts.rounds, left_s)
+                                                   t.samples_per_s_median, t.startup_s_median)
+                                  for t in cands], copts.rounds, left_s, once)
         cands, rounds, cut = cands[:fit.k], fit.rounds, fit.cut
     alone = {step.batch_size: step}
     runs: list[E2EResult] = []
@@ -383,20 +389,35 @@ def verdict_limits(recs: list[Record], step: StepResult | None, headroom: float,
     return res
 
 
+def after_grid(measured: StepResult | None, step: StepOptions | None, trials: list[tuple[Data, LoaderConfig]],
+               conf: ConfirmOptions | None, deadline: float) -> float:
+    """Seconds --budget keeps for what follows the grid: costed from the measured step (budget.after_grid_s);
+    under torchrun, where the step is measured after the grid, the plan's share of what is left."""
+    if step is None:
+        return 0.0
+    if measured is None:
+        return budget.MODEL_SHARE * max(deadline - time.monotonic(), 0.0)
+    if conf is None:
+        return budget.after_grid_s(measured, trials, 0, 0, 0, 0, 0)
+    return budget.after_grid_s(measured, trials, conf.k, conf.rounds, conf.steps, conf.repeats, conf.warmup,
+                               step.warmup + step.steps * step.repeats)
+
+
 def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, ctx: DistContext | None = None,
         resume: bool = False, overwrite: bool = False, step: StepOptions | None = None,
         on_result: Callable[[LoaderResult | None], None] | None = None, headroom: float = 1.2,
         confirm_opts: ConfirmOptions | None = None, lopts: LimitsOptions | None = None,
         bar: Bar | None = None, deadline: float | None = None,
         spare: list[tuple[Data, LoaderConfig]] | None = None) -> SweepOutcome:
-    """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it and measures the model's
-    step first (a model that cannot run fails before the grid, and its time is known before the grid's share
-    is); every rank skips the finished trials, rank 0 appends each record as it finishes, then confirms end to
-    end (confirm_opts) and measures the limits of the verdict's config; the verdict is over every current
-    record. With a deadline (time.monotonic() by which the verdict is due: --budget), the grid gets what is
-    left after the step and budget.after_grid_s, spare trials fill what it leaves (run_sweep), and --confirm
-    runs what still fits. Ctrl-C is answered with an outcome saying how many finished trials are kept, not an
-    exception."""
+    """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it; a single process measures
+    the model's step first (a model that cannot run fails before the grid, and its time is known before the
+    grid's share is), under torchrun rank 0 measures it after the grid (the other ranks would load its cores
+    and wait for it at a barrier); every rank skips the finished trials, rank 0 appends each record as it
+    finishes, then confirms end to end (confirm_opts) and measures the limits of the verdict's config; the
+    verdict is over every current record. With a deadline (time.monotonic() by which the verdict is due:
+    --budget), the grid gets what is left after the step and after_grid, spare trials fill what it leaves
+    (run_sweep), and --confirm runs what still fits. Ctrl-C is answered with an outcome saying how many finished
+    trials are kept, not an exception."""
     t0 = time.monotonic()
     ctx = ctx or DistContext()
     with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
@@ -409,20 +430,21 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         outcome = SweepOutcome()
         conf = confirm_opts if confirm_opts is not None and confirm_opts.k > 0 else None
         try:
-            if step is not None and ctx.rank == 0:
+            if step is not None and ctx.world_size == 1:
                 outcome.step = measure_step(step)
                 records.append(out, outcome.step)
             grid_s = None
             if deadline is not None:  # every rank has one (run_sweep gathers the stop); rank 0's decides
-                after = 0.0 if outcome.step is None else budget.after_grid_s(
-                    outcome.step, trials, conf.k if conf else 0, conf.rounds if conf else 0,
-                    conf.steps if conf else 0, conf.repeats if conf else 0, conf.warmup if conf else 0)
-                grid_s = outcome.grid_s = deadline - time.monotonic() - after
+                grid_s = outcome.grid_s = deadline - time.monotonic() - after_grid(outcome.step, step, trials, conf,
+                                                                                    deadline)
             grid = run_sweep(trials, opts, out, skip, on_result, grid_s, spare)
             outcome.results, outcome.not_started, outcome.added = grid.results, grid.not_started, grid.added
             ctx.close()
             if ctx.rank != 0:
                 return outcome
+            if step is not None and outcome.step is None:  # torchrun: measured now that the other ranks are done
+                outcome.step = measure_step(step)
+                records.append(out, outcome.step)
             if outcome.step is not None:
                 datas = {d.spec: d for d, _ in trials}
                 if conf is not None:

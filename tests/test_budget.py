@@ -123,8 +123,8 @@ def test_confirm_fits_the_time_left_fewer_configs_first_then_fewer_rounds_then_n
 
 def test_under_a_budget_trials_run_in_the_order_thinning_would_keep_them():
     """A deadline stops the grid at its last trials: in the grid's order those are the largest worker counts,
-    which most often decide the pick. In cut_order the survivors of thinning come first (workers 16, then 4 and
-    1: every other value from the largest, round after round), prefetch 2 before 4 and 8, and what the plan
+    which most often decide the pick. In cut_order the survivors of thinning come first (workers 16, then 1,
+    then 4: every other value from the largest, round after round), prefetch 2 before 4 and 8, and what the plan
     itself would drop next comes last. Without a budget the grid's order stands."""
     trials = grid_trials()  # workers 0,1,2,4,8,16 x prefetch 2,4,8
     order = [(c.num_workers, c.prefetch_factor) for _, c in budget.cut_order(trials)]
@@ -134,3 +134,19 @@ def test_under_a_budget_trials_run_in_the_order_thinning_would_keep_them():
     assert budget.make_plan(trials, OPTS).trials == trials
     p = budget.make_plan(trials, OPTS, budget_s=40)  # 2 trials of 20 s fit: the two thinning keeps longest
     assert [(c.num_workers, c.prefetch_factor) for _, c in p.trials] == [(16, 2), (1, 2)]
+
+
+def test_a_candidate_without_a_start_up_figure_costs_none_and_other_batch_sizes_cost_a_step():
+    """An older record has no startup_s_median (NaN): it must not make every fed run cost NaN, which no time
+    left would fit. A candidate at a batch size other than the model's step costs one more step measured alone
+    (model built, then warm-up + timed steps), once per batch size."""
+    cfg = LoaderConfig(batch_size=32, num_workers=16, prefetch_factor=8)
+    assert budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0, float("nan")) == budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0)
+    assert budget.fit_confirm([budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0, float("nan"))], 2, 1e9).k == 1
+    assert budget.step_remeasure_s(64, STEP, 33) == pytest.approx(budget.FED_OVERHEAD_S + 33 * 64 / 1000)
+    fit = budget.fit_confirm([10.0, 10.0], 2, 45, once_s=[0.0, 10.0])  # 2 x 20 + 10 = 50 s: no; 1 x 2 = 20 s
+    assert (fit.k, fit.rounds) == (1, 2) and budget.fit_confirm([10.0, 10.0], 2, 50, once_s=[0.0, 10.0]).k == 2
+    trials = grid_trials(batch_size=[32, 64])
+    one = budget.fed_run_s(LoaderConfig(batch_size=64, num_workers=16, prefetch_factor=8), STEP, 20, 3, 3)
+    assert budget.after_grid_s(STEP, trials, 2, 2, 20, 3, 3, 33) == pytest.approx(
+        budget.LIMITS_GUESS_S + 4 * one + budget.step_remeasure_s(64, STEP, 33))

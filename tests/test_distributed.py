@@ -14,7 +14,8 @@ def test_strip_nproc():
 
 
 def run_sweep(data, out, *extra):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    tests = os.path.dirname(os.path.abspath(__file__))  # tiny_models, for --model
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
     cmd = [sys.executable, "-m", "dataperf", "sweep", str(data), "--num-workers", "0,1", "--prefetch-factor", "2",
            "--batch-size", "4", "--repeats", "3", "--min-batches", "3", "--warmup-batches", "1", "--no-collect",
            "--out", str(out), *extra]
@@ -44,3 +45,15 @@ def test_two_ranks_split_data_and_gather_to_rank0(tmp_path, datasets):
             # (a rank stalled in one repeat moves the global median, not its own), so only what holds is checked
             assert len(r.samples_per_s_repeats) == r.repeats and all(x > 0 for x in r.samples_per_s_repeats)
         assert "recommended:" in p.stdout
+
+
+def test_under_torchrun_the_step_follows_the_grid_and_a_budget_reaches_every_rank(tmp_path, datasets):
+    """Under torchrun rank 0 measures the model's step after the grid: before it, the other ranks would load its
+    cores and wait for it at a barrier. With --budget every rank has a deadline, so every rank joins the gather
+    that decides each trial's start (a rank without one would hang the others); 10 minutes fit both trials."""
+    out = tmp_path / "s.jsonl"
+    p = run_sweep(datasets["image-files"], out, "--nproc", "2", "--model", "tiny_models:tiny", "--image-size", "16",
+                  "--budget", "10m")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert [r.kind for r in records.load(out)] == ["loader", "loader", "step", "limits"]
+    assert "plan: 2 trials" in p.stdout and "binding limit:" in p.stdout and "took " in p.stdout

@@ -1,4 +1,5 @@
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -325,3 +326,19 @@ def test_a_budget_measures_the_step_first_and_cuts_the_fed_runs_that_no_longer_f
     assert [x.kind for x in records.load(out)] == ["step", "loader", "limits"]
     assert "budget: confirm: 1 config x 2 rounds -> none: the shortest fed run (about" in r.output, r.output
     assert "does not fit the 0 s left" in r.output
+
+
+def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, datasets, monkeypatch):
+    """--nproc hands its ranks the monotonic time the command started (one host, one clock): a rank that starts
+    late still owes its verdict budget seconds after the command. Here the command "started" 1,199 s before a
+    --budget 20m sweep, so after its first trial no time is left for the second (load cannot add time)."""
+    from dataperf.cli import BUDGET_START_ENV
+
+    monkeypatch.setenv(BUDGET_START_ENV, repr(time.monotonic() - 1199))
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), "--num-workers", "0,1",
+                                 "--prefetch-factor", "2", "--batch-size", "8", "--no-collect", "--repeats", "3",
+                                 "--min-batches", "3", "--warmup-batches", "1", "--repeat-seconds", "1",
+                                 "--budget", "20m"])
+    assert r.exit_code == 0, r.output
+    assert len(records.load(out)) == 1 and "1 trials not started" in r.output, r.output
