@@ -1,10 +1,11 @@
 """A sweep against the clock: how long its plan will take, and what to leave out so it fits a time budget.
 
 It estimates from the trial options (repeats x repeat budget, plus a per-trial overhead that finished trials
-refine) and thins the plan; `sweep.run` enforces the budget while running: it measures the model's step first,
-gives the grid what the budget leaves after the step and the work that follows the grid (after_grid_s), starts
-no trial that would end past that, and then confirms end to end only what still fits (fit_confirm). Fewer
-repeats go first (down to MIN_REPEATS), then fewer trials, then fewer fed runs, and every cut is said.
+refine) and thins the plan; `sweep.run` enforces the budget while running: it measures the model's step first
+(in one process; under torchrun after the grid), gives the grid what the budget leaves after the step and the
+work that follows the grid (after_grid_s), starts no trial that would end past that, and then confirms end to
+end only what still fits (fit_confirm). Fewer repeats go first (down to MIN_REPEATS), then fewer trials, then
+fewer fed runs, and every cut is said.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataperf.errors import UserError
 from dataperf.records import TORCH_PREFETCH_FACTOR, LoaderConfig, LoaderResult, StepResult, summarize
 from dataperf.runner import TrialOptions, estimate_trial_s
 from dataperf.sources import Data
+from dataperf.step import StepOptions
 
 MIN_REPEATS = 3  # fewer and a median is one repeat's luck
 # before any trial has finished: preparing, warm-up batches (and worker start), the harness's no-op baseline;
@@ -215,23 +217,25 @@ def fed_run_s(cfg: LoaderConfig, step: StepResult, steps: int, repeats: int, war
     return FED_OVERHEAD_S + startup + batches * cfg.batch_size / min(rates)
 
 
-def step_remeasure_s(batch_size: int, step: StepResult, sopts_batches: int) -> float:
+def step_remeasure_s(batch_size: int, step: StepResult, sopts: StepOptions) -> float:
     """--confirm measures the step alone again at a candidate's batch size when it is not the model's: building
-    the model and sopts_batches (warm-up + timed) steps at the measured step's per-sample rate."""
-    return FED_OVERHEAD_S + sopts_batches * batch_size / step.samples_per_s if step.samples_per_s > 0 else 0.0
+    the model and its warm-up and timed steps (sopts) at the measured step's per-sample rate."""
+    if step.samples_per_s <= 0:
+        return 0.0
+    return FED_OVERHEAD_S + (sopts.warmup + sopts.steps * sopts.repeats) * batch_size / step.samples_per_s
 
 
 def after_grid_s(step: StepResult, trials: list[Trial], k: int, rounds: int, steps: int, repeats: int,
-                 warmup: int, step_batches: int = 0) -> float:
+                 warmup: int, sopts: StepOptions) -> float:
     """Seconds to keep, once the step is measured, for what follows the grid: the limits, and --confirm's K x
-    rounds fed runs, each costed at the step's rate with the planned trials' largest batch queue, and a step
-    measured again for each of up to K other batch sizes (step_batches steps each; the loader's rates are not
-    known yet; fit_confirm re-costs the runs once they are)."""
+    rounds fed runs, each costed at the step's rate with the planned trials' largest batch queue, and the step
+    (sopts) measured again for each of up to K other batch sizes (the loader's rates are not known yet;
+    fit_confirm re-costs the runs once they are)."""
     if not k:
         return LIMITS_GUESS_S
     fed = max((fed_run_s(c, step, steps, repeats, warmup) for _, c in trials), default=0.0)
     others = sorted({c.batch_size for _, c in trials} - {step.batch_size}, reverse=True)[:k]
-    return LIMITS_GUESS_S + k * rounds * fed + sum(step_remeasure_s(b, step, step_batches) for b in others)
+    return LIMITS_GUESS_S + k * rounds * fed + sum(step_remeasure_s(b, step, sopts) for b in others)
 
 
 @dataclass

@@ -77,8 +77,7 @@ def print_duration(plan, outcome) -> None:
     if outcome.added:
         line += f"; {outcome.added} of the {len(plan.spare)} trials the budget cut were run after all (time was left)"
     if outcome.not_started:
-        grid_s = outcome.grid_s if outcome.grid_s is not None else plan.loader_budget_s or 0
-        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(grid_s, 0))} "
+        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(outcome.grid_s or 0, 0))} "
                  "for the grid ran out (rerun with --resume and a larger --budget to add them)")
     console.print(line)
     for cut in outcome.cuts:

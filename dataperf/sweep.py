@@ -336,11 +336,10 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
     cands = verdict.confirm_candidates(recs, step, headroom, copts.k)
     rounds, cut = copts.rounds, None
     if left_s is not None and cands:
-        step_batches = sopts.warmup + sopts.steps * sopts.repeats
         once, seen = [], {step.batch_size}
         for t in cands:  # a step measured alone at each other batch size, once
             b = t.loader_config.batch_size
-            once.append(0.0 if b in seen else budget.step_remeasure_s(b, step, step_batches))
+            once.append(0.0 if b in seen else budget.step_remeasure_s(b, step, sopts))
             seen.add(b)
         fit = budget.fit_confirm([budget.fed_run_s(t.loader_config, step, copts.steps, copts.repeats, copts.warmup,
                                                    t.samples_per_s_median, t.startup_s_median)
@@ -398,9 +397,8 @@ def after_grid(measured: StepResult | None, step: StepOptions | None, trials: li
     if measured is None:
         return budget.MODEL_SHARE * max(deadline - time.monotonic(), 0.0)
     if conf is None:
-        return budget.after_grid_s(measured, trials, 0, 0, 0, 0, 0)
-    return budget.after_grid_s(measured, trials, conf.k, conf.rounds, conf.steps, conf.repeats, conf.warmup,
-                               step.warmup + step.steps * step.repeats)
+        return budget.LIMITS_GUESS_S
+    return budget.after_grid_s(measured, trials, conf.k, conf.rounds, conf.steps, conf.repeats, conf.warmup, step)
 
 
 def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, ctx: DistContext | None = None,

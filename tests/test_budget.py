@@ -7,6 +7,7 @@ from dataperf.errors import UserError
 from dataperf.records import LoaderConfig, LoaderResult, StepResult
 from dataperf.runner import TrialOptions, worker_ladder
 from dataperf.sources import Data
+from dataperf.step import StepOptions
 from dataperf.sweep import Grid, plan
 
 DATA = Data(spec="x", location="/x", kind="image", format="files")
@@ -87,6 +88,7 @@ def test_cut_trials_are_kept_as_spares_the_last_cut_first():
 
 
 STEP = StepResult(batch_size=32, samples_per_s=1000.0)
+SOPTS = StepOptions(warmup=3, steps=10, repeats=3)  # 33 steps a measurement
 
 
 def test_a_fed_run_costs_its_queued_warm_up_and_timed_steps_at_the_slower_rate():
@@ -105,8 +107,8 @@ def test_a_fed_run_costs_its_queued_warm_up_and_timed_steps_at_the_slower_rate()
 def test_after_the_grid_the_limits_and_every_confirm_run_are_kept():
     trials = grid_trials(batch_size=[32])  # the largest queue: 16 workers x prefetch 8
     one = budget.fed_run_s(LoaderConfig(batch_size=32, num_workers=16, prefetch_factor=8), STEP, 20, 3, 3)
-    assert budget.after_grid_s(STEP, trials, 2, 2, 20, 3, 3) == pytest.approx(budget.LIMITS_GUESS_S + 4 * one)
-    assert budget.after_grid_s(STEP, trials, 0, 0, 0, 0, 0) == budget.LIMITS_GUESS_S
+    assert budget.after_grid_s(STEP, trials, 2, 2, 20, 3, 3, SOPTS) == pytest.approx(budget.LIMITS_GUESS_S + 4 * one)
+    assert budget.after_grid_s(STEP, trials, 0, 0, 0, 0, 0, SOPTS) == budget.LIMITS_GUESS_S
 
 
 def test_confirm_fits_the_time_left_fewer_configs_first_then_fewer_rounds_then_none():
@@ -143,10 +145,10 @@ def test_a_candidate_without_a_start_up_figure_costs_none_and_other_batch_sizes_
     cfg = LoaderConfig(batch_size=32, num_workers=16, prefetch_factor=8)
     assert budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0, float("nan")) == budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0)
     assert budget.fit_confirm([budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0, float("nan"))], 2, 1e9).k == 1
-    assert budget.step_remeasure_s(64, STEP, 33) == pytest.approx(budget.FED_OVERHEAD_S + 33 * 64 / 1000)
+    assert budget.step_remeasure_s(64, STEP, SOPTS) == pytest.approx(budget.FED_OVERHEAD_S + 33 * 64 / 1000)
     fit = budget.fit_confirm([10.0, 10.0], 2, 45, once_s=[0.0, 10.0])  # 2 x 20 + 10 = 50 s: no; 1 x 2 = 20 s
     assert (fit.k, fit.rounds) == (1, 2) and budget.fit_confirm([10.0, 10.0], 2, 50, once_s=[0.0, 10.0]).k == 2
     trials = grid_trials(batch_size=[32, 64])
     one = budget.fed_run_s(LoaderConfig(batch_size=64, num_workers=16, prefetch_factor=8), STEP, 20, 3, 3)
-    assert budget.after_grid_s(STEP, trials, 2, 2, 20, 3, 3, 33) == pytest.approx(
-        budget.LIMITS_GUESS_S + 4 * one + budget.step_remeasure_s(64, STEP, 33))
+    assert budget.after_grid_s(STEP, trials, 2, 2, 20, 3, 3, SOPTS) == pytest.approx(
+        budget.LIMITS_GUESS_S + 4 * one + budget.step_remeasure_s(64, STEP, SOPTS))

@@ -288,12 +288,16 @@ def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
     assert asked == [True] and len(run.results) == 2 and run.not_started == 0
 
 
+def small_sweep(data, out, *extra):
+    """`dataperf sweep` over workers 0 and 1 at batch 8 with 1 s repeats, no collectors, plus extra options."""
+    return CliRunner().invoke(cli, ["sweep", str(data), "--out", str(out), "--num-workers", "0,1", "--batch-size", "8",
+                                    "--no-collect", "--min-batches", "3", "--warmup-batches", "1", "--repeat-seconds",
+                                    "1", *extra])
+
+
 def test_sweep_states_its_plan_and_what_the_budget_cut(tmp_path, datasets):
     out = tmp_path / "s.jsonl"
-    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), "--num-workers", "0,1",
-                                 "--prefetch-factor", "2,4", "--batch-size", "8", "--no-collect", "--repeats", "5",
-                                 "--min-batches", "3", "--warmup-batches", "1", "--repeat-seconds", "1",
-                                 "--budget", "20s"])
+    r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2,4", "--repeats", "5", "--budget", "20s")
     assert r.exit_code == 0, r.output
     # 3 trials x (5 x 1 s + 5 s) = 30 s > 20 s: repeats 5 -> 3 leaves 24 s, prefetch 4 goes: 2 trials, 16 s
     assert "plan: 2 trials, 3 x 1 s repeats: about 16 s" in r.output and "budget 20 s" in r.output
@@ -317,11 +321,8 @@ def test_a_budget_measures_the_step_first_and_cuts_the_fed_runs_that_no_longer_f
     fed runs are cut, said in one line, because the limits' share alone (budget.LIMITS_GUESS_S) exceeds the
     whole budget. Load only makes every part slower, which cannot change any of this."""
     out = tmp_path / "s.jsonl"
-    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), "--num-workers", "0,1",
-                                 "--prefetch-factor", "2", "--batch-size", "8", "--no-collect", "--repeats", "3",
-                                 "--min-batches", "3", "--warmup-batches", "1", "--repeat-seconds", "1",
-                                 "--model", "tiny_models:tiny", "--image-size", "16", "--confirm", "2",
-                                 "--budget", "1s"])
+    r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2", "--repeats", "3", "--model",
+                    "tiny_models:tiny", "--image-size", "16", "--confirm", "2", "--budget", "1s")
     assert r.exit_code == 0, r.output
     assert [x.kind for x in records.load(out)] == ["step", "loader", "limits"]
     assert "budget: confirm: 1 config x 2 rounds -> none: the shortest fed run (about" in r.output, r.output
@@ -336,9 +337,6 @@ def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, data
 
     monkeypatch.setenv(BUDGET_START_ENV, repr(time.monotonic() - 1199))
     out = tmp_path / "s.jsonl"
-    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), "--num-workers", "0,1",
-                                 "--prefetch-factor", "2", "--batch-size", "8", "--no-collect", "--repeats", "3",
-                                 "--min-batches", "3", "--warmup-batches", "1", "--repeat-seconds", "1",
-                                 "--budget", "20m"])
+    r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2", "--repeats", "3", "--budget", "20m")
     assert r.exit_code == 0, r.output
     assert len(records.load(out)) == 1 and "1 trials not started" in r.output, r.output
