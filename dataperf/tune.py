@@ -5,7 +5,9 @@
 2. prediction: the batch size the main process needs (it pays per batch), then the fewest workers whose
    summed rate reaches the lowest other ceiling (or the target), no more than have work (shards, batches);
 3. neighbours: one step either way on the worker ladder, then on batch size (climbing on while it gains at
-   least min_gain), then a deeper prefetch; these search trials use short repeats;
+   least min_gain), again from wherever that left the best until a pass leaves it in place (at most
+   MAX_PASSES: on the H200, 16 and 32 workers tied at batch 32 and 32 won by 24% at batch 128), then a
+   deeper prefetch; these search trials use short repeats;
 4. confirmation: the top two candidates measured again with the full trial options in interleaved rounds
    (A B, B A, ...), so one noisy trial cannot decide; the faster median wins, the cheaper when within 2%.
 
@@ -34,6 +36,7 @@ BATCHES_PER_WORKER = 4  # a search repeat's batches per worker: each worker's st
 MAIN_MARGIN = 1.5  # predict a batch at which the main process takes this multiple of what the workers give
 MAX_BATCH = 256
 INLINE_MARGIN = 1.2  # with a target: no workers when one stream gives this multiple of it
+MAX_PASSES = 3  # passes over the worker and batch axes, each from the best the last one left
 
 
 @dataclass
@@ -255,7 +258,7 @@ class Tuner:
         gains min_gain. With a target: down (cheaper) while the target is still met, up only while it is not."""
         for direction in (1, -1):
             while True:
-                cur = (self.cheapest_met() if targeted else None) or self.best()
+                cur = self.anchor(targeted)
                 c = cur.loader_config
                 i = values.index(getattr(c, axis)) if getattr(c, axis) in values else None
                 if i is None or not 0 <= i + direction < len(values):
@@ -276,6 +279,10 @@ class Tuner:
                         break
                 elif r.samples_per_s_median < was * (1 + self.min_gain):
                     break
+
+    def anchor(self, targeted: bool) -> LoaderResult | None:
+        """Where the next neighbour steps from: the cheapest config that met the target, else the fastest."""
+        return (self.cheapest_met() if targeted else None) or self.best()
 
     def cheapest_met(self) -> LoaderResult | None:
         met = [r for r in self.seen.values() if self.met(r)]
@@ -331,10 +338,16 @@ class Tuner:
         if self.best() is None:
             raise _Failed("the predicted config failed; see its error above")
         targeted = self.targeted
-        self.neighbours("num_workers", self.worker_choices(p.batch_size), targeted)
-        if not (targeted and self.cheapest_met()):
-            sizes = [b for b in (self.base.batch_size * 2**k for k in range(12)) if b <= self.max_batch]
-            self.neighbours("batch_size", sizes, False)
+        sizes = [b for b in (self.base.batch_size * 2**k for k in range(12)) if b <= self.max_batch]
+        start: str | None = None
+        for _ in range(MAX_PASSES):
+            cur = self.anchor(targeted)
+            if cur is None or cur.config_key == start:
+                break  # the last pass left the best where it found it
+            start = cur.config_key
+            self.neighbours("num_workers", self.worker_choices(cur.loader_config.batch_size), targeted)
+            if not (targeted and self.cheapest_met()):
+                self.neighbours("batch_size", sizes, False)
         top = self.best()
         if top is None:
             raise _Failed("every trial failed")

@@ -71,8 +71,9 @@ def test_predicted_workers_reach_the_ceiling_and_no_more_than_have_work():
 
 def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
     """Predicted w=8 bs=32 (decode 750 / 100 per worker); the surface peaks at w=16 bs=64 pf=2: one rung up
-    and one batch up find it (the next steps up lose), prefetch does not help, and the top two are confirmed
-    A B B A with the full trial options; the search trials use short repeats."""
+    and one batch up find it (the next steps up lose), a second pass checks the rungs beside it at batch 64,
+    prefetch does not help, and the top two are confirmed A B B A with the full trial options; the search
+    trials use short repeats."""
     def rate(w, pf, bs, n):
         return {8: 700, 16: 800, 32: 780}.get(w, 100) * {64: 1.1, 128: 1.0}.get(bs, 1.0) * (0.99 if pf == 4 else 1)
 
@@ -83,13 +84,35 @@ def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
              s.result.config["prefetch_factor"]) for s in out.steps]
     a, b = ("confirm", 16, 64, 2), ("confirm", 16, 64, 4)  # the two fastest of the search
     assert path == [("predict", 8, 32, 2), ("workers", 16, 32, 2), ("workers", 32, 32, 2),
-                    ("batch_size", 16, 64, 2), ("batch_size", 16, 128, 2), ("prefetch", 16, 64, 4), a, b, b, a]
+                    ("batch_size", 16, 64, 2), ("batch_size", 16, 128, 2), ("workers", 32, 64, 2),
+                    ("workers", 8, 64, 2), ("prefetch", 16, 64, 4), a, b, b, a]
     assert out.pick.config["num_workers"] == 16 and out.pick.config["batch_size"] == 64
     assert out.pick.config["prefetch_factor"] == 2 and out.pick_samples_per_s == pytest.approx(880)
     assert out.prediction.num_workers == 8 and len(lim.calls) == 2  # the probe, then the pick's limits
-    assert all(o.repeats == 3 and o.max_batches is not None for _, o in trial.calls[:6])
-    assert all(o is OPTS for _, o in trial.calls[6:])
+    assert all(o.repeats == 3 and o.max_batches is not None for _, o in trial.calls[:8])
+    assert all(o is OPTS for _, o in trial.calls[8:])
     assert "confirmed" in out.stop_reason and out.limits is not None and out.recommendation is None
+
+
+def test_workers_that_tie_at_the_first_batch_are_tried_again_at_the_batch_the_search_moves_to():
+    """The H200's surface (2026-12-03, WebDataset JPEGs, 16 cores), rounded: at batch 32 the main process caps
+    16 and 32 workers alike (9,800 and 9,600), so the worker step keeps 16; batch 128 then lifts 16 workers
+    to 11,200 and 32 to 12,000 (+7%). One pass stopped at w=16 bs=128 (the pick was 0.75 of the grid's best);
+    the second pass's worker step finds w=32 there, and batch 256 (+4%) is the faster of the two confirmed."""
+    table = {(32, 32): 9600, (16, 32): 9800, (16, 64): 10400, (16, 128): 11200, (16, 256): 10300,
+             (32, 64): 9700, (32, 128): 12000, (32, 256): 12500}
+
+    def rate(w, pf, bs, n):
+        return table.get((w, bs), 5000) * (0.99 if pf == 4 else 1)
+
+    out = Tuner("d", LoaderConfig(format="webdataset", batch_size=32, decode=True), OPTS, max_workers=32,
+                trial=fake_trial(rate), limits_of=limits_of(per_worker=633, decode=15800, main=27000)).run()
+    path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"]) for s in out.steps
+            if s.phase not in ("confirm", "prefetch")]
+    assert path == [("predict", 32, 32), ("workers", 16, 32), ("batch_size", 16, 64), ("batch_size", 16, 128),
+                    ("batch_size", 16, 256), ("workers", 32, 128), ("batch_size", 32, 256)]
+    assert (out.pick.config["num_workers"], out.pick.config["batch_size"]) == (32, 256)
+    assert out.pick_samples_per_s == 12500
 
 
 def test_one_lucky_search_trial_does_not_decide():
