@@ -7,7 +7,7 @@ from dataperf.records import LoaderConfig
 from dataperf.runner import TrialOptions
 from dataperf.step import StepOptions
 
-FAST = LimitsOptions(probe_batches=4, main_probe_s=1.0)
+FAST = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
 
 
 def test_stall_split_adds_up():

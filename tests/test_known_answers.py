@@ -115,7 +115,7 @@ def fed_data(tmp_path_factory):
     return p
 
 
-FAST_LIMITS = LimitsOptions(probe_batches=4, main_probe_s=1.0)
+FAST_LIMITS = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
 
 
 def effect_names(effects) -> list[str]:

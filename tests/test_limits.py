@@ -21,7 +21,7 @@ from dataperf.step import StepOptions, measure_step
 from tests.sources.servers import HttpServer
 
 SAMPLE_S = 0.05
-FAST = LimitsOptions(probe_batches=4, main_probe_s=1.0)
+FAST = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
 
 
 def check_binding(res: LimitsResult, limit: str) -> None:
@@ -82,6 +82,18 @@ def test_slow_decode_binds_at_cores_over_cpu_per_sample(tmp_path):
     assert res.decode_wall_ms_per_sample >= res.decode_cpu_ms_per_sample * 0.99
     assert res.decode_samples_per_s == pytest.approx(res.usable_cores * 1000 / res.decode_cpu_ms_per_sample)
     assert res.active_workers == 96 and "96 of 96 workers active" in res.workers_how
+
+
+def test_the_decode_probe_measures_its_batches_and_at_least_its_samples(tmp_path):
+    """8 batches of 32 were too few on the H200 (1.5 ms CPU a sample against 1.0 over 8 batches of 128): the
+    probe reads max(probe_batches, probe_samples / batch) batches after its warm-up batch."""
+    root = tmp_path / "files"
+    write_dataset(root, "image", "files", 96, seed=3, image=ImageSpec(16, 16, 80))
+    data, cfg = sources.as_data(root), LoaderConfig(format="files", batch_size=4, decode=True).explicit()
+    probe = limits.probe_worker(data, cfg, TrialOptions(), LimitsOptions(probe_batches=2, probe_samples=40))
+    assert probe.error is None and (probe.batches, probe.samples) == (10, 40)
+    probe = limits.probe_worker(data, cfg, TrialOptions(), LimitsOptions(probe_batches=2, probe_samples=0))
+    assert (probe.batches, probe.samples) == (2, 8)
 
 
 def test_starved_workers_bind_at_active_workers_times_the_per_worker_rate(tmp_path):

@@ -129,7 +129,7 @@ def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
 
 
 FAST_OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
-FAST_LIMITS = LimitsOptions(probe_batches=4, main_probe_s=1.0)
+FAST_LIMITS = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
 
 
 def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
