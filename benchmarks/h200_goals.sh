@@ -14,7 +14,8 @@
 # A poll call must not `pkill -f` a name its own command line holds: it ends that call (2026-12-03).
 # STEPS="20 13" (the default) runs both, STEPS=13 tune_vs_grid alone (2026-12-03: step 1 took 26 min of a
 # 30-minute lease, 8.5 of them generating 200,000 images). Env overrides for a dry run elsewhere: OUT, DATA20,
-# COUNT20, MODEL, DEVICE, AMP, BUDGET, BS20, EXTRA20, DATA13, COUNT13, MAXB13, BS13, PF13.
+# COUNT20, MODEL, DEVICE, AMP, BUDGET, BS20, EXTRA20, DATA13, COUNT13, MAXB13, BS13, PF13, GRID13 (an earlier
+# run's tune_vs_grid folder: its grid is reused, tune and the re-measure run again).
 set -uo pipefail
 OUT=${OUT:-/tmp/goals}
 mkdir -p "$OUT"
@@ -44,7 +45,7 @@ if [[ $steps == *" 13 "* ]]; then
 [ -f /tmp/goals13.env ] && . /tmp/goals13.env && echo "step 2 overrides: $(cat /tmp/goals13.env)"
 python3 benchmarks/tune_vs_grid.py "${DATA13:-/tmp/tvg}" --samples "${COUNT13:-48000}" --prefetch "${PF13:-2,8}" \
   --batch-sizes "${BS13:-32,64,128,256}" \
-  --max-batches "${MAXB13:-100}" --out "$OUT/tune_vs_grid"
+  --max-batches "${MAXB13:-100}" --out "$OUT/tune_vs_grid" ${GRID13:+--grid-from "$GRID13"}
 phase "tune_vs_grid exit $?"
 fi
 touch "$OUT/DONE"

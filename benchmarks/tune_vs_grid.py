@@ -12,12 +12,18 @@ spread (its best config over the grid run and every re-measure) is reported besi
 spread is not a difference. Every record goes to OUT as JSON lines (grid.jsonl, tune.jsonl, remeasure.jsonl),
 the printed lines to OUT/log.txt, and the figures to OUT/summary.json.
 Without DATA, generates a JPEG WebDataset (decoded in the trials) under shards/bench-tune.
+
+--grid-from DIR takes the grid (its records and wall time) from an earlier run's OUT instead of running it
+again, for a lease too short for both: the data must be the same (regenerated from the same seed: same count
+and shards) and so must the machine's cores; the log and summary say the grid was reused, and from where. The
+re-measure still runs both configs here, interleaved.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -52,9 +58,13 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-batches", type=int, default=None, help="per repeat (default: one epoch)")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved re-measures of the best and the pick")
+    ap.add_argument("--grid-from", type=Path, default=None,
+                    help="an earlier run's OUT: reuse its grid (same data and cores) instead of running it")
     a = ap.parse_args()
     if a.rounds < 2:
         ap.error("--rounds must be at least 2")
+    if a.grid_from is not None and not (a.grid_from / "grid.jsonl").exists():
+        ap.error(f"--grid-from {a.grid_from}: no grid.jsonl there; give an earlier run's --out folder")
     a.out.mkdir(parents=True, exist_ok=True)
     for name in ("grid.jsonl", "tune.jsonl", "remeasure.jsonl"):
         (a.out / name).unlink(missing_ok=True)
@@ -79,10 +89,15 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
             say(f"  {tag} {LoaderConfig(**r.config).short():<44} {r.samples_per_s_median:10.0f} samples/s"
                 + ("" if r.status == "ok" else f"  FAILED: {r.error}"))
 
-    t0 = time.perf_counter()
-    results = [r for r in run_sweep(trials, opts, a.out / "grid.jsonl", on_result=lambda r: show("grid", r)).results
-               if r.status == "ok"]
-    grid_s = time.perf_counter() - t0
+    if a.grid_from is not None:
+        results, grid_s = reused_grid(a.grid_from, m.count, len(m.shards) or len(m.files), say)
+        for r in results:
+            show("grid", r)
+    else:
+        t0 = time.perf_counter()
+        results = [r for r in run_sweep(trials, opts, a.out / "grid.jsonl",
+                                        on_result=lambda r: show("grid", r)).results if r.status == "ok"]
+        grid_s = time.perf_counter() - t0
     if not results:
         say("every grid trial failed")
         return 2
@@ -138,9 +153,26 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
                "tune_stop_reason": out.stop_reason, "rounds": a.rounds,
                "best_remeasured_samples_per_s": again["best"], "pick_remeasured_samples_per_s": again["pick"],
                "grid_best_run_to_run_spread_pct": spread_pct(runs), "quality_ratio": quality, "cost_ratio": cost,
-               "quality_goal_met": met_q, "cost_goal_met": met_c}
+               "quality_goal_met": met_q, "cost_goal_met": met_c,
+               "grid_from": str(a.grid_from) if a.grid_from else None}
     (a.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return 0 if met_q and met_c else 1
+
+
+def reused_grid(src: Path, count: int | None, files: int, say: Callable[[str], None]) -> tuple[list, float]:
+    """An earlier run's ok grid trials and grid wall time, refused unless its data (samples, shards) and cores
+    match this run's."""
+    recs = [r for r in records.load(src / "grid.jsonl") if isinstance(r, LoaderResult) and r.status == "ok"]
+    summary = json.loads((src / "summary.json").read_text())
+    cores = os.cpu_count()
+    for r in recs:
+        if (r.epoch_samples, r.shards, r.env.get("cpu_count")) != (count, files, cores):
+            raise SystemExit(f"error: --grid-from {src}: its trials read {r.epoch_samples} samples in {r.shards} "
+                             f"files on {r.env.get('cpu_count')} cores; this run has {count} in {files} on {cores}")
+    first = min(r.created_unix_s for r in recs)
+    say(f"grid: REUSED from {src} (run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(first))}, commit "
+        f"{recs[0].env.get('dataperf_commit')}): {len(recs)} ok trials, {summary['grid_s']:.0f} s")
+    return recs, float(summary["grid_s"])
 
 
 if __name__ == "__main__":
