@@ -5,9 +5,9 @@
 2. prediction: the batch size the main process needs (it pays per batch), then the fewest workers whose
    summed rate reaches the lowest other ceiling (or the target), no more than have work (shards, batches);
 3. neighbours: one step either way on the worker ladder, then on batch size (climbing on while it gains at
-   least min_gain), again from wherever that left the best until a pass leaves it in place (at most
-   MAX_PASSES: on the H200, 16 and 32 workers tied at batch 32 and 32 won by 24% at batch 128), then a
-   deeper prefetch; these search trials use short repeats;
+   least min_gain; one larger batch that does not gain may be passed over), again from wherever that left
+   the best until a pass leaves it in place (at most MAX_PASSES: on the H200, 16 and 32 workers tied at
+   batch 32 and 32 won by 24% at batch 128), then a deeper prefetch; these search trials use short repeats;
 4. confirmation: the top two candidates measured again with the full trial options in interleaved rounds
    (A B, B A, ...), so one noisy trial cannot decide; the faster median wins, the cheaper when within 2%.
 
@@ -37,6 +37,7 @@ MAIN_MARGIN = 1.5  # predict a batch at which the main process takes this multip
 MAX_BATCH = 256
 INLINE_MARGIN = 1.2  # with a target: no workers when one stream gives this multiple of it
 MAX_PASSES = 3  # passes over the worker and batch axes, each from the best the last one left
+BATCH_PATIENCE = 1  # batch sizes passed over that do not gain before the climb stops
 
 
 @dataclass
@@ -253,12 +254,16 @@ class Tuner:
             self.on_prediction(p, lim)
         return p
 
-    def neighbours(self, axis: str, values: list[int], targeted: bool) -> None:
+    def neighbours(self, axis: str, values: list[int], targeted: bool, patience: int = 0) -> None:
         """One step up and one down along `axis` from the best so far, climbing on in a direction while it
-        gains min_gain. With a target: down (cheaper) while the target is still met, up only while it is not."""
+        gains min_gain over the best; without a target, `patience` steps up that do not gain may be passed
+        over to the next one (batch size: on 2 cores 32 and 64 tied and 128 gained 9%). With a target: down
+        (cheaper) while the target is still met, up only while it is not."""
         for direction in (1, -1):
+            frm, misses = None, 0  # frm: a step that did not gain, stepped on from (patience)
             while True:
-                cur = self.anchor(targeted)
+                best = self.anchor(targeted)
+                cur = frm or best
                 c = cur.loader_config
                 i = values.index(getattr(c, axis)) if getattr(c, axis) in values else None
                 if i is None or not 0 <= i + direction < len(values):
@@ -269,7 +274,7 @@ class Tuner:
                 if axis == "num_workers":
                     nxt = replace(nxt, prefetch_factor=c.prefetch_factor if nxt.num_workers else None,
                                   persistent_workers=self.base.persistent_workers and nxt.num_workers > 0)
-                was = cur.samples_per_s_median
+                was = best.samples_per_s_median
                 r = self.search(nxt, axis if axis != "num_workers" else "workers",
                                 f"one {'up' if direction > 0 else 'down'} from {c.short()}")
                 if r.status != "ok":
@@ -277,7 +282,11 @@ class Tuner:
                 if targeted:
                     if not (self.met(r) if direction < 0 else r.samples_per_s_median >= was * (1 + self.min_gain)):
                         break
-                elif r.samples_per_s_median < was * (1 + self.min_gain):
+                elif r.samples_per_s_median >= was * (1 + self.min_gain):
+                    frm, misses = None, 0
+                elif direction > 0 and misses < patience:
+                    frm, misses = r, misses + 1
+                else:
                     break
 
     def anchor(self, targeted: bool) -> LoaderResult | None:
@@ -347,7 +356,7 @@ class Tuner:
             start = cur.config_key
             self.neighbours("num_workers", self.worker_choices(cur.loader_config.batch_size), targeted)
             if not (targeted and self.cheapest_met()):
-                self.neighbours("batch_size", sizes, False)
+                self.neighbours("batch_size", sizes, False, patience=BATCH_PATIENCE)
         top = self.best()
         if top is None:
             raise _Failed("every trial failed")

@@ -71,7 +71,8 @@ def test_predicted_workers_reach_the_ceiling_and_no_more_than_have_work():
 
 def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
     """Predicted w=8 bs=32 (decode 750 / 100 per worker); the surface peaks at w=16 bs=64 pf=2: one rung up
-    and one batch up find it (the next steps up lose), a second pass checks the rungs beside it at batch 64,
+    and one batch up find it (the next two steps up lose: one that does not gain is passed over), a second
+    pass checks the rungs beside it at batch 64,
     prefetch does not help, and the top two are confirmed A B B A with the full trial options; the search
     trials use short repeats."""
     def rate(w, pf, bs, n):
@@ -84,13 +85,14 @@ def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
              s.result.config["prefetch_factor"]) for s in out.steps]
     a, b = ("confirm", 16, 64, 2), ("confirm", 16, 64, 4)  # the two fastest of the search
     assert path == [("predict", 8, 32, 2), ("workers", 16, 32, 2), ("workers", 32, 32, 2),
-                    ("batch_size", 16, 64, 2), ("batch_size", 16, 128, 2), ("workers", 32, 64, 2),
+                    ("batch_size", 16, 64, 2), ("batch_size", 16, 128, 2), ("batch_size", 16, 256, 2),
+                    ("workers", 32, 64, 2),
                     ("workers", 8, 64, 2), ("prefetch", 16, 64, 4), a, b, b, a]
     assert out.pick.config["num_workers"] == 16 and out.pick.config["batch_size"] == 64
     assert out.pick.config["prefetch_factor"] == 2 and out.pick_samples_per_s == pytest.approx(880)
     assert out.prediction.num_workers == 8 and len(lim.calls) == 2  # the probe, then the pick's limits
-    assert all(o.repeats == 3 and o.max_batches is not None for _, o in trial.calls[:8])
-    assert all(o is OPTS for _, o in trial.calls[8:])
+    assert all(o.repeats == 3 and o.max_batches is not None for _, o in trial.calls[:9])
+    assert all(o is OPTS for _, o in trial.calls[9:])
     assert "confirmed" in out.stop_reason and out.limits is not None and out.recommendation is None
 
 
@@ -113,6 +115,23 @@ def test_workers_that_tie_at_the_first_batch_are_tried_again_at_the_batch_the_se
                     ("batch_size", 16, 256), ("workers", 32, 128), ("batch_size", 32, 256)]
     assert (out.pick.config["num_workers"], out.pick.config["batch_size"]) == (32, 256)
     assert out.pick_samples_per_s == 12500
+
+
+def test_a_larger_batch_that_does_not_gain_is_passed_over_once():
+    """The 2-core surface (2026-12-03, 24,000 JPEGs): at 2 workers batch 64 ties batch 32 and 128 gains 9%; the
+    climb passes over 64 to find 128, and stops after two larger batches that do not gain (256, then none)."""
+    table = {32: 2630, 64: 2650, 128: 2860, 256: 2690}
+
+    def rate(w, pf, bs, n):
+        return table[bs] if w == 2 else 1200
+
+    out = Tuner("d", LoaderConfig(format="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
+                trial=fake_trial(rate), limits_of=limits_of(per_worker=1225, decode=2681, main=14437)).run()
+    path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"]) for s in out.steps
+            if s.phase not in ("confirm", "prefetch")]
+    assert path == [("predict", 4, 32), ("workers", 2, 32), ("workers", 1, 32), ("batch_size", 2, 64),
+                    ("batch_size", 2, 128), ("batch_size", 2, 256), ("workers", 4, 128), ("workers", 1, 128)]
+    assert (out.pick.config["num_workers"], out.pick.config["batch_size"]) == (2, 128)
 
 
 def test_one_lucky_search_trial_does_not_decide():
