@@ -8,8 +8,10 @@
    least min_gain; one larger batch that does not gain may be passed over), again from wherever that left
    the best until a pass leaves it in place (at most MAX_PASSES: on the H200, 16 and 32 workers tied at
    batch 32 and 32 won by 24% at batch 128), then a deeper prefetch; these search trials use short repeats;
-4. confirmation: the top two candidates measured again with the full trial options in interleaved rounds
-   (A B, B A, ...), so one noisy trial cannot decide; the faster median wins, the cheaper when within 2%.
+4. confirmation: the fastest search trial and those its own repeats cannot tell from it (the two fastest at
+   least, three at most; with a target the two cheapest that meet it) measured again with the full trial
+   options in interleaved rounds (A B C, C B A, ...), so one noisy trial cannot decide; the fastest median
+   wins, the cheaper when within 2%.
 
 With a model, the target is the step rate x headroom at each candidate's own batch size (the step measured
 there). Every trial is returned and recorded; the pick is always a measured config, never an extrapolation.
@@ -38,6 +40,7 @@ MAX_BATCH = 256
 INLINE_MARGIN = 1.2  # with a target: no workers when one stream gives this multiple of it
 MAX_PASSES = 3  # passes over the worker and batch axes, each from the best the last one left
 BATCH_PATIENCE = 1  # batch sizes passed over that do not gain before the climb stops
+MAX_CANDIDATES = 3  # configs the confirmation measures at most (without a target)
 
 
 @dataclass
@@ -298,11 +301,19 @@ class Tuner:
         return min(met, key=verdict.cost_key) if met else None
 
     def candidates(self) -> list[LoaderResult]:
-        """The top two of the search: the fastest two; with a target, the two cheapest that met it (the
-        fastest other one beside a single one; the fastest two when none did)."""
+        """What the confirmation measures: the fastest search trial, and beside it the others whose medians its
+        own repeats cannot tell from it (at or above its slowest repeat; up to MAX_CANDIDATES in all, else
+        the second fastest): on 2 cores a lucky search trial at batch 32 [3126, 2793, 3231] left batch 128
+        (2990) third and out of a top two, and the grid's best was not confirmed. With a target, the two
+        cheapest that met it (the fastest other one beside a single one; the fastest two when none did)."""
         ok = sorted((r for r in self.seen.values() if r.status == "ok"), key=lambda r: -r.samples_per_s_median)
         if not self.targeted:
-            return ok[:2]
+            if not ok:
+                return ok
+            top = ok[0]
+            low = top.samples_per_s_min if math.isfinite(top.samples_per_s_min) else top.samples_per_s_median
+            near = [r for r in ok[1:] if r.samples_per_s_median >= low]
+            return [top, *(near or ok[1:2])[:MAX_CANDIDATES - 1]]
         met = sorted((r for r in ok if self.met(r)), key=verdict.cost_key)
         return (met + [r for r in ok if r not in met])[:2]
 
@@ -390,7 +401,7 @@ class Tuner:
         if res.step is not None:
             res.recommendation = verdict.recommend([pick, res.limits], res.step, self.headroom)
         others = [c.loader_config.short() for c in cands if c.config_key != pick.config_key]
-        against = f" against {others[0]}" if others else ""
+        against = f" against {' and '.join(others)}" if others else ""
         rounds = f"median of {self.rounds} interleaved rounds{against}"
         if res.target_samples_per_s is None:
             res.stop_reason = (f"no further neighbour gained {self.min_gain * 100:.0f}%; confirmed {cfg.short()} "

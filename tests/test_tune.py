@@ -149,6 +149,32 @@ def test_one_lucky_search_trial_does_not_decide():
                              "files bs=32 w=2 pf=2 decode shuffled warm": [900, 900]}
 
 
+def test_configs_a_lucky_search_trial_cannot_be_told_from_are_confirmed_too():
+    """The 2-core run (2026-12-03): batch 32's search trial was lucky, [3126, 2793, 3231]; batch 128's median
+    (2990) reaches its slowest repeat, so it is confirmed beside the two fastest and, steadier, wins."""
+    def trial(data, cfg, opts):
+        bs, pf = cfg.batch_size, cfg.prefetch_factor
+        reps = {(32, 2): [3126, 2793, 3231], (32, 4): [3006, 2706, 3100], (128, 2): [2957, 2990, 3163],
+                (64, 2): [2500, 2550, 2600], (256, 2): [2600, 2650, 2700], (128, 4): [2900, 2950, 2980]}
+        if cfg.num_workers != 2:
+            reps = [1000, 1000, 1000]
+        elif opts is OPTS:  # the confirmation (the full trial options): batch 128 is steadier
+            reps = [2950] * 3 if bs == 128 and pf == 2 else [2600] * 3
+        else:
+            reps = reps[(bs, pf)]
+        trial.calls.append(cfg)
+        return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=sorted(reps)[1],
+                            samples_per_s_min=min(reps), samples_per_s_max=max(reps))
+
+    trial.calls = []
+    out = Tuner("d", LoaderConfig(format="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
+                trial=trial, limits_of=limits_of(per_worker=1225, decode=2681, main=14437)).run()
+    confirmed = [(s.result.config["batch_size"], s.result.config["prefetch_factor"]) for s in out.steps
+                 if s.phase == "confirm"]
+    assert sorted(set(confirmed)) == [(32, 2), (32, 4), (128, 2)] and len(confirmed) == 6
+    assert (out.pick.config["batch_size"], out.pick.config["prefetch_factor"]) == (128, 2)
+
+
 def test_with_a_target_the_cheapest_config_that_meets_it():
     """Target 350: predicted w=4 (4 x 100 per worker); w=2 meets it too, w=1 does not; confirmed, w=2. An
     unreachable target: the fastest, not met, and the binding limit named."""
