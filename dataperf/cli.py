@@ -460,7 +460,7 @@ def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
 @trial_options
 def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_size, out, **kw) -> None:
     """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
-    from the limits, their neighbours and a confirmation of the top two, without the whole grid."""
+    from the limits, their neighbours and a confirmation of the top two or three, without the whole grid."""
     from dataperf import preflight, report
     from dataperf.tune import Tuner
 

@@ -16,7 +16,7 @@ from typing import Literal
 from dataperf.records import E2EResult, LimitsResult, LoaderResult, Record, StepResult
 
 NEAR_BEST = 0.95  # without a model: configs within 5% of the best rate count as equally fast
-NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's top two): within 2% of the best is as fast
+NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's candidates): within 2% of the best is as fast
 SPLIT_POINTS = 0.05  # two stall figures closer than this (in fractions of the time) agree
 STARVED = 1.25  # a fed step slower than this multiple of the step alone: the training process lacks CPU
 FED_STALL = 0.05  # a fed run whose device idles more than this share of the time is input-bound
