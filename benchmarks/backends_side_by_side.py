@@ -59,7 +59,7 @@ def line(name: str, variant: str, workers: int, r: LoaderResult, wall_s: float) 
             f"active {r.active_workers or '-'} cores {r.cpu_cores_busy_median:.2f} "
             f"per-core {r.samples_per_s_per_core:.0f} pss {r.pss_mib_peak:.0f} MiB "
             f"per-GiB {r.samples_per_s_per_gib_pss:.0f} growth {r.worker_pss_growth_pct:.1f}% "
-            f"private {r.worker_private_growth_mib:+.1f} MiB{conv} "
+            f"private {r.worker_private_growth_mib:+.1f} MiB copied {r.worker_copied_mib:.1f} MiB{conv} "
             f"({wall_s:.0f}s)" + (f" ({r.error})" if r.error else ""))
 
 

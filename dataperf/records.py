@@ -203,7 +203,8 @@ class LoaderResult(TrialRecord):
     pss_mib_peak: float = float("nan")  # PSS of the main process plus its workers, peak over the repeats
     samples_per_s_per_gib_pss: float = float("nan")
     worker_pss_growth_pct: float = float("nan")  # workers' PSS, last sample over first, within an epoch
-    worker_private_growth_mib: float = float("nan")  # workers' private memory growth within an epoch (copy-on-read)
+    worker_private_growth_mib: float = float("nan")  # workers' private memory growth within an epoch
+    worker_copied_mib: float = float("nan")  # of that growth, pages they had shared with the parent (copy-on-read)
 
 
 @dataclass

@@ -420,11 +420,13 @@ def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint]) -> None
         worst = max(grown, key=lambda c: c.worker_private_growth_bytes)
         res.worker_pss_growth_pct = worst.worker_growth_pct
         res.worker_private_growth_mib = worst.worker_private_growth_bytes / MIB
-        if worst.copy_on_read:
-            res.notes.append(f"copy-on-read: the workers' private memory grew {res.worker_private_growth_mib:.0f} "
-                             f"MiB over {worst.workers_seen} workers within one epoch; forked workers are touching "
-                             "the parent's Python objects (keep per-sample metadata in numpy arrays, or use thread "
-                             "workers)")
+        res.worker_copied_mib = max(c.worker_copied_bytes for c in grown) / MIB
+        copied = max(grown, key=lambda c: c.worker_copied_bytes)
+        if copied.copy_on_read:
+            res.notes.append(f"copy-on-read: {copied.workers_seen} workers turned {res.worker_copied_mib:.0f} MiB "
+                             "of pages they shared with the parent into private copies within one epoch; forked "
+                             "workers are touching the parent's Python objects (keep per-sample metadata in numpy "
+                             "arrays, or use thread workers)")
 
 
 def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:

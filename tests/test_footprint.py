@@ -143,8 +143,9 @@ def test_memory_of_one_process_counts_what_it_writes_as_private():
     p.start()
     try:
         ready.wait()
-        pss, private = memory_bytes(p.pid)
+        pss, private, shared = memory_bytes(p.pid)
         assert private >= 64 * MIB and pss >= 64 * MIB  # written after the fork: its own pages, wholly
+        assert shared > 0  # the pages it still shares with this process (the interpreter, torch)
     finally:
         done.set()
         p.join()
@@ -186,7 +187,37 @@ def test_copy_on_read_flagged_for_python_objects_not_for_numpy():
     # the two workers copy the pages of the floats they read: 4M x 24 B, a third of it between the middle and
     # the last third of their lives
     assert objs["copy_on_read"] and objs["worker_private_growth_bytes"] > 2 * GROWTH_FLAG_MIB * MIB
+    assert objs["worker_copied_bytes"] > 2 * GROWTH_FLAG_MIB * MIB  # shared pages turned private
     assert not arr["copy_on_read"] and abs(arr["worker_private_growth_bytes"]) < GROWTH_FLAG_MIB * MIB
+
+
+class Hoarding(Dataset):
+    """Each worker keeps a fresh MiB of its own per sample (as a shuffle buffer or a cache fills): private
+    memory that grows over its life without a page of the parent's being touched."""
+
+    def __init__(self, n: int = 64):
+        self.n, self.kept = n, []
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        self.kept.append(np.ones(MIB, dtype=np.uint8))  # every page written: resident, private
+        time.sleep(0.1)
+        return torch.tensor(i)
+
+
+def hoarding_epoch() -> dict:
+    return summary(epoch(Hoarding(), max_duty=0.5))
+
+
+def test_memory_a_worker_allocates_itself_is_growth_but_not_copy_on_read():
+    """32 MiB a worker, a third of it between the middle and the last third of its life: private growth well
+    past the flag's size, none of it copied from the parent (its shared pages do not fall)."""
+    r = fresh("hoarding_epoch")
+    assert r["workers_seen"] == 2
+    assert r["worker_private_growth_bytes"] > 2 * GROWTH_FLAG_MIB * MIB
+    assert r["worker_copied_bytes"] < GROWTH_FLAG_MIB * MIB and not r["copy_on_read"]
 
 
 def list_metadata_trial() -> dict:
@@ -194,12 +225,12 @@ def list_metadata_trial() -> dict:
     r = run_trial(user_dataset("tests.test_footprint:python_list_metadata"), cfg,
                   TrialOptions(repeats=1, warmup_batches=0, min_batches=3, collect=False))
     return {k: getattr(r, k) for k in ("status", "error", "notes", "worker_private_growth_mib",
-                                       "cpu_cores_busy_median", "pss_mib_peak")}
+                                       "worker_copied_mib", "cpu_cores_busy_median", "pss_mib_peak")}
 
 
 def test_trial_notes_copy_on_read_and_records_the_growth():
     r = fresh("list_metadata_trial")
     assert r["status"] == "ok", r["error"]
-    assert r["worker_private_growth_mib"] > GROWTH_FLAG_MIB
+    assert r["worker_private_growth_mib"] > GROWTH_FLAG_MIB and r["worker_copied_mib"] > GROWTH_FLAG_MIB
     assert any(n.startswith("copy-on-read:") for n in r["notes"]), r["notes"]
     assert r["cpu_cores_busy_median"] > 0 and r["pss_mib_peak"] > 0
