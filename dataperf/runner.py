@@ -32,6 +32,10 @@ NOOP_BATCHES = 200
 # 5 s trials within 2% of whole-epoch trials on average, trial to trial about 5% apart (whole epochs: 2%).
 DEFAULT_REPEAT_S = 5.0
 STEADY_BATCHES = 3  # the budget never ends a repeat before every worker seen delivered this many batches
+# below SOLID_BATCHES a worker, with FEW_BATCH_NOTE_WORKERS or more workers, the steady rate reads high: x1.07 at
+# 32 workers x 3 batches, x1.01 at 16, x0.99 at 12 batches (benchmarks/steady_few_batches.py, 2026-12-03)
+SOLID_BATCHES = 6
+FEW_BATCH_NOTE_WORKERS = 16
 # backends whose batches come out of one stream (worker -1): no per-worker ids, so no active-worker count
 ONE_STREAM = ("dali", "spdl", "torchdata")
 
@@ -144,6 +148,15 @@ class Repeat:
     @property
     def active_workers(self) -> set[int]:
         return {a.worker for a in self.arrivals if a.worker >= 0 and a.samples > 0}
+
+    @property
+    def fewest_worker_batches(self) -> int | None:
+        """The fewest batches any active worker delivered (None: one stream, no per-worker ids)."""
+        counts: dict[int, int] = {}
+        for a in self.arrivals:
+            if a.samples > 0 and a.worker >= 0:
+                counts[a.worker] = counts.get(a.worker, 0) + 1
+        return min(counts.values()) if counts else None
 
     @property
     def few_batch_workers(self) -> set[int]:
@@ -460,6 +473,17 @@ def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_
                          "includes them); give repeats a larger dataset or a smaller --shuffle-buffer")
 
 
+def _note_few_batches(res: LoaderResult, reps: list[Repeat]) -> None:
+    """Many workers with 3-5 batches each: measured, but the sum of per-worker windows reads high there."""
+    few = [r.fewest_worker_batches for r in reps if r.fewest_worker_batches is not None]
+    w = max(len(r.active_workers) for r in reps)
+    if few and min(few) < SOLID_BATCHES and w >= FEW_BATCH_NOTE_WORKERS:
+        res.notes.append(f"few batches a worker: {w} workers, the fewest delivered {min(few)} in a repeat; with "
+                         f"under {SOLID_BATCHES} the steady rate (a sum of per-worker windows) reads high, by 7% "
+                         "at 32 workers x 3 batches against a known answer (1% at 16); give every worker "
+                         f"{SOLID_BATCHES} or more (--max-batches {SOLID_BATCHES * w} or more)")
+
+
 def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data, paths: list[Path],
           cfg: LoaderConfig) -> None:
     fewest = min(r.batches for r in reps)
@@ -483,6 +507,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     if any(x != x for x in sps):
         raise TrialError("no worker delivered two batches in a repeat, so there is no steady window: use more "
                          "samples, a smaller batch_size, or fewer workers")
+    _note_few_batches(res, reps)
     s = summarize(sps)
     res.repeats = len(reps)
     res.batches_per_repeat = fewest

@@ -156,6 +156,21 @@ def test_workers_with_too_few_batches_in_a_repeat_are_refused(datasets):
     assert run_trial(datasets["image-files"], cfg, replace(FAST, max_batches=12)).status == "ok"
 
 
+def test_many_workers_with_few_batches_each_are_measured_with_a_note(tmp_path):
+    """16 workers (a shard each) at 3 batches a worker: measured, and noted (the steady rate reads high there,
+    benchmarks/steady_few_batches.py); at 6 a worker, no note."""
+    d = tmp_path / "sixteen"
+    write_dataset(d, "image", "webdataset", 256, seed=2, image=ImageSpec(16, 16, 80), shards=16)
+    cfg = LoaderConfig(format="webdataset", batch_size=2, num_workers=16, shuffle=False)
+    opts = replace(FAST, repeats=1, warmup_batches=0)
+    noted = run_trial(d, cfg, replace(opts, max_batches=48))
+    assert noted.status == "ok", noted.error
+    assert any(n.startswith("few batches a worker: 16 workers, the fewest delivered 3") and "--max-batches 96"
+               in n for n in noted.notes), noted.notes
+    quiet = run_trial(d, cfg, replace(opts, max_batches=96))
+    assert quiet.status == "ok" and not any(n.startswith("few batches") for n in quiet.notes), quiet.notes
+
+
 def test_a_worker_whose_data_ran_out_is_refused_without_asking_for_more_batches(tmp_path):
     """6 shards of 16 over 4 workers: two read 32 samples, two read 16, so at batch 8 a whole epoch is 12
     batches (3 a worker on average) and two workers deliver 2. --max-batches cannot fix that (the epoch is
