@@ -16,13 +16,14 @@ private memory grows and its shared memory falls by as much. Memory a worker all
 heap that grows) is private from the start and leaves the shared pages alone; a flag on private growth alone
 named copy-on-read on the H200 for 32 decode-off WebDataset workers (264 MiB) whose parent holds only shard
 names. What counts as copied is each worker's private growth up to its shared pages' fall.
-Each worker's life is cut in thirds: the
-first holds its start-up (first buffers, first batches in flight) and is left out; growth (and fall) is the least memory
-of the last third against the least of the middle one. The least, because a worker's memory also swings with
-the batch it is building (a decoded batch is MiBs, there one sample and gone the next), while a copy stays.
-A worker needs MIN_SAMPLES samples (two or more per third) to be judged; fewer (a short repeat) gives no
-growth rather than a guess. A worker whose start-up lasts longer than a third of the repeat (spawned workers
-importing torch in a short repeat, a machine so loaded that start-up crawls) shows start-up as growth.
+
+Each worker's life is cut in thirds: the first holds its start-up (first buffers, first batches in flight) and
+is left out; growth (and fall) is the least memory of the last third against the least of the middle one. The
+least, because a worker's memory also swings with the batch it is building (a decoded batch is MiBs, there one
+sample and gone the next), while a copy stays. A worker needs MIN_SAMPLES samples (two or more per third) to
+be judged; fewer (a short repeat) gives no growth rather than a guess. A worker whose start-up lasts longer
+than a third of the repeat (spawned workers importing torch in a short repeat, a machine so loaded that
+start-up crawls) shows start-up as growth.
 Private rather than PSS: when one worker copies a page, the other processes' PSS of the original grows too,
 and the parent's shared memory inflates every worker's PSS, so a PSS ratio understates a copy in a big parent.
 """

@@ -414,7 +414,7 @@ def print_footprint(r: LoaderResult) -> None:
                       f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
                       f"epoch {fmt(r.worker_pss_growth_pct, 1)}%, private memory "
                       f"{fmt(r.worker_private_growth_mib, 1)} MiB, of it copied from the parent "
-                      f"{fmt(getattr(r, 'worker_copied_mib', float('nan')), 1)} MiB (copy-on-read)")
+                      f"{fmt(r.worker_copied_mib, 1)} MiB (copy-on-read)")
     if "conversion_s" in b:
         console.print(f"store: {b['store']} ({fmt(b['store_mib'], 1)} MiB, converted in "
                       f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")

@@ -150,13 +150,18 @@ class Repeat:
         return {a.worker for a in self.arrivals if a.worker >= 0 and a.samples > 0}
 
     @property
-    def fewest_worker_batches(self) -> int | None:
-        """The fewest batches any active worker delivered (None: one stream, no per-worker ids)."""
+    def worker_batches(self) -> dict[int, int]:
+        """Batches each active worker delivered (empty: one stream, no per-worker ids)."""
         counts: dict[int, int] = {}
         for a in self.arrivals:
             if a.samples > 0 and a.worker >= 0:
                 counts[a.worker] = counts.get(a.worker, 0) + 1
-        return min(counts.values()) if counts else None
+        return counts
+
+    @property
+    def fewest_worker_batches(self) -> int | None:
+        """The fewest batches any active worker delivered (None: one stream)."""
+        return min(self.worker_batches.values(), default=None)
 
     @property
     def few_batch_workers(self) -> set[int]:
@@ -165,11 +170,7 @@ class Repeat:
         with two, its window is one batch interval, which the order the main process takes batches in can
         shift by up to an interval against the other workers' windows, so the sum may read up to twice the
         truth (three batches halve that bound)."""
-        counts: dict[int, int] = {}
-        for a in self.arrivals:
-            if a.samples > 0 and a.worker >= 0:
-                counts[a.worker] = counts.get(a.worker, 0) + 1
-        return {w for w, n in counts.items() if n < STEADY_BATCHES}
+        return {w for w, n in self.worker_batches.items() if n < STEADY_BATCHES}
 
 
 def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
@@ -433,8 +434,8 @@ def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint]) -> None
         worst = max(grown, key=lambda c: c.worker_private_growth_bytes)
         res.worker_pss_growth_pct = worst.worker_growth_pct
         res.worker_private_growth_mib = worst.worker_private_growth_bytes / MIB
-        res.worker_copied_mib = max(c.worker_copied_bytes for c in grown) / MIB
         copied = max(grown, key=lambda c: c.worker_copied_bytes)
+        res.worker_copied_mib = copied.worker_copied_bytes / MIB
         if copied.copy_on_read:
             res.notes.append(f"copy-on-read: {copied.workers_seen} workers turned {res.worker_copied_mib:.0f} MiB "
                              "of pages they shared with the parent into private copies within one epoch; forked "
