@@ -647,10 +647,43 @@ class MemoryResult(Record):
     oom_summary: str | None = None  # memory_summary file of the first batch that did not fit
 
 
+@dataclass
+class DecisionResult(TrialRecord):
+    """One decision a command made (sweep's recommendation, tune's pick, watch's suggested next step), with the
+    rates it expects, so that it can be checked against the measured best on the same data
+    (benchmarks/pick_quality.py). `config` is the pick ({} when there is none)."""
+
+    kind: str = "decision"
+    command: str = ""  # sweep | tune | watch
+    outcome: str = ""  # verdict.Outcome: feeds | input_bound | best_without_model | no_trials | no_decoded
+    input_bound: bool | None = None  # None without a model
+    binding_limit: str = ""
+    model: str = ""
+    device: str = ""
+    step_samples_per_s: float = float("nan")  # the model alone at the pick's batch size
+    # what the decision expects the pick to deliver: fed to the model when there is one (loader and step measured
+    # apart, epoch start-up and tails paid), else the loader's training-epoch rate
+    predicted_samples_per_s: float = float("nan")
+    predicted_stall_fraction: float | None = None
+    confirmed: bool = False  # chosen by fed runs (sweep --confirm) rather than by the separate figures
+    fed_samples_per_s: float | None = None  # the pick's fed rate: pooled over its fed rounds
+    fed_samples_per_s_rounds: list[float] = field(default_factory=list)
+    fed_stall_fraction: float | None = None
+    # the pick is the largest worker count that could be tried and does not feed the model: a lower bound
+    lower_bound: bool = False
+    lower_bound_why: str = ""
+    trials: int = 0  # loader trials the decision rests on
+    wall_s: float = float("nan")  # the command, start to decision
+    budget_s: float | None = None
+    # each rate the command predicted on the way and what was then measured: {"config", "predicted", "measured"}
+    predictions: list[dict[str, Any]] = field(default_factory=list)
+    answer: str = ""  # the decision in the user's terms: the DataLoader arguments, the rate and wait to expect
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     c.__dataclass_fields__["kind"].default: c
     for c in (LoaderResult, StepResult, E2EResult, DiagnoseResult, ProfileResult, LengthsResult, WatchResult,
-              MemoryResult)
+              MemoryResult, DecisionResult)
 }
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from dataperf import limits, records, verdict
 from dataperf.limits import LimitsOptions, measure_limits
 from dataperf.records import LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
-from dataperf.runner import TrialOptions, run_trial, worker_ladder
+from dataperf.runner import TrialOptions, run_trial, worker_cap, worker_ladder
 from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, measure_step
 from dataperf.sweep import Bar, no_bar
@@ -75,17 +75,6 @@ class TuneOutcome:
     step: StepResult | None = None  # with a model: its step at the pick's batch size
     # with a model: the verdict on the pick (feeds or input-bound, by how much, its binding limit)
     recommendation: verdict.Recommendation | None = None
-
-
-def worker_cap(data: Data, batch_size: int, opts: TrialOptions) -> int | None:
-    """Workers that can get work: WebDataset gives each worker whole shards (those of this rank), a map-style
-    dataset of files one batch at a time; None when the split is the dataset's own (IterableDataset, tokens)."""
-    world = max(opts.world_size, 1)
-    if data.format == "webdataset":
-        return max(1, len(data.files[opts.rank::world]))
-    if data.format == "files" and data.count:
-        return max(1, math.ceil(data.count / world / batch_size))
-    return None
 
 
 def _ok(v: float | None) -> bool:
@@ -159,7 +148,7 @@ class Tuner:
         self.data = as_data(data) if trial is run_trial else data
         self.base, self.opts, self.fixed_target, self.sopts = base.explicit(), opts, target, sopts
         self.headroom, self.min_gain, self.rounds, self.out = headroom, min_gain, max(rounds, 2), out
-        self.max_workers = max_workers if max_workers is not None else max(worker_ladder())
+        self.max_workers = max_workers if max_workers is not None else max_workers_allowed()
         self.max_batch = max(max_batch, base.batch_size)
         self.on_trial, self.on_prediction = on_trial, on_prediction
         self.trial, self.limits_of, self.step_of, self.lopts = trial, limits_of, step_of, lopts
@@ -237,7 +226,7 @@ class Tuner:
         """The worker ladder up to max_workers, cut at the number that can have work (added when it is not on
         the ladder): more workers than that would idle."""
         ladder = worker_ladder(self.max_workers) if self.max_workers > 0 else [0]
-        cap = worker_cap(self.data, batch, self.opts) if isinstance(self.data, Data) else None
+        cap = worker_cap(self.data, batch, self.opts.world_size, self.opts.rank) if isinstance(self.data, Data) else None
         if cap is not None and cap < ladder[-1] and cap not in ladder:
             ladder.append(cap)
         return sorted(w for w in ladder if w <= self.max_workers and (cap is None or w <= cap))
@@ -250,7 +239,7 @@ class Tuner:
             self.res.probe = lim = self.limits_of(self.data, probe, self.opts, lopts=self.lopts, advance=advance)
         self._record(lim)
         batch, why_b = predict_batch(lim, self.base.batch_size, self.max_batch, self.fixed_target)
-        cap = worker_cap(self.data, batch, self.opts) if isinstance(self.data, Data) else None
+        cap = worker_cap(self.data, batch, self.opts.world_size, self.opts.rank) if isinstance(self.data, Data) else None
         p = predict_workers(lim, batch, self.base.batch_size, self.worker_choices(batch), cap, self.target_at(batch))
         p.why = f"{why_b}; {p.why}"
         if self.on_prediction:
