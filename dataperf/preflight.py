@@ -94,11 +94,16 @@ def check_image_side(side: int, option: str = "--image-size", per_pixel_bytes: i
                         f"{available_mib():.0f} MiB of free memory; use a smaller size")
 
 
+def max_workers() -> int:
+    """The most workers a command accepts: WORKERS_PER_CORE x the cores (at least 8)."""
+    return max(WORKERS_PER_CORE * (os.cpu_count() or 1), 8)
+
+
 def check_workers(n: int, option: str = "--num-workers") -> None:
     if n < 0:
         raise UserError(f"{option} must be >= 0, got {n}")
     cores = os.cpu_count() or 1
-    limit = max(WORKERS_PER_CORE * cores, 8)
+    limit = max_workers()
     if n > limit:
         raise UserError(f"{option} {n} is more than {WORKERS_PER_CORE}x this machine's {cores} cores "
                         f"(limit {limit}); past that, workers only contend. Use at most {limit}")

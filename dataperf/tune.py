@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dataperf import limits, records, verdict
+from dataperf import limits, preflight, records, verdict
 from dataperf.limits import LimitsOptions, measure_limits
 from dataperf.records import LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
 from dataperf.runner import TrialOptions, run_trial, worker_cap, worker_ladder
@@ -148,7 +148,7 @@ class Tuner:
         self.data = as_data(data) if trial is run_trial else data
         self.base, self.opts, self.fixed_target, self.sopts = base.explicit(), opts, target, sopts
         self.headroom, self.min_gain, self.rounds, self.out = headroom, min_gain, max(rounds, 2), out
-        self.max_workers = max_workers if max_workers is not None else max_workers_allowed()
+        self.max_workers = max_workers if max_workers is not None else preflight.max_workers()
         self.max_batch = max(max_batch, base.batch_size)
         self.on_trial, self.on_prediction = on_trial, on_prediction
         self.trial, self.limits_of, self.step_of, self.lopts = trial, limits_of, step_of, lopts
@@ -222,11 +222,16 @@ class Tuner:
 
     # --- the search ---------------------------------------------------------------------------------------
 
+    def cap(self, batch: int) -> int | None:
+        """The most workers the data can give 3 batches each at this batch size (runner.worker_cap)."""
+        return worker_cap(self.data, batch, self.opts.world_size, self.opts.rank) if isinstance(self.data, Data) \
+            else None
+
     def worker_choices(self, batch: int) -> list[int]:
         """The worker ladder up to max_workers, cut at the number that can have work (added when it is not on
         the ladder): more workers than that would idle."""
         ladder = worker_ladder(self.max_workers) if self.max_workers > 0 else [0]
-        cap = worker_cap(self.data, batch, self.opts.world_size, self.opts.rank) if isinstance(self.data, Data) else None
+        cap = self.cap(batch)
         if cap is not None and cap < ladder[-1] and cap not in ladder:
             ladder.append(cap)
         return sorted(w for w in ladder if w <= self.max_workers and (cap is None or w <= cap))
@@ -239,7 +244,7 @@ class Tuner:
             self.res.probe = lim = self.limits_of(self.data, probe, self.opts, lopts=self.lopts, advance=advance)
         self._record(lim)
         batch, why_b = predict_batch(lim, self.base.batch_size, self.max_batch, self.fixed_target)
-        cap = worker_cap(self.data, batch, self.opts.world_size, self.opts.rank) if isinstance(self.data, Data) else None
+        cap = self.cap(batch)
         p = predict_workers(lim, batch, self.base.batch_size, self.worker_choices(batch), cap, self.target_at(batch))
         p.why = f"{why_b}; {p.why}"
         if self.on_prediction:
