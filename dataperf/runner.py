@@ -29,7 +29,9 @@ NOOP_BATCHES = 200
 # enough that each worker's own window spans several of its batches: 5 s holds >= 10 batches per worker
 # while a worker makes a batch in under half a second, and keeps a 3-repeat trial near 20 s. Measured on the
 # H200 host (benchmarks/results/2026-12-03-h200-repeat_budget*.log: 40k ImageNet-sized JPEGs, 16 workers):
-# 5 s trials within 2% of whole-epoch trials on average, trial to trial about 5% apart (whole epochs: 2%).
+# with shuffled reads, 5 s trials within 2% of whole-epoch trials on average, trial to trial about 5% apart
+# (whole epochs: 2%). That holds for shuffled reads only: sequential 2, 5 and 10 s trials read 0.832-0.881 of
+# a whole epoch's rate, their epoch estimates 1.142-1.168 of the measured epoch (one trial each): likely a bias.
 DEFAULT_REPEAT_S = 5.0
 STEADY_BATCHES = 3  # the budget never ends a repeat before every worker seen delivered this many batches
 # below SOLID_BATCHES a worker, with FEW_BATCH_NOTE_WORKERS or more workers, the steady rate reads high: x1.07 at
@@ -491,9 +493,10 @@ def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_
     without reading once a stream's share of the data is read: a stream with E samples an epoch that delivers D
     in a repeat through a buffer of B has read everything after E - B deliveries, so D - (E - B) of its D
     samples come out of the buffer with no read. When that is over a quarter of D the steady rate leaves most
-    reads out. A repeat cut by its time budget well inside the data has none. Measured on the 2-core box:
-    2,400 small JPEGs in 8 shards, buffer 1000, read 1,950-2,090 samples/s at 0 workers where 24,000 of the
-    same read 1,350 in 5 s repeats."""
+    reads out. A repeat cut by its time budget well inside the data has none. Measured on the 2-core box at
+    0 workers and batch 128 (benchmarks/results/2026-12-03-2core-tune_vs_grid-{run1,run2,24k}/grid.jsonl):
+    2,400 small JPEGs in 8 shards, buffer 1000, read 2,094 and 1,845 samples/s steady in two runs where
+    24,000 of the same read 1,708 in 5 s repeats (x1.23 and x1.08)."""
     buffer = cfg.explicit().shuffle_buffer
     if not buffer or not epoch_samples:
         return
