@@ -93,6 +93,7 @@ class Backend:
         else:
             prep = Prepared(data.local_paths())
         prep.info.update(backend=self.name, worker_type=self.worker_type(cfg))
+        prep.notes.extend(data.notes)
         return self.build(data, cfg, opts, prep), prep
 
 

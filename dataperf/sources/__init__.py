@@ -44,6 +44,7 @@ class Data:
     options: dict[str, str] = field(default_factory=dict)  # from SPEC#key=value: dtype, tokenizer, field
     manifest: Manifest | None = None  # a dataperf dataset's own manifest (or one built in memory for DALI)
     factory: str | None = None  # user-dataset: MODULE:FACTORY
+    notes: list[str] = field(default_factory=list)  # what resolving found worth saying in every trial's record
 
     @property
     def root(self) -> Path:

@@ -19,10 +19,13 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 from dataperf.errors import UserError
 from dataperf.sources import Data, DataFile
 
-DTYPES = {"uint16": np.uint16, "uint32": np.uint32, "int32": np.int32}
-# Megatron's .idx header: 9-byte magic, 8-byte version, 1-byte dtype code
+DTYPES = {"uint8": np.uint8, "int8": np.int8, "int16": np.int16, "uint16": np.uint16, "int32": np.int32,
+          "uint32": np.uint32, "int64": np.int64}
+# Megatron's .idx header: 9-byte magic, 8-byte version (1), 1-byte dtype code (megatron/core/datasets/
+# indexed_dataset.py, DType); float codes are Megatron's too, but hold no token ids
 MEGATRON_MAGIC = b"MMIDIDX\x00\x00"
-MEGATRON_DTYPES = {8: "uint16", 4: "int32", 6: "float32", 1: "uint8"}
+MEGATRON_DTYPES = {1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float64", 7: "float32",
+                   8: "uint16"}
 DEFAULT_WINDOW = 512
 TEXT_EXTRA = "install it with `pip install 'dataperf[text]'`"
 
@@ -40,10 +43,38 @@ def bin_dtype(data: Data, path: str) -> str:
         return data.options["dtype"]
     idx = Path(path).with_suffix(".idx")
     if not data.remote and idx.is_file():
-        head = idx.read_bytes()[:18]
-        if head[:9] == MEGATRON_MAGIC and MEGATRON_DTYPES.get(head[17]) in DTYPES:
-            return MEGATRON_DTYPES[head[17]]
+        return megatron_dtype(idx) or "uint16"
     return "uint16"
+
+
+def megatron_dtype(idx: Path) -> str | None:
+    """The token dtype a Megatron .idx declares, None for a file without Megatron's magic; a header that has
+    the magic but a dtype no token file can have, or is damaged, is a UserError: guessing would read the .bin
+    at the wrong width and record wrong figures as if right."""
+    with open(idx, "rb") as f:
+        head = f.read(18)
+    if head[:9] != MEGATRON_MAGIC:
+        return None
+    fix = f"rebuild it with Megatron's preprocess_data.py, or move it away and give {idx.with_suffix('.bin')}" \
+          "#dtype="
+    version, code = int.from_bytes(head[9:17], "little"), head[17] if len(head) == 18 else None
+    if version != 1 or code not in MEGATRON_DTYPES:
+        raise UserError(f"{idx} has Megatron's magic but a damaged header (version {version}, dtype code "
+                        f"{'missing' if code is None else code}; Megatron writes version 1 and codes 1-8); {fix}")
+    name = MEGATRON_DTYPES[code]
+    if name not in DTYPES:
+        raise UserError(f"{idx} declares {name} tokens (Megatron dtype code {code}); token ids are integers and "
+                        f"dataperf reads {', '.join(DTYPES)}; {fix}")
+    return name
+
+
+def idx_note(data: Data, path: str) -> str | None:
+    """A note when an .idx beside a local .bin is not Megatron's, so its dtype was not read from it."""
+    idx = Path(path).with_suffix(".idx")
+    if "dtype" in data.options or data.remote or not idx.is_file() or megatron_dtype(idx) is not None:
+        return None
+    return (f"{idx} is not a Megatron index (no MMIDIDX magic), so it gives no dtype: {path} is read as uint16 "
+            "(nanoGPT's); give DATA#dtype= if it holds another")
 
 
 def tokenizer(data: Data) -> Callable[[str], list[int]]:
@@ -88,6 +119,9 @@ def check(data: Data) -> None:
                             "read by byte ranges from its end and middle; serve it with one")
         if data.format == "tokens-bin":
             dt = bin_dtype(data, f.path)
+            note = idx_note(data, f.path)
+            if note:
+                data.notes.append(note)
             if (f.size_bytes or 0) % np.dtype(DTYPES[dt]).itemsize:
                 raise UserError(f"{f.path} is {f.size_bytes} bytes, not a whole number of {dt} "
                                 "tokens; give the right DATA#dtype=")
