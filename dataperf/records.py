@@ -173,12 +173,27 @@ class LoaderResult(TrialRecord):
     dataset_mib_read_per_repeat: float = float("nan")
     repeat_s: list[float] = field(default_factory=list)  # each repeat, iter() to its last batch
     repeat_samples: list[int] = field(default_factory=list)  # each repeat's samples
-    epoch_estimate_s: float | None = None  # samples per epoch / steady rate + start-up; None: size unknown
+    # this rank's epoch: its samples at the steady rate, the tail (tail_s) and one start-up; None: size unknown
+    epoch_estimate_s: float | None = None
+    # seconds of an epoch in which workers that ran out of data (uneven shards or batches per worker) leave the
+    # rest to read alone: the epoch's time beyond its samples at the all-workers steady rate (runner.tail_s)
+    tail_s: float = 0.0
+    # samples each worker reads in an epoch where the split is known (runner.worker_loads): the fed prediction's
+    # phases (all workers busy, then fewer); [] when unknown
+    epoch_worker_samples: list[float] = field(default_factory=list)
+    whole_epochs: bool = False  # every repeat ran to the end of the data
+    # what a training epoch gets from this config (README "Measurement", training rate): the whole-epoch rate when
+    # the repeats were whole epochs; else an epoch's samples over epoch_estimate_s; the repeats' rate where the
+    # steady rate is not valid (a shuffle buffer that hid the reads, too few batches a worker); the steady rate
+    # when the epoch's size is unknown. The verdict ranks configs by it.
+    training_samples_per_s: float = float("nan")
+    training_basis: str = ""  # which of those, in words
     trial_s: float = float("nan")  # the whole trial's wall time: preparing, warm-up, repeats, baseline
     # measurement definitions (issue 11; README "Measurement" defines each)
     epoch_samples_per_s_median: float = float("nan")  # a repeat's samples / repeat_s, start-up included
     epoch_samples_per_s_repeats: list[float] = field(default_factory=list)
-    startup_s_median: float = float("nan")  # repeat time beyond what the steady rate needs for its samples
+    # repeat time beyond what the steady rate needs for its samples and, in a whole epoch, beyond its tail
+    startup_s_median: float = float("nan")
     payload_mib_s_median: float = float("nan")  # sample payload (jpg/npy bytes) over the steady window
     payload_mib_s_repeats: list[float] = field(default_factory=list)
     storage_read_mib_s_median: float = float("nan")  # /proc read_bytes over the whole epoch

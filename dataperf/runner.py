@@ -116,6 +116,7 @@ class Repeat:
     watch_s: float = 0.0
     resident_after_evict_bytes: int | None = None
     corrupt: int = 0  # samples skipped as corrupt (on_corrupt=skip)
+    ended: bool = False  # ran to the end of the data: a whole epoch (its tail included)
 
     @property
     def samples_per_s(self) -> float:
@@ -222,7 +223,7 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
         _drain(it)
     del it  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
     return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, waits, cache.tree_read_bytes() - read0,
-                  arrivals, watch_s, corrupt=corrupt)
+                  arrivals, watch_s, corrupt=corrupt, ended=ended)
 
 
 def _drain(it: Any) -> None:
@@ -488,7 +489,7 @@ def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:
 BUFFER_SHARE_MAX = 0.25  # a note when more of a stream's delivered samples than this came with no read
 
 
-def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_samples: int | None) -> None:
+def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_samples: int | None) -> bool:
     """A shuffle buffer is filled before the first sample (start-up, outside the steady window) and drains
     without reading once a stream's share of the data is read: a stream with E samples an epoch that delivers D
     in a repeat through a buffer of B has read everything after E - B deliveries, so D - (E - B) of its D
@@ -499,27 +500,97 @@ def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_
     24,000 of the same read 1,708 in 5 s repeats (x1.23 and x1.08)."""
     buffer = cfg.explicit().shuffle_buffer
     if not buffer or not epoch_samples:
-        return
+        return False
     streams = max(1, max(len(r.active_workers) for r in reps))
     per_epoch, delivered = epoch_samples / streams, min(r.samples for r in reps) / streams
     unread = delivered - max(0.0, per_epoch - buffer)
-    if delivered and unread > BUFFER_SHARE_MAX * delivered:
-        res.notes.append(f"shuffle buffer: {buffer} samples against {per_epoch:.0f} a stream has in the data: "
-                         f"{min(unread / delivered, 1):.0%} of the {delivered:.0f} samples a stream delivered in a "
-                         "repeat came out of the buffer with no read (its fill is start-up), so the steady rate "
-                         f"leaves those reads out (epoch rate {res.epoch_samples_per_s_median:,.0f} samples/s "
-                         "includes them); give repeats a larger dataset or a smaller --shuffle-buffer")
+    if not (delivered and unread > BUFFER_SHARE_MAX * delivered):
+        return False
+    res.notes.append(f"shuffle buffer: {buffer} samples against {per_epoch:.0f} a stream has in the data: "
+                     f"{min(unread / delivered, 1):.0%} of the {delivered:.0f} samples a stream delivered in a "
+                     "repeat came out of the buffer with no read (its fill is start-up), so the steady rate "
+                     f"leaves those reads out; the ranking uses the repeats' rate "
+                     f"({res.epoch_samples_per_s_median:,.0f} samples/s), which includes them; give repeats a larger "
+                     "dataset or a smaller --shuffle-buffer")
+    return True
 
 
-def _note_few_batches(res: LoaderResult, reps: list[Repeat]) -> None:
+def _note_few_batches(res: LoaderResult, reps: list[Repeat]) -> bool:
     """Many workers with 3-5 batches each: measured, but the sum of per-worker windows reads high there."""
     few = [r.fewest_worker_batches for r in reps if r.fewest_worker_batches is not None]
     w = max(len(r.active_workers) for r in reps)
-    if few and min(few) < SOLID_BATCHES and w >= FEW_BATCH_NOTE_WORKERS:
+    fired = bool(few) and min(few) < SOLID_BATCHES and w >= FEW_BATCH_NOTE_WORKERS
+    if fired:
         res.notes.append(f"few batches a worker: {w} workers, the fewest delivered {min(few)} in a repeat; with "
                          f"under {SOLID_BATCHES} the steady rate (a sum of per-worker windows) reads high, by 7% "
-                         "at 32 workers x 3 batches against a known answer (1% at 16); give every worker "
+                         "at 32 workers x 3 batches against a known answer (1% at 16), so the ranking uses the "
+                         "repeats' rate; give every worker "
                          f"{SOLID_BATCHES} or more (--max-batches {SOLID_BATCHES * w} or more)")
+    return fired
+
+
+# backends whose DataLoader deals whole shards to workers (shard i to worker i mod W) or batches in turn
+SHARD_DEALT = ("webdataset",)
+BATCH_DEALT = ("files", "tokens-bin", "npy")
+
+
+def worker_loads(data: Data, cfg: LoaderConfig, epoch_samples: int | None, opts: TrialOptions) -> list[float]:
+    """Samples each DataLoader worker reads in one epoch of this rank, where the split is known: WebDataset deals
+    this rank's shards out in turn (equal shards assumed), a map-style dataset its batches; [] when the split is
+    not known (one stream, a user's IterableDataset, other backends) or the epoch's size is unknown."""
+    w = cfg.num_workers
+    if not epoch_samples or w < 2 or cfg.format in ONE_STREAM:
+        return []
+    if cfg.format in SHARD_DEALT and data.format == "webdataset" and data.files:
+        shards = len(data.files[opts.rank::max(opts.world_size, 1)])
+        per = epoch_samples / max(shards, 1)
+        return [len(range(i, shards, w)) * per for i in range(w)]
+    if cfg.format in BATCH_DEALT:
+        batches = -(-epoch_samples // cfg.batch_size)
+        return [len(range(i, batches, w)) * epoch_samples / batches for i in range(w)]
+    return []
+
+
+def tail_s(loads: list[float], steady: float) -> float:
+    """The epoch's tail: with a workers that have work each reading at steady / a, the epoch lasts as long as
+    the busiest worker's share takes, max(load) x a / steady; beyond the epoch's samples at the all-workers rate
+    (sum(load) / steady) the others have run out and fewer workers read. 5 shards on 4 workers of 100 samples/s,
+    2,000 samples: 800 x 4 / 400 = 8 s against 5 s, a 3 s tail (the audit's known answer: 8.3-9.3 s measured)."""
+    active = [x for x in loads if x > 0]
+    if not active or not steady > 0:
+        return 0.0
+    return max(0.0, (max(active) * len(active) - sum(active)) / steady)
+
+
+def _note_uneven(res: LoaderResult, loads: list[float], cfg: LoaderConfig) -> None:
+    """Say when the tail costs over 5% of an epoch, with the fix: shards a multiple of the workers."""
+    if not loads or not res.epoch_estimate_s or res.tail_s <= 0.05 * res.epoch_estimate_s:
+        return
+    w = cfg.num_workers
+    busy = sum(1 for x in loads if x >= max(loads) - 1e-9)
+    what = (f"{res.shards} shards for {w} workers" if res.shards is not None else f"batches for {w} workers")
+    fix = (f"reshard to a multiple of {w} (dataperf shards convert SRC OUT --shards {w * -(-res.shards // w)}) or "
+           f"use a worker count that divides {res.shards}" if res.shards is not None else "a smaller batch size")
+    res.notes.append(f"uneven work: {what}: {busy} worker(s) read {max(loads):,.0f} samples an epoch, others fewer, so "
+                     f"the last {res.tail_s:.1f} s of each {res.epoch_estimate_s:.1f} s epoch run on fewer workers "
+                     "than the steady rate counts; the ranking uses the epoch with its tail "
+                     f"({res.training_samples_per_s:,.0f} samples/s, steady {res.samples_per_s_median:,.0f}); {fix}")
+
+
+def _training_rate(res: LoaderResult, epoch_samples: int | None, steady_invalid: str | None) -> None:
+    """What a training epoch gets from this config (LoaderResult.training_samples_per_s), and on what basis."""
+    if res.whole_epochs:
+        res.training_samples_per_s = res.epoch_samples_per_s_median
+        res.training_basis = "whole epochs, measured"
+    elif steady_invalid:
+        res.training_samples_per_s = res.epoch_samples_per_s_median
+        res.training_basis = f"the repeats' rate, start-up included: the steady rate is not valid ({steady_invalid})"
+    elif epoch_samples and res.epoch_estimate_s:
+        res.training_samples_per_s = epoch_samples / res.epoch_estimate_s
+        res.training_basis = "an epoch at the steady rate, with its start-up and tail"
+    else:
+        res.training_samples_per_s = res.samples_per_s_median
+        res.training_basis = "the steady rate (the epoch's size is unknown)"
 
 
 def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data, paths: list[Path],
@@ -545,7 +616,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     if any(x != x for x in sps):
         raise TrialError("no worker delivered two batches in a repeat, so there is no steady window: use more "
                          "samples, a smaller batch_size, or fewer workers")
-    _note_few_batches(res, reps)
+    few_batches = _note_few_batches(res, reps)
     s = summarize(sps)
     res.repeats = len(reps)
     res.batches_per_repeat = fewest
@@ -555,14 +626,23 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.samples_per_s_repeats = sps
     res.epoch_samples_per_s_repeats = [r.epoch_samples_per_s for r in reps]
     res.epoch_samples_per_s_median = summarize(res.epoch_samples_per_s_repeats)["median"]
-    res.startup_s_median = summarize([max(0.0, r.epoch_s - r.samples / r.samples_per_s) for r in reps])["median"]
+    per_rank = data.count // max(opts.world_size, 1) if data.count else None
+    res.shards = len(data.files) if data.format == "webdataset" else None
+    loads = worker_loads(data, cfg, per_rank, opts)
+    res.tail_s, res.epoch_worker_samples = tail_s(loads, res.samples_per_s_median), loads
+    res.whole_epochs = all(r.ended for r in reps)
+    res.startup_s_median = summarize([max(0.0, r.epoch_s - r.samples / r.samples_per_s - (res.tail_s if r.ended else 0))
+                                      for r in reps])["median"]
     res.repeat_s, res.repeat_samples = [r.epoch_s for r in reps], [r.samples for r in reps]
-    if data.count:  # this rank's share of an epoch at the steady rate, plus one start-up
-        res.epoch_estimate_s = data.count / opts.world_size / res.samples_per_s_median + res.startup_s_median
+    if per_rank:  # this rank's share of an epoch at the steady rate, its tail and one start-up
+        res.epoch_estimate_s = per_rank / res.samples_per_s_median + res.tail_s + res.startup_s_median
     if opts.repeat_seconds and res.startup_s_median > opts.repeat_seconds / 2:
         res.notes.append(f"start-up took {res.startup_s_median:.1f} s of each {opts.repeat_seconds:g} s repeat: "
                          "the steady window is short; give repeats more time (--repeat-seconds)")
-    buffer_note(res, cfg, reps, data.count // opts.world_size if data.count else None)
+    buffered = buffer_note(res, cfg, reps, per_rank)
+    _training_rate(res, per_rank, "the shuffle buffer hid the reads" if buffered else
+                   "too few batches a worker" if few_batches else None)
+    _note_uneven(res, loads, cfg)
     res.payload_mib_s_repeats = [r.payload_mib_s for r in reps]
     res.payload_mib_s_median = summarize(res.payload_mib_s_repeats)["median"]
     res.storage_read_mib_s_repeats = [r.storage_read_mib_s for r in reps]
@@ -575,7 +655,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.harness_overhead_pct = res.harness_overhead_ms_per_batch / batch_ms * 100 if batch_ms > 0 else float("nan")
     res.storage_read_mib_per_repeat = [r.storage_read_bytes / MIB for r in reps]
     res.dataset_mib_read_per_repeat = summarize([r.nbytes / MIB for r in reps])["median"]
-    _fill_workers(res, reps, data, cfg, opts)
+    _fill_workers(res, reps, cfg, opts)
     res.corrupt_samples = max(r.corrupt for r in reps)
     if res.corrupt_samples:
         res.notes.append(f"{res.corrupt_samples} corrupt samples per repeat skipped (on_corrupt=skip); the rate "
@@ -586,10 +666,8 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     _verify_cache(res, reps, data, paths, opts)
 
 
-def _fill_workers(res: LoaderResult, reps: list[Repeat], data: Data, cfg: LoaderConfig,
-                  opts: TrialOptions) -> None:
-    """Shard count and workers that delivered samples; one 'idle' warning naming the fix when some did not."""
-    res.shards = len(data.files) if data.format == "webdataset" else None
+def _fill_workers(res: LoaderResult, reps: list[Repeat], cfg: LoaderConfig, opts: TrialOptions) -> None:
+    """Workers that delivered samples; one 'idle' warning naming the fix when some did not."""
     if cfg.format in ONE_STREAM:
         return
     res.active_workers = min(len(r.active_workers) for r in reps)
