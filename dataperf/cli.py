@@ -119,7 +119,7 @@ def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, like, jobs, ima
 
     if like and image_size is not None:
         raise UserError(f"--like {like} draws each image's size; drop --image-size")
-    side = image_size or 256
+    side = 256 if image_size is None else image_size  # 0 is a value to refuse, not "the default"
     out = out or Path("shards") / f"{kind}-{fmt}"
     with report.progress_bar(f"writing {count} {kind} samples", count) as advance:
         g = generate_dataset(out, kind, fmt, count, seed, ImageSpec(side, side, quality),

@@ -196,7 +196,7 @@ def generate_dataset(
     jobs = jobs or default_jobs()
     if kind == "image" and like is None:
         if image.width < 8 or image.height < 8:
-            raise UserError("--image-size must be at least 8 pixels")
+            raise UserError(f"--image-size must be at least 8 pixels, got {min(image.width, image.height)}")
         # generation holds ~40 bytes per pixel (int64 noise, int16 sum, the image, its JPEG)
         check_image_side(max(image.width, image.height), per_pixel_bytes=GEN_BYTES_PER_PIXEL)
     if kind == "tokens":

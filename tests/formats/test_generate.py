@@ -4,8 +4,10 @@ import io
 import numpy as np
 import pytest
 import webdataset as wds
+from click.testing import CliRunner
 from PIL import Image
 
+from dataperf.cli import cli
 from dataperf.errors import UserError
 from dataperf.formats import generate
 from dataperf.formats.dataset_dir import read_manifest
@@ -169,3 +171,23 @@ def test_a_dataset_larger_than_the_free_disk_is_refused_before_writing(tmp_path)
     with pytest.raises(UserError, match="GiB free"):
         write_dataset(tmp_path / "big", "image", "webdataset", count, image=ImageSpec(16, 16, 90))
     assert not any(tmp_path.iterdir())
+
+
+def make(*args: str):
+    """`dataperf shards make` as a person runs it."""
+    return CliRunner().invoke(cli, ["shards", "make", *args])
+
+
+def one_error(r, *needles: str) -> str:
+    assert r.exit_code == 2, r.output
+    errs = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and "Traceback" not in r.output, r.output
+    for n in needles:
+        assert n in errs[0], errs[0]
+    return errs[0]
+
+
+@pytest.mark.parametrize("side", ["0", "-16"])
+def test_n3_image_size_zero_or_negative_is_refused(tmp_path, side):
+    one_error(make("--count", "4", "--image-size", side, "--out", str(tmp_path / "m")), "--image-size", side)
+    assert not (tmp_path / "m").exists()
