@@ -112,8 +112,15 @@ def check_output_dir(out: Path, overwrite: bool) -> None:
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise UserError(f"output folder is not empty: {out}; pass --overwrite to replace it, or choose another --out")
     parent = out.resolve().parent
-    if not os.access(parent if parent.exists() else parent.parent, os.W_OK):
-        raise UserError(f"cannot write under {parent}: permission denied")
+    probe = parent  # missing folders are made (staged_output): what must be writable is the nearest that exists
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    made = f" (to make {parent.relative_to(probe)} in it)" if probe != parent else ""
+    if not probe.is_dir():
+        raise UserError(f"cannot write under {probe}{made}: it is a file, not a folder; choose another --out")
+    if not os.access(probe, os.W_OK):
+        why = "a read-only file system" if os.statvfs(probe).f_flag & os.ST_RDONLY else "permission denied"
+        raise UserError(f"cannot write under {probe}{made}: {why}; choose another --out")
 
 
 def _umask() -> int:

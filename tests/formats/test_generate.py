@@ -1,5 +1,8 @@
 import hashlib
 import io
+import os
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -191,3 +194,42 @@ def one_error(r, *needles: str) -> str:
 def test_n3_image_size_zero_or_negative_is_refused(tmp_path, side):
     one_error(make("--count", "4", "--image-size", side, "--out", str(tmp_path / "m")), "--image-size", side)
     assert not (tmp_path / "m").exists()
+
+
+def test_n10_missing_parent_folders_are_made(tmp_path):
+    out = tmp_path / "mk2" / "a" / "b"
+    r = make("--count", "4", "--image-size", "16", "--format", "files", "--out", str(out))
+    assert r.exit_code == 0, r.output
+    assert read_manifest(out).count == 4
+
+
+def test_n10_a_file_in_the_way_is_named(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    one_error(make("--count", "4", "--image-size", "16", "--out", str(tmp_path / "afile" / "a" / "b")),
+              f"{tmp_path / 'afile'}", "is a file, not a folder")
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 2 MiB tmpfs (mounting needs root), read-only on request: a small or read-only disk as users have."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = []
+
+    def mount(*opts: str) -> Path:
+        d = tmp_path / f"fs{len(mounted)}"
+        d.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(["size=2m", *opts]), "tmpfs", str(d)], check=True)
+        mounted.append(d)
+        return d
+
+    yield mount
+    for d in mounted:
+        subprocess.run(["umount", str(d)], check=False)
+
+
+def test_n10_a_read_only_disk_is_named_as_one(tmpfs):
+    ro = tmpfs("ro")
+    one_error(make("--count", "4", "--image-size", "16", "--out", str(ro / "a" / "b")), f"cannot write under {ro}",
+              "read-only file system")
+
