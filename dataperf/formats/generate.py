@@ -263,8 +263,16 @@ def check_disk_space(out: Path, need: int) -> None:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if need > free:
-        raise UserError(f"this dataset needs at least {need / 2**30:.1f} GiB but {probe} has {free / 2**30:.1f} GiB "
-                        "free; use a smaller --count or --image-size, or another --out")
+        raise UserError(f"this dataset needs at least {size_text(need)} but {probe} has {size_text(free)} free; use "
+                        "a smaller --count or --image-size, or another --out")
+
+
+def size_text(n: int) -> str:
+    """Bytes in the largest unit that keeps a figure of at least 1 (KiB up to GiB): '0.0 GiB' says nothing."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n / 2**10:.1f} KiB"
 
 
 def _record(m: Manifest, s: Sample) -> None:

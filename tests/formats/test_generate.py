@@ -233,3 +233,9 @@ def test_n10_a_read_only_disk_is_named_as_one(tmpfs):
     one_error(make("--count", "4", "--image-size", "16", "--out", str(ro / "a" / "b")), f"cannot write under {ro}",
               "read-only file system")
 
+
+def test_n18_disk_space_below_a_gib_is_said_in_mib(tmpfs):
+    small = tmpfs()
+    err = one_error(make("--count", "2000", "--image-size", "32", "--out", str(small / "big")), "MiB")
+    assert "0.0 GiB" not in err and "needs at least 6.5 MiB" in err and "2.0 MiB free" in err, err
+    assert [generate.size_text(n) for n in (512, 3 * 2**20, 5 * 2**30)] == ["0.5 KiB", "3.0 MiB", "5.0 GiB"]
