@@ -170,7 +170,9 @@ def data_id(spec: str) -> str:
 
 
 def trial_id(data: Data | Path, cfg: LoaderConfig) -> str:
-    return f"{data_id(data.spec if isinstance(data, Data) else str(data))}|{cfg.key()}"
+    """A trial's identity, from its config as it will be recorded (LoaderConfig.explicit: the defaults a trial
+    fills in, such as the shuffle buffer, written out), so a planned trial matches its record on --resume."""
+    return f"{data_id(data.spec if isinstance(data, Data) else str(data))}|{cfg.explicit().key()}"
 
 
 def finished_ids(out: Path) -> set[str]:

@@ -23,12 +23,17 @@ def test_grid_skips_prefetch_without_workers():
     assert len({c.key() for c in cfgs}) == len(cfgs)
 
 
-def test_default_workers_reach_twice_the_cores(monkeypatch):
+def test_default_workers_are_spread_up_to_the_cores_and_capped_by_the_data(monkeypatch, datasets):
     from dataperf import runner
 
-    assert runner.worker_ladder(4) == [0, 1, 2, 4] and runner.worker_ladder(6) == [0, 1, 2, 4]
-    monkeypatch.setattr(runner.os, "cpu_count", lambda: 8)
-    assert runner.worker_ladder() == [0, 1, 2, 4, 8, 16] == sw.Grid().num_workers
+    assert runner.worker_ladder(4) == [0, 1, 2, 3, 4] and runner.worker_ladder(10) == [0, 1, 2, 3, 4, 6, 8, 10]
+    monkeypatch.setattr(runner, "cores", lambda: 16)
+    assert runner.worker_ladder() == [0, 1, 2, 3, 4, 6, 8, 12, 16] == sw.Grid().num_workers
+    # 96 samples at batch 8 are 12 batches: 4 workers can each get 3 of them, 5 cannot
+    data = sources.as_data(datasets["image-files"])
+    assert runner.worker_cap(data, 8) == 4 and runner.worker_ladder(cap=runner.worker_cap(data, 8)) == [0, 1, 2, 3, 4]
+    wds = sources.as_data(datasets["image-webdataset"])
+    assert runner.worker_cap(wds, 1) == len(wds.files)  # one shard at least each
 
 
 @pytest.mark.parametrize("suffix,text", [
@@ -65,15 +70,18 @@ def test_sweep_cli_writes_records_table_plot_and_recommendation(tmp_path, datase
     assert "recommended:" in r.output and "loader trials" in r.output
 
 
-def test_sweep_refuses_to_clobber_and_resume_skips_finished(tmp_path, datasets):
+@pytest.mark.parametrize("data", ["image-files", "image-webdataset"])
+def test_sweep_refuses_to_clobber_and_resume_skips_finished(tmp_path, datasets, data):
+    """A WebDataset sweep with default options records the shuffle buffer it filled in: resume still matches
+    (reliability N1: every resume re-measured every WebDataset trial)."""
     out = tmp_path / "s.jsonl"
-    base = ["sweep", str(datasets["image-files"]), "--out", str(out), *ARGS]
+    base = ["sweep", str(datasets[data]), "--out", str(out), *ARGS]
     assert CliRunner().invoke(cli, base).exit_code == 0
     r = CliRunner().invoke(cli, base)
     assert r.exit_code == 2 and "--resume" in r.output
     r = CliRunner().invoke(cli, [*base, "--resume"])
     assert r.exit_code == 0 and "(0 new trials)" in r.output
-    assert len(out.read_text().splitlines()) == 2
+    assert sum(1 for r in records.load(out) if isinstance(r, LoaderResult)) == 2
 
 
 def interrupt_on_trial(monkeypatch, n: int):
