@@ -90,7 +90,8 @@ def tokenizer(data: Data) -> Callable[[str], list[int]]:
     try:
         enc = tiktoken.get_encoding(name)
     except Exception as e:  # unknown name, or its BPE file cannot be fetched offline
-        raise UserError(f"tiktoken cannot load encoding {name!r} ({type(e).__name__}: {e}); pre-fill "
+        why = " ".join(str(e).split())  # tiktoken's text spans lines (plugins, version): one error line
+        raise UserError(f"tiktoken cannot load encoding {name!r} ({type(e).__name__}: {why}); pre-fill "
                         "TIKTOKEN_CACHE_DIR on an offline machine, or use DATA#tokenizer=bytes") from None
     return enc.encode_ordinary
 
@@ -118,6 +119,8 @@ def check(data: Data) -> None:
             raise UserError(f"the size of {f.path} is unknown (the server sent no Content-Length), and it is "
                             "read by byte ranges from its end and middle; serve it with one")
         if data.format == "tokens-bin":
+            if f.size_bytes == 0:
+                raise UserError(f"{f.path} is empty (0 bytes): no tokens to read; leave it out of DATA")
             dt = bin_dtype(data, f.path)
             note = idx_note(data, f.path)
             if note:
@@ -130,6 +133,8 @@ def check(data: Data) -> None:
         elif data.format == "npy":
             try:
                 arr = open_array(data, f, None)
+            except EOFError:  # numpy's word for a 0-byte file; left alone, click takes it for Ctrl-C
+                raise UserError(f"{f.path} is empty (0 bytes), not a .npy file; leave it out of DATA") from None
             except ValueError as e:
                 raise UserError(f"{f.path} is not a plain .npy array ({e})") from None
             except OSError as e:
@@ -169,13 +174,29 @@ def iter_texts(data: Data, f: DataFile) -> Iterator[str]:
     key = data.options.get("field", "text")
     if data.format == "jsonl":
         with (remote.open_url(f.path) if data.remote else open(f.path, "rb")) as raw:
-            for line in raw:
-                if line.strip():
-                    v = json.loads(line).get(key)
-                    if isinstance(v, str):
-                        yield v
+            for n, line in enumerate(raw, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8
+                    why = f"{e.msg} at column {e.colno}" if isinstance(e, json.JSONDecodeError) else str(e)
+                    raise UserError(f"{f.path} line {n} is not JSON ({why}); fix or drop that line") from None
+                if not isinstance(row, dict):
+                    raise UserError(f"{f.path} line {n} is a JSON {type(row).__name__}, not an object with a "
+                                    f"{key!r} field; fix or drop that line")
+                v = row.get(key)
+                if isinstance(v, str):
+                    yield v
         return
-    pf = _pyarrow().ParquetFile(remote.open_ranges(f.path, f.size_bytes or 0) if data.remote else f.path)
+    pq = _pyarrow()
+    import pyarrow
+
+    try:
+        pf = pq.ParquetFile(remote.open_ranges(f.path, f.size_bytes or 0) if data.remote else f.path)
+    except pyarrow.ArrowInvalid as e:  # no Parquet footer: empty, cut short, or another format
+        raise UserError(f"{f.path} is not a Parquet file ({' '.join(str(e).split())}); point DATA at Parquet "
+                        "files, or name them for what they hold") from None
     if key not in pf.schema_arrow.names:
         return
     for i in range(pf.num_row_groups):

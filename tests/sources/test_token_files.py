@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from dataperf import sources
 from dataperf.cli import cli
+from dataperf.errors import UserError
 from dataperf.records import LoaderConfig
 from dataperf.sources import tokens
 
@@ -74,3 +75,44 @@ def test_n2_idx_without_megatron_magic_is_noted_in_the_record(tmp_path):
     notes = json.loads(out.read_text().splitlines()[-1])["notes"]
     assert any("m.idx is not a Megatron index" in n and "read as uint16" in n for n in notes), notes
     assert "note: " in r.output and "not a Megatron index" in r.output
+
+
+def test_n7_an_empty_npy_is_named_not_taken_for_ctrl_c(tmp_path):
+    (tmp_path / "e.npy").write_bytes(b"")
+    one_error(CliRunner().invoke(cli, ["bench", str(tmp_path / "e.npy"), *FAST]), "e.npy is empty", "not a .npy file")
+
+
+def jsonl(path: Path, bad: str, at: int, n: int = 300) -> Path:
+    """n good lines of text with `bad` as line `at` (1-based)."""
+    lines = [json.dumps({"text": f"hello {i}"}) for i in range(n)]
+    lines.insert(at - 1, bad)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("name, make, workers, needles", [
+    ("e.bin", lambda p: p.write_bytes(b""), 0, ("e.bin is empty",)),
+    ("f.parquet", lambda p: p.write_bytes(b"PAR1\0\0\0\0"), 0, ("f.parquet is not a Parquet file",)),
+    ("e.parquet", lambda p: p.write_bytes(b""), 0, ("e.parquet is not a Parquet file",)),
+    ("b.jsonl", lambda p: jsonl(p, "{bad", 1), 0, ("b.jsonl line 1 is not JSON", "column 2")),
+    ("b.jsonl", lambda p: jsonl(p, "{bad", 5), 0, ("b.jsonl line 5 is not JSON",)),
+    ("b.jsonl", lambda p: jsonl(p, "{bad", 5), 1, ("b.jsonl line 5 is not JSON",)),
+    ("l.jsonl", lambda p: jsonl(p, "[1, 2]", 5), 0, ("l.jsonl line 5 is a JSON list",)),
+], ids=["empty-bin", "not-parquet", "empty-parquet", "jsonl-line-1", "jsonl-line-5", "jsonl-line-5-worker",
+        "jsonl-list"])
+def test_n13_bad_token_and_text_files_are_named(tmp_path, name, make, workers, needles):
+    """Found before measuring where the first read shows it; a later bad line fails the trial, naming its line."""
+    make(tmp_path / name)
+    spec = f"{tmp_path / name}#tokenizer=bytes" if name.endswith(("jsonl", "parquet")) else str(tmp_path / name)
+    r = CliRunner().invoke(cli, ["bench", spec, "--decode", "--num-workers", str(workers), *FAST])
+    one_error(r, *needles)
+
+
+def test_n15_an_unknown_tokenizer_is_one_line(tmp_path):
+    path = jsonl(tmp_path / "t.jsonl", json.dumps({"text": "x"}), 1)
+    with pytest.raises(UserError) as e:
+        sources.resolve(f"{path}#tokenizer=nosuch")
+    assert "\n" not in str(e.value) and "'nosuch'" in str(e.value)
+    r = CliRunner().invoke(cli, ["bench", f"{path}#tokenizer=nosuch", "--decode", *FAST])
+    assert len(r.output.splitlines()) == 1
+    one_error(r, "tiktoken cannot load encoding 'nosuch'")
