@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -27,15 +28,24 @@ from dataperf.options import (
     trial_options,
 )
 
+OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
 
 def error_line(e: BaseException) -> tuple[str, int]:
-    """The one `error:` line and exit code for an exception that ends a command (see README, exit codes)."""
+    """The one `error:` line and exit code for an exception that ends a command (see README, exit codes): a
+    library's text that spans lines is joined with spaces, and object reprs (`<_io.BytesIO object at 0x..>`,
+    which name nothing a user has) are left out."""
+    msg, code = _error(e)
+    return " ".join(OBJECT_REPR.sub("", msg).split()), code
+
+
+def _error(e: BaseException) -> tuple[str, int]:
     from dataperf.errors import TrialError
 
     if isinstance(e, UserError):
         return str(e), e.exit_code
     if isinstance(e, click.UsageError):
-        msg = " ".join(e.format_message().split()).rstrip(".")
+        msg = e.format_message().strip().rstrip(".")
         cmd = e.ctx.command_path if e.ctx is not None else "dataperf"
         return f"{msg}; see `{cmd} --help`", 2
     if isinstance(e, click.ClickException):
@@ -46,6 +56,9 @@ def error_line(e: BaseException) -> tuple[str, int]:
         where = f" {e.filename}" if e.filename else ""
         fix = "free space" if e.errno == errno.ENOSPC else "check the path and its permissions"
         return f"cannot use{where}: {e.strerror}; {fix}", 2
+    if isinstance(e, EOFError):  # a file that ends before its data does (a truncated pickle, an empty array)
+        return (f"a file ended early (EOFError: {str(e) or 'no data left'}); check the data files (set "
+                "DATAPERF_TRACEBACK=1 to see which was being read)"), 2
     from dataperf.runner import describe_failure
 
     text = describe_failure(e)
@@ -62,21 +75,28 @@ class ContractGroup(click.Group):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except (KeyboardInterrupt, click.Abort):
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+        except (KeyboardInterrupt, click.Abort) as e:
+            if not isinstance(e.__cause__, EOFError):
+                click.echo("interrupted", err=True)
+                sys.exit(130)
+            self.fail(e.__cause__)  # click wraps every EOFError in Abort: a file that ended early, not Ctrl-C
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
         except click.exceptions.NoArgsIsHelpError as e:
             click.echo(e.ctx.get_help())  # a bare group asks for its help: that is not a mistake
             sys.exit(0)
         except Exception as e:
-            if os.environ.get("DATAPERF_TRACEBACK"):
-                raise
-            msg, code = error_line(e)
-            click.echo(f"error: {msg}", err=True)
-            sys.exit(code)
+            self.fail(e)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+    @staticmethod
+    def fail(e: BaseException) -> None:
+        """Exit with the one `error:` line for e (or its traceback under DATAPERF_TRACEBACK=1)."""
+        if os.environ.get("DATAPERF_TRACEBACK"):
+            raise e
+        msg, code = error_line(e)
+        click.echo(f"error: {msg}", err=True)
+        sys.exit(code)
 
 
 @click.group(cls=ContractGroup, context_settings={"help_option_names": ["-h", "--help"]})

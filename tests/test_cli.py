@@ -50,3 +50,30 @@ def test_report_gives_the_verdict_from_saved_results(tmp_path, datasets):
     assert ("recommended:" in r.output) == bool(feeds) and ("INPUT-BOUND" in r.output) == (not feeds), r.output
     assert (tmp_path / "h.png").is_file()
     assert "step cnn-small" in r.output
+
+
+def test_n7_an_eoferror_is_an_error_line_not_ctrl_c(tmp_path, monkeypatch):
+    """click wraps every EOFError in Abort, as it does Ctrl-C: a file that ends early (here an empty pickle)
+    is exit 2 with one `error:` line, not 130 "interrupted"."""
+    import pickle
+
+    from dataperf.formats import inspect
+
+    (tmp_path / "cut.pkl").write_bytes(b"")
+    monkeypatch.setattr(inspect, "inspect_dataset", lambda *a: pickle.loads((tmp_path / "cut.pkl").read_bytes()))
+    r = CliRunner().invoke(cli, ["shards", "inspect", str(tmp_path)])
+    assert r.exit_code == 2 and "interrupted" not in r.output, r.output
+    errs = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(errs) == 1 and "EOFError" in errs[0] and "dataperf bug" not in errs[0], r.output
+
+
+def test_n15_an_error_text_of_many_lines_and_object_reprs_is_one_plain_line(tmp_path, monkeypatch):
+    """A user's factory failing with a library's multi-line text that holds an object's repr."""
+    (tmp_path / "n15_factory.py").write_text(
+        "import io\n\ndef build():\n    raise ValueError(f'cannot identify image file {io.BytesIO()}\\n"
+        "Plugins found: []\\nversion: 1')\n")
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cli, ["bench", "--dataset", "n15_factory:build", *FAST])
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
+    assert r.output.startswith("error: ") and "cannot identify image file Plugins found: [] version: 1" in r.output
+    assert "object at 0x" not in r.output
