@@ -178,8 +178,9 @@ def shards_inspect(data, verify) -> None:
     if ins.corrupt:
         for c in ins.corrupt:
             report.console.print(f"corrupt: {c}")
-        raise UserError(f"{len(ins.corrupt)} corrupt sample(s) in {data} (listed above); regenerate or "
-                        "re-convert those shards, or measure with --on-corrupt skip")
+        fix = "replace or remove those files" if ins.format == "files" else "regenerate or re-convert those shards"
+        raise UserError(f"{len(ins.corrupt)} corrupt sample(s) in {data} (listed above); {fix}, or measure with "
+                        "--on-corrupt skip")
 
 
 BUDGET_START_ENV = "DATAPERF_BUDGET_START"  # --nproc: when the launching command started (time.monotonic())

@@ -43,7 +43,7 @@ def npy_length(data: bytes) -> int:
     return int(arr.shape[0]) if arr.ndim else 1
 
 
-PAYLOADS = ("jpg", "jpeg", "png", "npy")
+PAYLOADS = ("jpg", "jpeg", "png", "webp", "npy")
 
 
 def check_sample(sample: dict[str, bytes], decode: bool) -> str | None:
@@ -62,8 +62,10 @@ def check_sample(sample: dict[str, bytes], decode: bool) -> str | None:
 
                 with Image.open(io.BytesIO(data)) as img:
                     img.load()
-        except Exception as e:
-            return f"{ext} does not decode ({type(e).__name__}: {e})"
+        except Exception as e:  # PIL's "cannot identify" text ends in the repr of the buffer it was handed
+            why = "not an image PIL can read" if type(e).__name__ == "UnidentifiedImageError" else \
+                f"{type(e).__name__}: {e}"
+            return f"{ext} does not decode ({why})"
     return None
 
 
@@ -71,7 +73,10 @@ def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
     """Count and size every sample; tar shards are read end to end, so damage is reported by file name.
 
     Token arrays are always parsed (their lengths are the point); with verify every image is decoded too, and
-    all bad samples are listed instead of stopping at the first."""
+    all bad samples are listed instead of stopping at the first. A folder of image files (flat or ImageFolder)
+    is read as bench reads it, each file a sample."""
+    from dataperf.sources.local import image_manifest
+
     if not root.exists():
         raise UserError(f"dataset path does not exist: {root}")
     tars = sorted(root.glob("*.tar"))
@@ -80,8 +85,11 @@ def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
         fmt, kind = m.format, m.kind
     elif tars:
         fmt, kind = "webdataset", "unknown"
+    elif root.is_dir() and (listed := image_manifest(root)) is not None:
+        m, fmt, kind = listed, "files", "image"
     else:
-        raise UserError(f"{root} has neither a {MANIFEST} nor .tar shards; not a dataset")
+        raise UserError(f"{root} has no {MANIFEST}, no .tar shards and no image files; not a dataset that "
+                        "`shards inspect` reads")
     sizes: list[int] = []
     lengths: list[int] = []
     corrupt: list[str] = []
@@ -106,7 +114,7 @@ def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
             if not p.is_file():
                 raise UserError(f"{p} is listed in the manifest but missing; regenerate the dataset")
             if verify:
-                why = check_sample({name.rpartition(".")[2]: p.read_bytes()}, True)
+                why = check_sample({name.rpartition(".")[2].lower(): p.read_bytes()}, True)
                 if why:
                     corrupt.append(f"{name}: {why}")
                     continue

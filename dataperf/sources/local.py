@@ -82,9 +82,8 @@ def _ext(p: Path) -> str:
     return p.name.rpartition(".")[2].lower()
 
 
-def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
-    """Scan once (or reuse the cached scan): shards win over images, images over token files (a folder holds
-    one kind of data)."""
+def _scan(root: Path) -> tuple[list[Stat], list[Stat], dict[str, list[Stat]]]:
+    """A folder's .tar shards, images and token files by format (the cached scan when it is still good)."""
     tars: list[Stat] = []
     images: list[Stat] = []
     tokens: dict[str, list[Stat]] = {}
@@ -96,6 +95,20 @@ def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
             images.append(st)
         elif full.suffix in TOKEN_FORMATS:
             tokens.setdefault(TOKEN_FORMATS[full.suffix], []).append(st)
+    return tars, images, tokens
+
+
+def image_manifest(root: Path) -> Manifest | None:
+    """The in-memory manifest of a folder of images (flat or ImageFolder) as bench reads it, so `shards inspect`
+    checks the same files; None when it holds shards (which win) or no images."""
+    tars, images, _ = _scan(root)
+    return _images(str(root), images, root).manifest if images and not tars else None
+
+
+def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
+    """Scan once (or reuse the cached scan): shards win over images, images over token files (a folder holds
+    one kind of data)."""
+    tars, images, tokens = _scan(root)
     if tars:
         return _shards(spec, tars, root, key=str(root.resolve()))
     if images:

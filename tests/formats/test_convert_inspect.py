@@ -1,3 +1,4 @@
+import pytest
 import webdataset as wds
 from click.testing import CliRunner
 
@@ -125,3 +126,34 @@ def test_d13_corrupt_npy_names_the_sample_in_inspect_and_lengths(tmp_path):
     for args in (["shards", "inspect", str(tmp_path / "tb")], ["lengths", str(tmp_path / "tb"), "--batch-size", "4"]):
         r = CliRunner().invoke(cli, args)
         assert r.exit_code == 2 and r.output.startswith("error: corrupt sample 0007"), r.output
+
+
+@pytest.mark.parametrize("layout", ["imagefolder", "flat"])
+def test_n11_inspect_verify_lists_the_bad_files_of_an_image_folder(tmp_path, layout):
+    """bench's corrupt-sample error sends users to `shards inspect --verify`: it reads the same image folder and
+    lists every bad file (no object reprs), exit 2 with one error line."""
+    from PIL import Image
+
+    root = tmp_path / "ifold"
+    for c in ("cat", "dog"):
+        (root / c).mkdir(parents=True)
+        for i in range(20):
+            Image.new("RGB", (32, 32)).save(root / c / f"{i}.jpg")
+    (root / "dog" / "zero.jpg").write_bytes(b"")
+    (root / "cat" / "bad.jpg").write_bytes(b"not a jpeg")
+    if layout == "flat":
+        for p in list(root.rglob("*.jpg")):
+            p.rename(root / f"{p.parent.name}-{p.name}")
+    names = ("cat/bad.jpg", "dog/zero.jpg") if layout == "imagefolder" else ("cat-bad.jpg", "dog-zero.jpg")
+    r = CliRunner().invoke(cli, ["bench", str(root), "--decode", "--image-size", "16", "--batch-size", "4",
+                                 "--repeats", "1", "--min-batches", "2", "--warmup-batches", "0", "--no-collect"])
+    assert r.exit_code == 2 and "shards inspect --verify" in r.output, r.output
+    r = CliRunner().invoke(cli, ["shards", "inspect", "--verify", str(root)])
+    assert r.exit_code == 2, r.output
+    assert f"corrupt: {names[0]}: jpg does not decode (not an image PIL can read)" in r.output, r.output
+    assert f"corrupt: {names[1]}: jpg is empty (0 bytes)" in r.output and "object at 0x" not in r.output
+    errs = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert errs == [f"error: 2 corrupt sample(s) in {root} (listed above); replace or remove those files, or "
+                    "measure with --on-corrupt skip"], r.output
+    r = CliRunner().invoke(cli, ["shards", "inspect", str(root)])
+    assert r.exit_code == 0 and "files" in r.output and "42" in r.output, r.output
