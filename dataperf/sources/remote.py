@@ -74,12 +74,27 @@ def expand(url: str) -> list[str]:
             else:
                 out.append(u)
         if not out:
+            _no_bucket(fs, url)
             raise UserError(f"no .tar shard found at {url}")
         return out
     if any(u.endswith("/") or any(c in u for c in "*?[") for u in urls):
         raise UserError(f"http(s) cannot list a folder or a glob ({url}); give the shards as a brace pattern, "
                         "e.g. https://host/train-{0000..0146}.tar")
     return urls
+
+
+def _no_bucket(fs: Any, url: str) -> None:
+    """A UserError when the bucket of an s3:// URL where nothing was found does not exist: an empty listing
+    or a missing key says nothing about which part of the URL is wrong."""
+    bucket = url.removeprefix("s3://").split("/", 1)[0]
+    try:
+        fs.info(bucket)
+    except FileNotFoundError:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or "AWS"
+        raise UserError(f"S3 bucket {bucket!r} does not exist (at {endpoint}); check the bucket name in {url}, "
+                        "or the endpoint (AWS_ENDPOINT_URL)") from None
+    except Exception:  # no right to see the bucket itself: the caller's own message stands
+        return
 
 
 def _why(e: BaseException) -> str:
@@ -96,7 +111,8 @@ def stat(url: str) -> int | None:
         try:
             return int(s3_filesystem().info(url)["size"])
         except FileNotFoundError:
-            raise UserError(f"{url} does not exist (check bucket and key)") from None
+            _no_bucket(s3_filesystem(), url)
+            raise UserError(f"{url} does not exist (check the key)") from None
         except Exception as e:
             raise UserError(f"cannot reach {url}: {_why(e)}; check the endpoint (AWS_ENDPOINT_URL) and "
                             "credentials") from None
