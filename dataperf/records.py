@@ -635,6 +635,7 @@ class WatchResult(Record):
     worker_pids: list[int] = field(default_factory=list)
     data_path: str | None = None
     next_step: str = ""
+    next_notes: list[str] = field(default_factory=list)
     collectors: dict[str, Any] = field(default_factory=dict)
 
 

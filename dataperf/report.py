@@ -698,9 +698,10 @@ def print_watch(recs: list[Record]) -> None:
             if n not in seen:
                 seen.add(n)
                 console.print(f"note: {n}")
-    steps = {r.next_step for r in ws if r.next_step}
-    for s in steps:
-        console.print(f"next: {s}")
+    # one command per line, never wrapped (a wrapped tail pasted into a shell runs as a command of its own)
+    for step, notes in dict.fromkeys((r.next_step, tuple(r.next_notes)) for r in ws):
+        for text in ([f"next: {step}"] if step else []) + [f"note: {n}" for n in notes]:
+            console.print(text, soft_wrap=True, markup=False, highlight=False)
 
 
 def print_memory(rows: list[MemoryResult]) -> None:

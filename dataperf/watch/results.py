@@ -1,5 +1,5 @@
 """From the hook's per-process files to one `watch` record per rank: steady-window figures, the hook's
-cost, the loaders the script built, and the `dataperf sweep` command that starts from them."""
+cost, the loaders the script built, and the `dataperf sweep` command that starts from the training one."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataperf.formats.dataset_dir import MANIFEST
+from dataperf import runner
+from dataperf.errors import UserError
 from dataperf.records import TORCH_PREFETCH_FACTOR, WatchResult, percentile, summarize
+from dataperf.sources import Data, resolve
 from dataperf.watch.launch import Watched
 
 BLOCKS = 5  # the steady window is cut into this many consecutive blocks: the "repeats" compare needs
@@ -27,6 +29,8 @@ class ProcLog:
     worker_pids: list[int] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     cuda: list[dict[str, Any]] = field(default_factory=list)
+    batch_shapes: dict[int, list[int]] = field(default_factory=dict)  # per loader, its first batch's
+    model: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
 
 
@@ -62,6 +66,10 @@ def read_hook_dir(d: Path) -> tuple[list[ProcLog], list[dict[str, Any]]]:
                 log.steps.append(r)
             elif t == "cuda":
                 log.cuda.append(r)
+            elif t == "batch":
+                log.batch_shapes[r["loader"]] = r["shape"]
+            elif t == "model":
+                log.model = r
             elif t == "end":
                 log.end = r
         logs.append(log)
@@ -69,10 +77,11 @@ def read_hook_dir(d: Path) -> tuple[list[ProcLog], list[dict[str, Any]]]:
 
 
 def data_path_of(d: Path) -> str | None:
-    """The dataset path of the loader that delivered the most batches, in any process."""
+    """The folder of the training loader's data, in any process (a glob of shards: their folder)."""
     logs, _ = read_hook_dir(d)
     best = _main_loader([ld for log in logs for ld in _loader_rows(log)])
-    return best.get("data_path") if best else None
+    path = best.get("data_path") if best else None
+    return os.path.dirname(path) if path and "*" in path else path
 
 
 def _loader_rows(log: ProcLog) -> list[dict[str, Any]]:
@@ -80,14 +89,18 @@ def _loader_rows(log: ProcLog) -> list[dict[str, Any]]:
     rows = []
     for lid, ld in log.loaders.items():
         row = {k: v for k, v in ld.items() if k not in ("t", "id")}
-        row["batches"] = end.get("loader_batches", {}).get(str(lid))
-        row["iterators"] = end.get("loader_iters", {}).get(str(lid))
+        for key, name in (("batches", "loader_batches"), ("iterators", "loader_iters"),
+                          ("steps_fed", "loader_steps"), ("batch_max", "loader_batch_max")):
+            row[key] = end.get(name, {}).get(str(lid))
+        row["batch_shape"] = log.batch_shapes.get(lid)
         rows.append(row)
     return rows
 
 
 def _main_loader(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    return max(rows, key=lambda r: r.get("batches") or 0) if rows else None
+    """The training loader: the one whose batches the optimizer steps trained on (a validation loader's
+    batches are never the last before a step), then the one that delivered the most, then the first built."""
+    return max(rows, key=lambda r: (r.get("steps_fed") or 0, r.get("batches") or 0)) if rows else None
 
 
 def _blocks(xs: list[Any], n: int) -> list[list[Any]]:
@@ -147,7 +160,7 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
     if not steps:
         rec.notes.append("the job iterated a DataLoader but never called optimizer.step(): no step boundaries, so "
                          "no step time or data stall")
-        rec.next_step = sweep_command(main, cores)
+        rec.next_step, rec.next_notes = sweep_command(main, cores, model=_model_factory(log), cuda=bool(log.cuda))
         return rec
     rec.first_step_ms = steps[0]["step_ms"]
     steady = steps[1:] if len(steps) > 1 else steps
@@ -178,8 +191,13 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
     if not samples:
         rec.notes.append("no DataLoader batch reached the optimizer steps: samples/s and data stall are 0")
     _gpu(rec, log)
-    rec.next_step = sweep_command(main, cores, rec.model_samples_per_s)
+    rec.next_step, rec.next_notes = sweep_command(main, cores, rec.model_samples_per_s, _model_factory(log),
+                                              bool(log.cuda))
     return rec
+
+
+def _model_factory(log: ProcLog) -> str | None:
+    return (log.end or {}).get("model_factory")
 
 
 def _gpu(rec: WatchResult, log: ProcLog) -> None:
@@ -211,37 +229,120 @@ def _label_processes(collectors: dict[str, Any], logs: list[ProcLog]) -> dict[st
     return collectors
 
 
-def _ladder(w: int, cores: int) -> list[int]:
-    top = max(2 * cores, w)
-    if w == 0:
-        return [x for x in (0, 1, 2, 4) if x <= top]
-    return sorted({max(1, w // 2), w, min(2 * w, top), min(4 * w, top)})
+PRESET_OPS = {"imagenet-train": {"RandomResizedCrop"}, "imagenet-val": {"Resize", "CenterCrop"},
+              "resize": {"Resize"}}
+SIZE_OP = {"imagenet-train": "RandomResizedCrop", "imagenet-val": "CenterCrop", "resize": "Resize"}
+# ops that only convert, normalise or flip: every preset does them too, or they cost next to nothing
+PLAIN_OPS = {"RandomHorizontalFlip", "ToTensor", "PILToTensor", "ToImage", "ToDtype", "ConvertImageDtype",
+             "Normalize"}
+KNOWN_DATASETS = ("torchvision.datasets.", "webdataset.")  # readers that do what sweep's own readers do
+DEFAULT_IMAGE_SIZE = 224
+DEFAULT_SEQ_LEN = 512
+PLACEHOLDER_MODEL = "yourpkg.models:build"
+PLACEHOLDER_DATASET = "yourpkg.data:build"
 
 
-def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: float | None = None) -> str:
-    """The `dataperf sweep` that starts from the script's loader settings, on the same data."""
+def transform_preset(t: dict[str, Any] | None) -> tuple[str | None, int | None]:
+    """The --transform preset that does what the script's transform does (its ops beyond converting,
+    normalising and flipping match the preset's exactly) and the side it sets; (None, None) when none does."""
+    if not t:
+        return None, None
+    ops = {name: size for name, size in t.get("ops", [])}
+    for preset, need in PRESET_OPS.items():
+        if set(ops) - PLAIN_OPS == need:
+            return preset, ops.get(SIZE_OP[preset])
+    return None, None
+
+
+def _workers(w: int, cores: int, cap: int | None) -> list[int]:
+    """runner's ladder up to the cores (or the script's count, when higher), capped by what the data can give
+    3 batches a worker; 0 only as the script's own baseline (with 0 workers loading is serial with the step)."""
+    ladder = runner.worker_ladder(max(cores, w), cap)
+    return [x for x in ladder if x > 0 or w == 0]
+
+
+def _data_cap(data: Data | None, loader: dict[str, Any], bs: int) -> int | None:
+    if data is not None and data.count:
+        return runner.worker_cap(data, bs)
+    n = loader.get("dataset_len")
+    return max(1, n // (bs * runner.STEADY_BATCHES)) if n else None
+
+
+def _resolve(path: str | None, dtype: str | None) -> tuple[Data | None, str]:
+    """The data sweep reads at the script's path, or why there is none."""
+    if not path:
+        return None, f"its {dtype} keeps no path attribute"
+    try:
+        return resolve(path), ""
+    except UserError as e:
+        return None, f"{path}: {e}"
+
+
+def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: float | None = None,
+                  model: str | None = None, cuda: bool = False) -> tuple[str, list[str]]:
+    """The `dataperf sweep` that starts from the script's training loader, on the data it read, runnable as
+    printed (empty when no data sweep can read is known), and the notes that go after it."""
     if loader is None:
-        return "no DataLoader seen: nothing to sweep"
-    cores = cores or os.cpu_count() or 1
+        return "", ["no DataLoader seen: nothing to sweep"]
     w = int(loader.get("num_workers") or 0)
     pf = int(loader.get("prefetch_factor") or TORCH_PREFETCH_FACTOR)  # torch's own, when the script left it
-    bs = loader.get("batch_size") or 32
-    data = loader.get("data_path")
-    args = ["dataperf", "sweep", shlex.quote(data) if data else "DATA", "--batch-size", str(bs),
-            "--num-workers", ",".join(map(str, _ladder(w, cores))), "--prefetch-factor", f"{pf},{2 * pf}",
-            "--decode"]
+    bs = int(loader.get("batch_max") or loader.get("batch_size") or 32)  # batch_max: what the loop really got
+    path, dtype = loader.get("data_path"), loader.get("dataset_type")
+    data, why = _resolve(path, dtype)
+    cap = _data_cap(data, loader, bs)
+    ladder = _workers(w, cores or runner.cores(), cap)
+    flags = ["--batch-size", str(bs), "--num-workers", ",".join(map(str, ladder)),
+             "--prefetch-factor", f"{pf},{2 * pf}", "--decode"]
     if loader.get("pin_memory"):
-        args += ["--pin-memory", "on"]
+        flags += ["--pin-memory", "on"]
     if loader.get("persistent_workers"):
-        args += ["--persistent-workers", "on"]
-    cmd = " ".join(args)
-    extra = []
+        flags += ["--persistent-workers", "on"]
+    shape = loader.get("batch_shape") or []
+    image = data.kind == "image" if data is not None else len(shape) == 4  # without data: NCHW batches
+    if not image and len(shape) == 2 and shape[1] != DEFAULT_SEQ_LEN:
+        flags += ["--seq-len", str(shape[1])]
+    notes: list[str] = []
     if data is None:
-        extra.append(f"the dataset ({loader.get('dataset_type')}) keeps no path attribute: put its folder for DATA")
-    elif not (Path(data) / MANIFEST).is_file():
-        extra.append(f"{data} is not a dataperf dataset: pack it first (`dataperf shards convert {shlex.quote(data)}"
-                     " OUT`) and sweep OUT")
+        notes.append(f"no next command: dataperf sweep cannot read the data the script's loader reads ({why}); "
+                     f"to time the script's own Dataset, write a function that returns it ({PLACEHOLDER_DATASET}) "
+                     f"and run: dataperf sweep --dataset {PLACEHOLDER_DATASET} {' '.join(flags)}")
     if model_sps and model_sps == model_sps:
-        extra.append(f"your model consumes {model_sps:,.0f} samples/s when fed: look for a config above "
-                     f"{1.2 * model_sps:,.0f} (1.2x headroom)")
-    return cmd + ("" if not extra else " # " + "; ".join(extra))
+        notes.append(f"your model consumes {model_sps:,.0f} samples/s when fed: look for a config with workers "
+                     f"(>0) above {1.2 * model_sps:,.0f} samples/s (1.2x headroom); at num_workers=0 loading runs "
+                     "in the training process, serial with every step, so no 0-worker rate feeds the model"
+                     + (" (your script's setting: its loading adds to every step)" if w == 0 else ""))
+    model_flags = (f"--model {model or PLACEHOLDER_MODEL} --input {'image' if image else 'tokens'}"
+                   + (" --device cuda" if cuda else "") + " --confirm 2")
+    whose = (f"{model} builds your script's model" if model else
+             f"{PLACEHOLDER_MODEL}: a function that returns your model as the script builds it")
+    notes.append(f"for a verdict, add {model_flags} to the sweep ({whose}): the loader alone cannot say whether "
+                 "training will wait on data (on a CPU-bound box a loader-only pick made a training script 20% "
+                 "slower); the model-aware sweep feeds your model from each config")
+    if data is not None and image:  # a --dataset sweep runs the Dataset's own transform
+        flags += _transform_flags(loader.get("transform"), dtype, notes)
+    if cap is not None and w > cap:
+        notes.append(f"your {w} workers cannot each get {runner.STEADY_BATCHES} batches of an epoch of this data at "
+                     f"batch {bs}, so the sweep tries at most {cap}")
+    if data is None:
+        return "", notes
+    if dtype and not dtype.startswith(KNOWN_DATASETS):
+        notes.append(f"the sweep reads {path} as {data.describe()} with its own reader, not through your {dtype}; "
+                     f"to time your Dataset itself, give --dataset {PLACEHOLDER_DATASET} (a function that returns "
+                     "it) in place of the path")
+    return " ".join(["dataperf", "sweep", shlex.quote(path), *flags]), notes
+
+
+def _transform_flags(t: dict[str, Any] | None, dtype: str | None, notes: list[str]) -> list[str]:
+    """--transform/--image-size for the script's transform, or a note that says what the sweep does instead."""
+    preset, size = transform_preset(t)
+    if preset is None:
+        seen = (f"the script's transform ({t['repr']}) matches no preset" if t else
+                f"the script's transform is not visible to watch (its {dtype} keeps none in .transform)")
+        notes.append(f"{seen}: the sweep decodes each image and resizes it to {DEFAULT_IMAGE_SIZE}x"
+                     f"{DEFAULT_IMAGE_SIZE} (--transform resize); to pay what the script pays, add --transform "
+                     "yourpkg.data:build_transform (a function that returns your transform)")
+        return []
+    flags = [] if preset == "resize" else ["--transform", preset]
+    if size and size != DEFAULT_IMAGE_SIZE:
+        flags += ["--image-size", str(size)]
+    return flags

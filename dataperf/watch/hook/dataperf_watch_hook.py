@@ -3,8 +3,13 @@ dataperf installed, and importing it would change the job).
 
 Nothing happens until the job imports torch; then, without editing the script:
 - every `next()` on a DataLoader iterator is timed, and each DataLoader's settings are recorded at its first
-  `iter()` (batch size, workers, prefetch, pin memory, persistent workers, dataset type and path);
-- torch's global optimizer step post-hook marks step boundaries: step time, data wait and samples per step;
+  `iter()` (batch size, workers, prefetch, pin memory, persistent workers, dataset type and path, the
+  dataset's transform ops), and per loader the largest batch and the first batch's shape;
+- torch's global optimizer step post-hook marks step boundaries: step time, data wait and samples per step,
+  and which loader delivered the batch each step trained on (a validation loader feeds no step);
+- when the job imported torchvision.models, the model the optimizer trains is found once at the first step
+  (outside the timed figures) and, at exit, the torchvision builder that makes the same model, so `next:`
+  can name it;
 - on CUDA, two events per step (after the step's first batch arrives, and at the step's end) give the GPU's
   busy time per step, read back only once complete, so the hook adds no synchronisation;
 - the hook's own time is measured per step and written beside it.
@@ -16,6 +21,8 @@ flushed at least every FLUSH_S, so a crash loses at most that much.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import glob
 import json
 import os
 import sys
@@ -25,6 +32,7 @@ from collections import deque
 ENV_DIR = "DATAPERF_WATCH_DIR"
 FLUSH_S = 0.5
 PATH_ATTRS = ("root", "path", "data_path", "data_dir", "root_dir", "directory", "folder", "urls")
+WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "OptimizedModule")
 _perf = time.perf_counter  # waits and step times: wall clock
 _cpu = time.thread_time  # the hook's own cost: CPU time of the training thread, so a GIL hand-off to the
 # DataLoader's feeder or pin-memory thread in the middle of a hook is not charged to the hook
@@ -42,6 +50,10 @@ class _State:
         self.loaders: dict[int, dict] = {}
         self.loader_batches: dict[int, int] = {}
         self.loader_iters: dict[int, int] = {}
+        self.loader_steps: dict[int, int] = {}  # steps whose last batch came from this loader
+        self.loader_maxn: dict[int, int] = {}  # the largest leading dimension of its batches
+        self.last_lid: int | None = None
+        self.model: dict | None = None  # the trained model's class and parameter shapes (torchvision jobs)
         self.worker_pids: set[int] = set()
         self.primary_opt: int | None = None
         self.step_n = 0
@@ -214,30 +226,83 @@ def _settings(loader) -> dict:
             "dataset_type": f"{type(ds).__module__}.{type(ds).__qualname__}",
             "iterable": isinstance(ds, tud.IterableDataset), "dataset_len": n,
             "sampler_type": type(loader.sampler).__qualname__ if loader.sampler is not None else None,
-            "data_path": _data_path(ds)}
+            "data_path": _data_path(ds), "transform": _transform(ds)}
 
 
 def _data_path(ds, depth: int = 0):
-    """The folder or file a dataset reads, from the attributes datasets commonly keep it in."""
+    """The folder or file a dataset reads, from the attributes datasets commonly keep it in (a WebDataset
+    pipeline keeps its shard list in its first stage)."""
     for a in PATH_ATTRS:
         v = getattr(ds, a, None)
         if isinstance(v, list | tuple) and v:
-            v = v[0]
+            return _one_path(list(v))
         if isinstance(v, str | os.PathLike):
-            return os.path.abspath(os.fspath(v))
-    inner = getattr(ds, "dataset", None)  # Subset, wrappers
-    if inner is not None and inner is not ds and depth < 3:
-        return _data_path(inner, depth + 1)
+            return _abs(v)
+    stages = getattr(ds, "pipeline", None)
+    for inner in ([getattr(ds, "dataset", None)] + (stages[:1] if isinstance(stages, list) else [])):
+        if inner is not None and inner is not ds and depth < 3:
+            found = _data_path(inner, depth + 1)
+            if found:
+                return found
     return None
 
 
-def _count(batch) -> int | None:
-    """Samples in a batch: the leading dimension of its first tensor (shallow: tensor, sequence or dict)."""
+def _abs(v) -> str:
+    v = os.fspath(v)
+    return v if "://" in v else os.path.abspath(v)
+
+
+def _one_path(items: list):
+    """One path for a list of files: the file itself, or a glob of one folder that matches exactly these files
+    (shards train-0000.tar ... train-0009.tar -> train-*.tar); None when no such glob exists."""
+    if not all(isinstance(v, str | os.PathLike) for v in items):
+        return None
+    paths = [_abs(v) for v in items]
+    if len(paths) == 1 or "://" in paths[0]:
+        return paths[0]
+    folder = os.path.dirname(paths[0])
+    names = [os.path.basename(p) for p in paths]
+    if any(os.path.dirname(p) != folder for p in paths) or any(c in n for n in names for c in "*?[{"):
+        return None
+    head = os.path.commonprefix(names)
+    tail = os.path.commonprefix([n[len(head):][::-1] for n in names])[::-1]
+    pattern = os.path.join(folder, f"{head}*{tail}")
+    return pattern if set(glob.glob(pattern)) == set(paths) else None
+
+
+def _transform(ds, depth: int = 0):
+    """The dataset's `transform` (torchvision datasets keep it there), as its ops in order, each with the
+    output side it sets (a crop's or resize's size, when square), and a short repr."""
+    t = getattr(ds, "transform", None)
+    if t is None:
+        inner = getattr(ds, "dataset", None)
+        return _transform(inner, depth + 1) if inner is not None and inner is not ds and depth < 3 else None
+    ops: list = []
+    _ops(t, ops, 0)
+    return {"ops": ops, "repr": " ".join(repr(t).split())[:300]}  # one line, whatever its own repr
+
+
+def _ops(t, out: list, depth: int) -> None:
+    inner = getattr(t, "transforms", None)
+    if isinstance(inner, list | tuple) and depth < 4:
+        for x in inner:
+            _ops(x, out, depth + 1)
+        return
+    size = getattr(t, "size", None)
+    if isinstance(size, list | tuple) and len(size) == 2 and size[0] == size[1]:
+        size = size[0]
+    name = type(t).__name__ if not hasattr(t, "__code__") else getattr(t, "__qualname__", "function")
+    out.append([name, size if isinstance(size, int) else None])
+
+
+def _shape(batch):
+    """The shape of a batch's first tensor (shallow: tensor, sequence or dict); its leading dimension is the
+    batch's samples."""
     x = batch
     for _ in range(3):
         shape = getattr(x, "shape", None)
         if shape is not None:
-            return int(shape[0]) if len(shape) else None
+            return shape if len(shape) else None
         if isinstance(x, dict):
             x = next(iter(x.values()), None)
         elif isinstance(x, list | tuple):
@@ -258,10 +323,17 @@ def _on_next(it, t0: float, batch) -> None:
         if batch is not None:
             s.batches += 1
             lid = getattr(it, "_dataperf_id", None)
+            s.last_lid = lid
             s.loader_batches[lid] = s.loader_batches.get(lid, 0) + 1
-            n = _count(batch)
-            if n is None:
+            shape = _shape(batch)
+            if shape is None:
                 n = s.loaders.get(lid, {}).get("batch_size") or 0
+            else:
+                n = int(shape[0])
+                if lid not in s.loader_maxn:
+                    s.write({"t": "batch", "loader": lid, "shape": [int(d) for d in shape]}, t1)
+                if n > s.loader_maxn.get(lid, 0):
+                    s.loader_maxn[lid] = n
             s.samples += n
             if s.cuda_start is None and _cuda_ready():
                 s.cuda_start = _event()
@@ -295,6 +367,8 @@ def _on_step(opt, args, kwargs) -> None:
             s.hook_s += _cpu() - c + s.call_cost_s
             return
         s.step_n += 1
+        if s.batches:
+            s.loader_steps[s.last_lid] = s.loader_steps.get(s.last_lid, 0) + 1
         step_ms = "null" if s.step_start is None else repr((t - s.step_start) * 1000)
         line = (f'{{"t": "step", "n": {s.step_n}, "end_s": {t - s.t0!r}, "step_ms": {step_ms}, '
                 f'"wait_ms": {s.wait_s * 1000!r}, "batches": {s.batches}, "samples": {s.samples}, "hook_us": ')
@@ -311,6 +385,74 @@ def _on_step(opt, args, kwargs) -> None:
         s.hook_s = _cpu() - cw  # writing this line is charged to the next step
     except Exception as e:
         _fail_once("optimizer step hook", e)
+    if s.step_n == 1 and "torchvision.models" in sys.modules:
+        try:
+            _find_model(opt)
+        except Exception as e:
+            _fail_once("model", e)
+        s.step_start = _perf()  # the search is in no step's time
+
+
+def _find_model(opt) -> None:
+    """The outermost module holding the optimizer's first parameter (wrappers such as DDP taken off): its
+    class and parameter shapes, written once. A scan of every object, so only for jobs that imported
+    torchvision.models (the only models watch can name) and only once, outside the steps' timing."""
+    import gc
+
+    import torch
+
+    t0 = _perf()
+    first = next((p for g in opt.param_groups for p in g["params"]), None)
+    if first is None:
+        return
+    best, best_n = None, -1
+    module = torch.nn.Module
+    for o in [o for o in gc.get_objects() if issubclass(type(o), module)]:  # type(): no __class__ property runs
+        ps = list(o.parameters())
+        if len(ps) > best_n and any(p is first for p in ps):
+            best, best_n = o, len(ps)
+    while best is not None and type(best).__name__ in WRAPPERS:
+        best = getattr(best, "module", None) or getattr(best, "_orig_mod", None)
+    if best is None:
+        return
+    STATE.model = {"type": f"{type(best).__module__}.{type(best).__qualname__}", "shapes": _shapes(best)}
+    STATE.write({"t": "model", "type": STATE.model["type"], "params": sum(p.numel() for p in best.parameters()),
+                 "scan_ms": (_perf() - t0) * 1000}, _perf())
+
+
+def _shapes(m) -> list:
+    return [list(p.shape) for p in m.parameters()]
+
+
+def _builder() -> str | None:
+    """The torchvision.models builder (module:function, no arguments) that makes a model of the found class
+    with the same parameter shapes; each candidate of the class's module is built on the meta device (no
+    memory, no weights). At exit, so the job's steps never pay for it."""
+    import inspect
+    import warnings
+
+    import torch
+
+    m = STATE.model
+    mod_name, _, cls_name = m["type"].rpartition(".")
+    mod = sys.modules.get(mod_name)
+    if mod is None or not mod_name.startswith("torchvision.models"):
+        return None
+    top = sys.modules.get("torchvision.models")
+    for name, fn in sorted(vars(mod).items()):
+        if name.startswith("_") or not name[:1].islower() or not inspect.isfunction(fn):
+            continue
+        if getattr(fn, "__module__", None) != mod_name:
+            continue
+        try:
+            with warnings.catch_warnings(), torch.device("meta"), contextlib.redirect_stdout(None):
+                warnings.simplefilter("ignore")
+                built = fn()
+        except Exception:
+            continue
+        if type(built).__qualname__ == cls_name and _shapes(built) == m["shapes"]:
+            return f"torchvision.models:{name}" if getattr(top, name, None) is fn else f"{mod_name}:{name}"
+    return None
 
 
 def _drain_cuda(now: float, block: bool) -> None:
@@ -341,8 +483,17 @@ def _at_exit() -> None:
         _drain_cuda(t, block=True)
     except Exception as e:
         _fail_once("CUDA events", e)
+    factory = None
+    if s.model is not None:
+        try:
+            factory = _builder()
+        except Exception as e:
+            _fail_once("model builder", e)
     s.write({"t": "end", "steps": s.step_n, "loader_batches": {str(k): v for k, v in s.loader_batches.items()},
              "loader_iters": {str(k): v for k, v in s.loader_iters.items()},
+             "loader_steps": {str(k): v for k, v in s.loader_steps.items()},
+             "loader_batch_max": {str(k): v for k, v in s.loader_maxn.items()},
+             "model_factory": factory,
              "tail": {"wait_ms": s.wait_s * 1000, "batches": s.batches, "samples": s.samples}}, t)
     if s.f is not None:
         s.f.flush()

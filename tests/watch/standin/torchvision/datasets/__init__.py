@@ -1,0 +1,3 @@
+from torchvision.datasets.folder import ImageFolder
+
+__all__ = ["ImageFolder"]
