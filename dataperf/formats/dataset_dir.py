@@ -64,7 +64,22 @@ def read_manifest(root: str | os.PathLike) -> Manifest:
         raise UserError(f"{mp} is damaged ({e}); regenerate the dataset") from None
     except PermissionError:
         raise UserError(f"cannot read {mp}: permission denied") from None
-    return manifest_from_dict(d, mp)
+    m = manifest_from_dict(d, mp)
+    key = {"webdataset": "shards", "files": "files"}.get(m.format)
+    if key is None or (m.count and not getattr(m, key)):
+        what = f"format {m.format!r}" + ("" if key is None else f" but its {key!r} list is empty")
+        raise UserError(f"{mp} says {what}, and {r} holds {_holds(r)}; a dataperf dataset is 'webdataset' (.tar "
+                        "shards named in 'shards') or 'files' (named in 'files'): fix the manifest, or regenerate "
+                        "the dataset")
+    return m
+
+
+def _holds(root: Path) -> str:
+    """What a folder holds, by file type, for a manifest that does not match it: '5 .tar files'."""
+    from collections import Counter
+
+    kinds = Counter(p.suffix or p.name for p in root.rglob("*") if p.is_file() and p.name != MANIFEST)
+    return ", ".join(f"{n} {ext} files" for ext, n in kinds.most_common(3)) or "no other files"
 
 
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {

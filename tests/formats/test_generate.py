@@ -239,3 +239,19 @@ def test_n18_disk_space_below_a_gib_is_said_in_mib(tmpfs):
     err = one_error(make("--count", "2000", "--image-size", "32", "--out", str(small / "big")), "MiB")
     assert "0.0 GiB" not in err and "needs at least 6.5 MiB" in err and "2.0 MiB free" in err, err
     assert [generate.size_text(n) for n in (512, 3 * 2**20, 5 * 2**30)] == ["0.5 KiB", "3.0 MiB", "5.0 GiB"]
+
+
+@pytest.mark.parametrize("fmt, says", [("parquet", "says format 'parquet',"),
+                                       ("files", "says format 'files' but its 'files' list is empty")])
+def test_n19_a_manifest_whose_format_does_not_match_the_files_says_so(tmp_path, datasets, fmt, says):
+    import json
+    import shutil
+
+    d = tmp_path / "mf"
+    shutil.copytree(datasets["image-webdataset"], d)
+    m = json.loads((d / "manifest.json").read_text())
+    shards = len(m["shards"])
+    (d / "manifest.json").write_text(json.dumps({**m, "format": fmt}))
+    for args in (["bench", str(d), "--repeats", "1", "--no-collect"], ["shards", "inspect", str(d)]):
+        err = one_error(CliRunner().invoke(cli, args), f"{d / 'manifest.json'} {says}", f"{shards} .tar files")
+        assert "batches per repeat" not in err
