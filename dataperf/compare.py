@@ -139,8 +139,14 @@ def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct:
             out.append(Change(key[0], _label(b), m, bm, hm, pct, ci, verdict))
     if not out:
         kinds = sorted({k for k, _ in matched})
+        measured = [m for m, (f, _) in METRICS.items() if set(f) & set(kinds)]
+        if not measured:  # lengths, profile, diagnose, limits, memory records: figures, but none in repeats
+            compared = sorted({k for f, _ in METRICS.values() for k in f})
+            raise UserError(f"{', '.join(kinds)} records carry no metric compare can judge (it compares repeats "
+                            f"of {', '.join(compared)} records); compare files of those, e.g. from bench or "
+                            "sweep --out")
         raise UserError(f"none of the metrics {metrics} is measured by the matched records ({', '.join(kinds)}); "
-                        "choose from " + ", ".join(m for m, (f, _) in METRICS.items() if set(f) & set(kinds)))
+                        "choose from " + ", ".join(measured))
     return out
 
 

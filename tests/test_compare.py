@@ -104,3 +104,13 @@ def test_runs_of_one_config_pool_their_repeats(tmp_path):
     records.append(b, StepResult(config_key="k", step_ms_repeats=[11.9, 12.0, 12.1, 12.0, 11.9]))
     (c,) = compare(a, b, ["step_ms"], 5)
     assert c.verdict == "within noise" and c.base_median == pytest.approx(11.05)
+
+
+def test_n20_lengths_records_are_said_to_carry_no_comparable_metric(tmp_path, datasets):
+    out = tmp_path / "l.jsonl"
+    r = CliRunner().invoke(cli, ["lengths", str(datasets["tokens-webdataset"]), "--batch-size", "8", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(cli, ["compare", str(out), str(out)])
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
+    assert r.output.startswith("error: lengths records carry no metric compare can judge"), r.output
+    assert "choose from" not in r.output
