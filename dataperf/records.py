@@ -113,7 +113,7 @@ class LoaderConfig:
         if self.worker_type:
             s += f" {self.worker_type}"
         if self.num_workers:
-            s += f" pf={self.prefetch_factor}"
+            s += f" pf={self.explicit().prefetch_factor}"  # torch's default written out where none was given
         if self.pin_memory:
             s += " pin"
         if self.persistent_workers:

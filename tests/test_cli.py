@@ -77,3 +77,9 @@ def test_n15_an_error_text_of_many_lines_and_object_reprs_is_one_plain_line(tmp_
     assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
     assert r.output.startswith("error: ") and "cannot identify image file Plugins found: [] version: 1" in r.output
     assert "object at 0x" not in r.output
+
+
+def test_nit_a_failed_config_with_workers_shows_torchs_prefetch_factor_not_none(datasets):
+    r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--num-workers", "1", "--min-batches",
+                                 "1000", "--repeats", "1", "--warmup-batches", "0", "--no-collect"])
+    assert r.exit_code == 2 and "w=1 pf=2 " in r.output and "pf=None" not in r.output, r.output
