@@ -47,14 +47,15 @@ Trial = tuple[Data, LoaderConfig]
 def parse_duration(text: str) -> float:
     """'300', '90s', '10m', '1.5h', '1m30s' -> seconds, or a UserError naming the form."""
     t = str(text).strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", t):
-        seconds = float(t)
+    body = t.removeprefix("-")  # a negative duration is a duration, and told to be positive
+    if re.fullmatch(r"\d+(\.\d+)?", body):
+        seconds = float(body)
     else:
-        parts = re.findall(r"(\d+(?:\.\d+)?)([smh])", t)
-        if not parts or "".join(n + u for n, u in parts) != t:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([smh])", body)
+        if not parts or "".join(n + u for n, u in parts) != body:
             raise UserError(f"--budget {text!r} is not a duration; write seconds (300) or with a unit: 90s, 10m, 1h")
         seconds = sum(float(n) * UNITS[u] for n, u in parts)
-    if seconds <= 0:
+    if body != t or seconds <= 0:
         raise UserError(f"--budget must be positive, got {text!r}")
     return seconds
 

@@ -83,3 +83,10 @@ def test_nit_a_failed_config_with_workers_shows_torchs_prefetch_factor_not_none(
     r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--num-workers", "1", "--min-batches",
                                  "1000", "--repeats", "1", "--warmup-batches", "0", "--no-collect"])
     assert r.exit_code == 2 and "w=1 pf=2 " in r.output and "pf=None" not in r.output, r.output
+
+
+def test_nit_a_negative_budget_is_told_to_be_positive(tmp_path, datasets):
+    for text in ("-1", "-5m"):
+        r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), f"--budget={text}", "--out",
+                                     str(tmp_path / "s.jsonl")])
+        assert r.exit_code == 2 and r.output == f"error: --budget must be positive, got '{text}'\n", r.output
