@@ -32,7 +32,8 @@ def prepare(root: Path, m: Manifest, cfg: LoaderConfig) -> Prepared:
     return Prepared(store.files(), store.info(), state=store)
 
 
-def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None, seed: int):
+def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None, seed: int,
+             sample_cost_s: float | None = None):
     from litdata import StreamingDataset
 
     from dataperf.formats.loaders import throttle
@@ -42,7 +43,7 @@ def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None, seed
 
         def __getitem__(self, index: Any) -> dict[str, Any]:
             s = super().__getitem__(index)
-            throttle(len(s["payload"]), throttle_mib_s)
+            throttle(len(s["payload"]), throttle_mib_s, sample_cost_s)
             return decoder(s["ext"], s["payload"], int(s["label"]))
 
     decoder = SampleDecoder(cfg)
@@ -57,7 +58,7 @@ def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared)
     if opts.world_size > 1:
         raise TrialError("the litdata backend is measured on one rank here (litdata splits by its own "
                          "distributed env); run it without --nproc")
-    ds = _dataset(prep.state, cfg, opts.throttle_mib_s, opts.seed)
+    ds = _dataset(prep.state, cfg, opts.throttle_mib_s, opts.seed, opts.sample_cost_s)
     if len(ds) != prep.state.samples:
         raise TrialError(f"litdata store holds {len(ds)} samples, the dataset {prep.state.samples}; delete "
                          f"{prep.state.path} to convert again")

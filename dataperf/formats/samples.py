@@ -85,16 +85,17 @@ def _tar_refs(shard: Path) -> list[SampleRef]:
 class LoadSample:
     """Read one referenced sample and decode it like the DataLoader backends do (picklable for processes)."""
 
-    def __init__(self, cfg: LoaderConfig, throttle_mib_s: float | None = None):
+    def __init__(self, cfg: LoaderConfig, throttle_mib_s: float | None = None, sample_cost_s: float | None = None):
         self.decoder = SampleDecoder(cfg)
         self.throttle_mib_s = throttle_mib_s
+        self.sample_cost_s = sample_cost_s
 
     def __call__(self, ref: SampleRef) -> dict[str, Any]:
         with open(ref.path, "rb") as f:
             payload = os.pread(f.fileno(), ref.size, ref.offset)
         if len(payload) != ref.size:
             raise TrialError(f"{ref.path} is truncated: {len(payload)} of {ref.size} bytes at {ref.offset}")
-        throttle(ref.size, self.throttle_mib_s)
+        throttle(ref.size, self.throttle_mib_s, self.sample_cost_s)
         return self.decoder(ref.ext, payload, ref.label)
 
 
@@ -110,7 +111,7 @@ class RankSamples:
         self.cfg, self.worker_type = cfg, worker_type
         self.all_refs = sample_refs(root, m)
         self.order = Order(len(self.all_refs), cfg.shuffle, opts.seed, opts.rank, opts.world_size)
-        self.load = LoadSample(cfg, opts.throttle_mib_s)
+        self.load = LoadSample(cfg, opts.throttle_mib_s, opts.sample_cost_s)
 
     def refs(self) -> Iterator[SampleRef]:
         """This rank's references for one pass (one repeat), drawn lazily: what the pipeline does not pull

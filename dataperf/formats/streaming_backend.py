@@ -33,7 +33,8 @@ def prepare(root: Path, m: Manifest, cfg: LoaderConfig) -> Prepared:
     return Prepared(store.files(), store.info(), state=store)
 
 
-def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None, seed: int):
+def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None, seed: int,
+             sample_cost_s: float | None = None):
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
 
@@ -44,7 +45,7 @@ def _dataset(store: Store, cfg: LoaderConfig, throttle_mib_s: float | None, seed
 
         def __getitem__(self, index: Any) -> dict[str, Any]:
             s = super().__getitem__(index)
-            throttle(len(s["payload"]), throttle_mib_s)
+            throttle(len(s["payload"]), throttle_mib_s, sample_cost_s)
             return decoder(s["ext"], s["payload"], int(s["label"]))
 
     clean_stale_shared_memory()  # a previous trial's dataset in this process leaves its shm names behind
@@ -60,5 +61,5 @@ def build(root: Path, m: Manifest, cfg: LoaderConfig, opts: Any, prep: Prepared)
     if opts.world_size > 1:
         raise TrialError("the streaming backend is measured on one rank here (streaming splits by its own "
                          "distributed env); run it without --nproc")
-    ds = _dataset(prep.state, cfg, opts.throttle_mib_s, opts.seed)
+    ds = _dataset(prep.state, cfg, opts.throttle_mib_s, opts.seed, opts.sample_cost_s)
     return DataLoader(ds, batch_size=cfg.batch_size, collate_fn=collate, **worker_kwargs(cfg))
