@@ -1,7 +1,11 @@
-"""Shared checks for the optional backends: the same samples as the DataLoader, through bench and sweep."""
+"""Shared checks for the optional backends: the same samples as the DataLoader, a known rate, through bench and
+sweep."""
 
+from dataclasses import replace
 from pathlib import Path
 
+import psutil
+import pytest
 from click.testing import CliRunner
 
 from dataperf.cli import cli
@@ -27,15 +31,35 @@ def same_samples(data: Path, fmt: str, worker_type: str | None = None) -> None:
     assert sum(b["n"] for b in mine) == m.count
     assert sum(b["nbytes"] for b in mine) == sum(b["nbytes"] for b in theirs)
     assert sorted(y for b in mine for y in b["y"].tolist()) == sorted(y for b in theirs for y in b["y"].tolist())
-    assert tuple(mine[0]["x"].shape[1:]) == tuple(theirs[0]["x"].shape[1:])
+    assert sorted(unpadded(mine)) == sorted(unpadded(theirs))
+
+
+def unpadded(batches: list[dict]) -> list[tuple]:
+    """Each decoded sample as it was before collate: a token sequence without its padding, or an image's
+    shape. A backend that reads in its own order (Mosaic Streaming shuffles itself) batches other samples
+    together, so a batch's padded width is no sample's property; the samples themselves must match."""
+    if "lengths" in batches[0]:
+        return [tuple(x[:n].tolist()) for b in batches for x, n in zip(b["x"], b["lengths"].tolist(), strict=True)]
+    return [tuple(x.shape) for b in batches for x in b["x"]]
+
+
+SAMPLE_COST_S = 0.02  # paced per sample (TrialOptions.sample_cost_s): 2 workers give exactly 100 samples/s
 
 
 def trial_ok(data: Path, fmt: str, worker_type: str | None = None):
+    """Every sample costs SAMPLE_COST_S in its worker (thread or process), so the known steady rate is
+    workers / cost (5%: the cost is paced, so load on the machine does not shift it). The tree's PSS peak holds
+    at least this process's own PSS, and the rate per GiB of it is the known rate over that peak."""
     cfg = LoaderConfig(format=fmt, batch_size=8, num_workers=2, decode=True, image_size=32, worker_type=worker_type)
-    r = run_trial(data, cfg, FAST)
+    own_mib = psutil.Process().memory_full_info().pss / 2**20
+    r = run_trial(data, cfg, replace(FAST, sample_cost_s=SAMPLE_COST_S))
     assert r.status == "ok", r.error
     assert r.samples_per_repeat == read_manifest(data).count
-    assert r.backend["backend"] == fmt and r.pss_mib_peak > 0 and r.samples_per_s_per_gib_pss > 0
+    assert r.backend["backend"] == fmt
+    known = cfg.num_workers / SAMPLE_COST_S
+    assert r.samples_per_s_median == pytest.approx(known, rel=0.05), r.samples_per_s_repeats
+    assert r.pss_mib_peak >= 0.9 * own_mib, (r.pss_mib_peak, own_mib)
+    assert r.samples_per_s_per_gib_pss == pytest.approx(known / (r.pss_mib_peak / 1024), rel=0.05)
     return r
 
 
