@@ -4,11 +4,12 @@ each wake-up's latency; a deadline absorbs it). A worker that keeps working deli
 W workers W/T; a paced model's back-to-back steps take exactly STEP_S each.
 
 Used by the tests and by benchmarks/pick_quality.py (PYTHONPATH=tests), as `--dataset paced:sleep_map`,
-`--transform paced:sleep_transform`, `--model paced:paced_model`. Settings come from the environment, so that
-the DataLoader workers (forked or spawned) and a command run as a subprocess see the same ones:
-PACED_T (seconds a sample, 0.02), PACED_N (samples, 4000), PACED_SHARDS (an iterable's equal shards dealt
-round-robin to workers, as webdataset's split_by_worker does, 5), PACED_START (a worker's start-up sleep at its
-first sample of an epoch, 0), PACED_STEP_S (seconds a train step, 0.05), PACED_SIZE (image side, 8).
+`--transform paced:sleep_transform`, `--model paced:paced_model` (`paced:fixed_step_model`: a step busy a fixed
+time even when it waits for data). Settings come from the environment, so that the DataLoader workers (forked
+or spawned) and a command run as a subprocess see the same ones: PACED_T (seconds a sample, 0.02), PACED_N
+(samples, 4000), PACED_SHARDS (an iterable's equal shards dealt round-robin to workers, as webdataset's
+split_by_worker does, 5), PACED_START (a worker's start-up sleep at its first sample of an epoch, 0),
+PACED_STEP_S (seconds a train step, 0.05), PACED_SIZE (image side, 8).
 """
 
 from __future__ import annotations
@@ -110,6 +111,41 @@ class Paced(torch.nn.Module):
         return self.lin(x.float().mean((2, 3)))
 
 
+class _EndsAt(torch.autograd.Function):
+    """Identity forward; its backward returns at a deadline set in the model's forward, and records on the
+    model how late it woke (or how far its own work overran), for the next step to pay back."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, deadline: float, model: FixedStep) -> torch.Tensor:
+        ctx.deadline, ctx.model = deadline, model
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        left = ctx.deadline - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
+        ctx.model.late_s = time.perf_counter() - ctx.deadline
+        return grad, None, None
+
+
+class FixedStep(Paced):
+    """A train step busy PACED_STEP_S from forward to the end of backward, however it is called: Paced's
+    deadlines hold only for back-to-back steps (a fed step that waited for data about one step since its last
+    deadline may find that deadline already due and return at once). Here each step's deadline is its own start
+    + PACED_STEP_S, met in backward, so backward's CPU time (which load stretches) is inside it, less what the
+    last step overran (a late wake-up): over steps the busy time is PACED_STEP_S each, only the optimizer's
+    few tensors on top."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.late_s = 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        deadline = time.perf_counter() + _env("PACED_STEP_S", 0.05) - self.late_s
+        return _EndsAt.apply(self.lin(x.float().mean((2, 3))), deadline, self)
+
+
 def sleep_map() -> SleepMap:
     return SleepMap()
 
@@ -124,3 +160,7 @@ def sleep_transform() -> SleepTransform:
 
 def paced_model() -> Paced:
     return Paced()
+
+
+def fixed_step_model() -> FixedStep:
+    return FixedStep()
