@@ -3,24 +3,62 @@ import pytest
 from dataperf.e2e import fed_loader_rate, in_flight_samples, run_e2e
 from dataperf.records import LoaderConfig
 from dataperf.runner import TrialOptions
+from dataperf.sources import user_dataset
 from dataperf.step import StepOptions
 from dataperf.verdict import restart_stall
 
 
-def test_e2e_on_cpu_stall_is_host_wait_and_prediction_pays_restarts(datasets):
-    """On CPU the step is synchronous: device idle is host wait. 96 samples at batch 8 = 12 batches an epoch,
-    so 1 + 3 x 6 steps cross at least one epoch end, and the prediction must pay those restarts."""
-    cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=1, image_size=32)
-    r = run_e2e(datasets["image-webdataset"], cfg, StepOptions(model="cnn-small"), steps=6, repeats=3, warmup=1,
-                topts=TrialOptions(repeats=3, min_batches=3, warmup_batches=1, collect=False))
-    assert r.data_stall_fraction_repeats == r.host_wait_fraction_repeats
+@pytest.fixture
+def paced(monkeypatch):
+    """Known-answer settings for paced.py, set before any DataLoader worker starts (workers inherit them)."""
+
+    def setenv(**kw: float) -> None:
+        for k, v in kw.items():
+            monkeypatch.setenv(f"PACED_{k}", str(v))
+
+    return setenv
+
+
+def test_e2e_reads_the_analytic_stall_rate_and_prediction(paced, one_thread):
+    """Loader: 2 workers x 8-sample batches x 50 ms a sample (paced) = 40 samples/s, a batch every 100 ms. Model:
+    busy exactly 100 ms a step of 8 (paced.FixedStep) = 80 samples/s. The device idles 1 - 40/80 = 50% of the
+    run, fed at 40 samples/s; the loader and the step measured apart read 40 and 80 and predict the same 50%.
+    4,000 samples: no epoch ends, so nothing restarts. On CPU the stall is the host's wait."""
+    paced(T=0.05, N=4000, STEP_S=0.1)
+    b, w = 8, 2
+    cfg = LoaderConfig(format="user-dataset", batch_size=b, num_workers=w)
+    sopts = StepOptions(model="paced:fixed_step_model", batch_size=b, image_size=8)
+    topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=8, collect=False)
+    r = run_e2e(user_dataset("paced:sleep_map"), cfg, sopts, steps=10, repeats=3, warmup=1, topts=topts)
     assert r.gpu_idle_fraction is None and r.stall_basis.startswith("host wait")
-    assert r.epoch_restarts >= 1
-    expected = fed_loader_rate(r.loader_samples_per_s, r.loader_startup_s, 6 * 8, r.epoch_restarts / 3)
-    assert r.predicted_loader_samples_per_s == pytest.approx(expected)
-    assert r.predicted_loader_samples_per_s < r.loader_samples_per_s  # restarts cost start-up
-    assert r.predicted_stall_fraction == pytest.approx(
-        restart_stall(r.loader_samples_per_s, r.loader_startup_s, 6 * 8, r.epoch_restarts / 3, r.step_samples_per_s))
+    assert r.epoch_restarts == 0 and r.effects == [], r.notes
+    assert r.data_stall_fraction == pytest.approx(0.5, abs=0.05), r.data_stall_fraction_repeats
+    assert r.samples_per_s == pytest.approx(40, rel=0.05), r.samples_per_s_repeats
+    assert r.loader_samples_per_s == pytest.approx(40, rel=0.05)
+    assert r.step_samples_per_s == pytest.approx(80, rel=0.05)
+    assert r.predicted_stall_fraction == pytest.approx(0.5, abs=0.05)
+
+
+def test_e2e_headline_is_pooled_over_the_run_where_an_epoch_tail_hits_some_repeats(paced, one_thread):
+    """Audit F5 on F1's kind of data, every phase input-bound so the pooled answer is exact: 640 samples of
+    40 ms (paced) in 5 shards of 128 dealt to 4 persistent workers, batch 8: worker 0 reads two shards, the
+    others one. While all 4 have data a batch comes from each every 320 ms (100 samples/s); the model is busy
+    40 ms a step (paced.FixedStep: 200 samples/s), so it idles half of each 320 ms. Then worker 0 feeds alone, a
+    batch every 320 ms: idle 7/8. An epoch: 32 slots of 320 ms (16 of 4 batches, 16 of 1) = 10.24 s for 80
+    steps, busy 3.2 s: idle 68.75%, 62.5 samples/s; the next epoch's batches come 320 ms after its iter(), the
+    same rhythm (its iter() comes one step after the last batch: 40 ms more in the run). A warm-up of 16 steps
+    takes four slots (the workers catch up on their start-up), then 5 repeats of 16 steps time 32 slots:
+    repeats 1-3 (phase one) read 50%, repeat 4 (the tail) 87.5%, repeat 5 (the next epoch) about 55%. The median
+    repeat reads 50%, the run pooled 68.75%."""
+    paced(T=0.04, N=640, SHARDS=5, STEP_S=0.04)
+    cfg = LoaderConfig(format="user-dataset", batch_size=8, num_workers=4, persistent_workers=True)
+    sopts = StepOptions(model="paced:fixed_step_model", batch_size=8, image_size=8)
+    r = run_e2e(user_dataset("paced:sleep_shards"), cfg, sopts, steps=16, repeats=5, warmup=16, predict=False)
+    stalls = r.data_stall_fraction_repeats
+    assert r.epoch_restarts == 1 and sorted(stalls)[2] < 0.6, stalls  # the F5 case: the median misses the tail
+    assert r.data_stall_fraction == pytest.approx(0.6875, abs=0.05), stalls
+    assert r.host_wait_fraction == r.data_stall_fraction
+    assert r.samples_per_s == pytest.approx(62.5, rel=0.05), r.samples_per_s_repeats
 
 
 def test_fed_loader_rate_arithmetic():
