@@ -1,0 +1,993 @@
+"""Every decision path checked against the measured best on the same scenario (issue 26, Build 1).
+
+    PYTHONPATH=tests python benchmarks/pick_quality.py --scenario paced --out DIR          # 2 cores
+    python benchmarks/pick_quality.py --scenario imagenet --out DIR --prefetch 2 ...       # the H200
+
+Ground truth, measured: the fed loop (`run_e2e`, predict off: the real loader feeding the real train step) for
+every config of a full grid (workers on runner.worker_ladder up to --max-workers capped by runner.worker_cap,
+--prefetch, pin_memory off/on on CUDA, persistent workers off/on), in --rounds interleaved rounds (the order
+reversed every other round). A config's fed rate is pooled over its rounds (total samples / total wall) and
+its rounds' spread kept; its idle share is pooled the same way (idle seconds / wall).
+
+Window rule (how long a fed run is): a probe per worker count (PROBE_STEPS steps at the smallest prefetch, no
+pin, no persistence; in truth.jsonl with a "probe" note, never pooled) gives the rate r. A run's timed window
+is one whole epoch of steps (ceil(epoch samples / batch)) when that takes at most --run-s seconds at r, so it
+pays epoch restarts as often as training does; else --run-s seconds' worth of steps (at least MIN_STEPS), which
+pays none: for a config that slow an epoch restart (about one batch a worker) is a small share of its epoch.
+With --grid-cap-s, --run-s is lowered until the grid's estimate (each run's overhead, measured by its probe,
+plus its window) fits the time left.
+
+Then every decision path on the same scenario, each the real CLI in a subprocess with its own --out, timed to
+exit and killed at --path-cap-s: `sweep --model` (defaults), `sweep --budget B`, `tune --model`, and the command
+`dataperf watch` suggests (`next_step`) for a small training script written here (the scenario's data and
+model in a plain DataLoader loop), run as printed with only the changes its notes ask for or that the
+scenario needs (DATA for a dataset that keeps no path), each recorded. Each path's decision is the last
+`decision` record of its --out (records.DecisionResult).
+
+Score per path: the pick's fed rate / the best fed rate, the pick looked up in the grid by its DataLoader
+arguments (KNOBS) set on the scenario's config (a pick measured with another transform, cache or size is
+scored as the user would run it, on the scenario, and the difference noted); a pick not in the grid (another
+batch size, prefetch, format) is fed in extra interleaved rounds beside the grid's best, and its ratio comes
+from those rounds. Verdict rule (input-bound = fed idle > 5%): "input-bound" is right when every config of
+the grid idles more than 5% (none feeds the model; the least idle decides, not the fastest: configs that feed
+the model tie on rate within noise and differ in idle); "feeds" is right when the pick idles at most 5% (the
+user's model is fed); no verdict is not right. MAPE: the decision's predicted_samples_per_s against its pick's
+measured fed rate, and each `predictions` entry whose config is in the grid against that config's.
+
+Goals, each printed met/NOT met: ratio >= 0.95; verdict right; MAPE <= 10%; --budget B ends within B and
+uses >= 80% of it; tune <= 30% of the truth grid's time; the default sweep <= 5 minutes. DIR gets log.txt
+(every command, its wall time and output tail), truth.jsonl, each path's jsonl and output, summary.json, and
+at the end DIR.tar.gz of it all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from benchlog import Say, run_logged
+
+from dataperf import records
+from dataperf.budget import parse_duration
+from dataperf.records import DecisionResult, E2EResult, LoaderConfig
+from dataperf.runner import cores, worker_ladder
+
+REPO = Path(__file__).resolve().parent.parent
+GOAL_RATIO, GOAL_MAPE_PCT, GOAL_BUDGET_USE, GOAL_TUNE_SHARE, GOAL_DEFAULT_S = 0.95, 10.0, 0.80, 0.30, 300.0
+INPUT_BOUND_IDLE = 0.05  # the issue's line: fed idle above 5% is input-bound
+PATHS = ("sweep", "budget", "tune", "watch")
+# the DataLoader arguments a user sets from a decision; the rest of a config (transform, size, cache, shuffle,
+# decode) is the scenario's own
+KNOBS = ("format", "batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers",
+         "worker_type", "dali_num_threads", "dali_prefetch_queue_depth", "dali_decode_device")
+PROBE_STEPS, MIN_STEPS = 3, 3  # few: a slow config's batch of 256 takes seconds (w=0 on the H200: 1.7 s)
+PLACEHOLDER = "yourpkg."  # watch's stand-ins for the user's own functions (yourpkg.data:build, ...)
+MIN_PATH_S = 60.0  # a path is not started with less time left than this before --deadline-s
+PACED_T, PACED_MODEL_SPS = 0.06, 80.0  # 16.7 samples/s a worker; the model eats 80 samples/s at any batch
+HEADROOM = 1.2
+IMAGES_PER_S = 390.0  # `shards make --like imagenet` on 16 cores (200,000 in 8.5 min, 2026-12-03): estimates
+# per fed run beyond its window (fork, warm-up of workers x prefetch batches, model build): estimates only
+RUN_OVERHEAD_S = {"paced": 3.0, "imagenet": 6.0, "wds-uneven": 6.0, "tokens": 4.0, "cold": 6.0}
+
+
+# ---------------------------------------------------------------- scenarios
+
+
+@dataclass
+class Scenario:
+    """What every path and the truth grid share: data, model, batch shape, device, cache, environment."""
+
+    name: str
+    data: str | None  # DATA; None with a --dataset factory
+    factory: str | None
+    model: str
+    input_kind: str | None
+    device: str
+    amp: str | None
+    batch_size: int
+    transform: str | None
+    image_size: int
+    seq_len: int
+    cache: str
+    count: int  # samples of one epoch
+    script_workers: int  # the watched training script's num_workers, as a user left it
+    drop_caches: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    made: dict[str, Any] = field(default_factory=dict)  # how the data was made (command, wall)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def data_args(self) -> list[str]:
+        return ["--dataset", self.factory] if self.factory else [str(self.data)]
+
+    def model_args(self) -> list[str]:
+        return ["--model", self.model, "--device", self.device, *(["--input", self.input_kind] if
+                self.input_kind else []), *(["--amp", self.amp] if self.amp else [])]
+
+    def loader_args(self) -> list[str]:
+        """The batch shape every path gets: the batch size, and the transform, image size, sequence length and
+        cache where the scenario sets them (tune's default cache is cold: the scenario's is always given)."""
+        out = ["--batch-size", str(self.batch_size)]
+        if self.transform:
+            out += ["--transform", self.transform]
+        if self.image_size != 224:
+            out += ["--image-size", str(self.image_size)]
+        if self.data and self.data.endswith(".bin"):
+            out += ["--seq-len", str(self.seq_len)]
+        return out
+
+    def cache_args(self) -> list[str]:
+        return ["--cache", self.cache, *(["--drop-caches"] if self.drop_caches else [])]
+
+
+def make_scenario(a: argparse.Namespace) -> Scenario:
+    """The scenario's settings from the flags (paced: the known answer on any machine; the rest: the H200)."""
+    sc = scenario_defaults(a)
+    return replace(sc, model=a.model or sc.model, device=a.device or sc.device)
+
+
+def scenario_defaults(a: argparse.Namespace) -> Scenario:
+    amp = None if a.amp == "none" else a.amp
+    if a.scenario == "paced":
+        bs = a.batch_size or 8
+        env = {"PACED_T": str(PACED_T), "PACED_STEP_S": f"{bs / PACED_MODEL_SPS:g}", "PACED_N": str(a.count or 4000)}
+        return Scenario("paced", None, "paced:sleep_map", "paced:paced_model", "image", "cpu", None, bs, None, 224,
+                        512, "warm", a.count or 4000, 2, env=env)
+    root = Path(a.data or "/tmp/pick_quality")
+    common = {"model": "torchvision.models:resnet50", "input_kind": "image", "device": "cuda", "amp": amp,
+              "batch_size": a.batch_size or 256, "transform": "imagenet-train", "image_size": 224, "seq_len": 512,
+              "count": a.count or 16000, "script_workers": 4, "factory": None}
+    if a.scenario in ("imagenet", "cold"):
+        cold = a.scenario == "cold"
+        return Scenario(a.scenario, str(root / "imagefolder"), cache="cold" if cold else "warm",
+                        drop_caches=cold and can_drop_caches(), **common)
+    if a.scenario == "wds-uneven":
+        return Scenario(a.scenario, str(root / f"wds{a.shards}"), cache="warm", **common)
+    return Scenario("tokens", str(root / "tokens.bin"), None, "gpt-medium", "tokens", "cuda", amp, a.batch_size or 16,
+                    None, 224, 1024, "warm", a.count or 16000, 4)
+
+
+def can_drop_caches() -> bool:
+    """Root can write /proc/sys/vm/drop_caches; else cold runs rely on dataperf's own eviction (verified)."""
+    return os.geteuid() == 0 and os.access("/proc/sys/vm/drop_caches", os.W_OK)
+
+
+def apply_env(sc: Scenario) -> None:
+    """The scenario's environment for this process, its DataLoader workers and every subprocess (paced: the
+    known answers in tests/ and their settings)."""
+    os.environ.update(sc.env)
+    if sc.name == "paced":
+        tests = str(REPO / "tests")
+        if tests not in sys.path:
+            sys.path.insert(0, tests)
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)
+
+
+def prepare_data(sc: Scenario, a: argparse.Namespace, out: Path, cap_s: float, say: Say) -> None:
+    """Make the scenario's data unless DATA already exists (same seed: the same images every time)."""
+    if sc.factory or Path(str(sc.data)).exists():
+        return
+    root = Path(str(sc.data)).parent
+    root.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    if sc.name == "tokens":
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        rng.integers(0, 32000, size=sc.count * sc.seq_len + 1, dtype=np.uint16).tofile(str(sc.data))
+        say(f"data: wrote {sc.count:,} windows of {sc.seq_len} uint16 tokens to {sc.data} "
+            f"in {time.monotonic() - t0:.0f} s")
+    elif sc.name == "wds-uneven":
+        ran = run_cli(["shards", "make", "--like", "imagenet", "--format", "webdataset", "--count", str(sc.count),
+                       "--shards", str(a.shards), "--out", str(sc.data)], out / "make.log", cap_s, say)
+        if ran.rc != 0:
+            raise SystemExit(f"shards make failed (exit {ran.rc}); see {out / 'make.log'}")
+    else:
+        made = root / "made"
+        if not made.exists():
+            ran = run_cli(["shards", "make", "--like", "imagenet", "--format", "files", "--count", str(sc.count),
+                           "--out", str(made)], out / "make.log", cap_s, say)
+            if ran.rc != 0:
+                raise SystemExit(f"shards make failed (exit {ran.rc}); see {out / 'make.log'}")
+        m = json.loads((made / "manifest.json").read_text())
+        for f, y in zip(m["files"], m["labels"], strict=True):  # a user's ImageFolder: class folders, hard links
+            d = Path(str(sc.data)) / f"n{y:08d}"
+            d.mkdir(parents=True, exist_ok=True)
+            if not (d / Path(f).name).exists():
+                os.link(made / f, d / Path(f).name)
+        say(f"data: {sc.count:,} images laid out as an ImageFolder in {sc.data}")
+    sc.made = {"wall_s": time.monotonic() - t0}
+
+
+# ---------------------------------------------------------------- the truth grid
+
+
+@dataclass
+class Fed:
+    """One config's fed runs pooled: total samples / total wall, idle seconds / wall, each round kept."""
+
+    key: str
+    short: str
+    samples: float = 0.0
+    wall_s: float = 0.0
+    idle_s: float = 0.0
+    rounds: list[float] = field(default_factory=list)
+    idle_rounds: list[float] = field(default_factory=list)
+    steps: int = 0
+    epoch_restarts: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def add(self, r: E2EResult) -> None:
+        if r.status != "ok":
+            self.failed.append(r.error or "failed")
+            return
+        walls = [ms * r.steps_per_repeat / 1000 for ms in r.step_ms_repeats]
+        n = sum(s * w for s, w in zip(r.samples_per_s_repeats, walls, strict=True))
+        idle = sum(f * w for f, w in zip(r.data_stall_fraction_repeats, walls, strict=True))
+        self.samples, self.wall_s, self.idle_s = self.samples + n, self.wall_s + sum(walls), self.idle_s + idle
+        self.rounds.append(n / sum(walls))
+        self.idle_rounds.append(idle / sum(walls))
+        self.steps, self.epoch_restarts = r.steps_per_repeat, self.epoch_restarts + r.epoch_restarts
+
+    @property
+    def rate(self) -> float:
+        return self.samples / self.wall_s if self.wall_s else float("nan")
+
+    @property
+    def idle(self) -> float:
+        return self.idle_s / self.wall_s if self.wall_s else float("nan")
+
+    @property
+    def spread_pct(self) -> float:
+        return (max(self.rounds) - min(self.rounds)) / self.rate * 100 if len(self.rounds) > 1 else float("nan")
+
+    def row(self) -> dict[str, Any]:
+        return {"config": self.short, "key": self.key, "fed_samples_per_s": self.rate, "rounds": self.rounds,
+                "spread_pct": self.spread_pct, "idle": self.idle, "idle_rounds": self.idle_rounds,
+                "steps": self.steps, "epoch_restarts": self.epoch_restarts, "failed": self.failed}
+
+
+def best_of(fed: dict[str, Fed]) -> Fed | None:
+    ok = [f for f in fed.values() if f.wall_s > 0 and not f.failed]
+    return max(ok, key=lambda f: f.rate) if ok else None
+
+
+def on_scenario(cfg: dict[str, Any], base: LoaderConfig, cuda: bool) -> tuple[LoaderConfig, list[str]]:
+    """A decision's config as the user would run it: its DataLoader arguments (KNOBS) on the scenario's config,
+    with the defaults written out (explicit) and what torch ignores collapsed (no workers: no prefetch or
+    persistence; no CUDA: no pinning). Also the fields it was measured with that differ from the scenario."""
+    known = {f.name for f in dataclasses.fields(LoaderConfig)}
+    c = replace(base, **{k: cfg[k] for k in KNOBS if k in cfg})
+    if not cuda:
+        c = replace(c, pin_memory=False)
+    if c.num_workers == 0:
+        c = replace(c, prefetch_factor=None, persistent_workers=False)
+    c = c.explicit()
+    theirs = LoaderConfig(**{k: v for k, v in cfg.items() if k in known}).explicit()
+    differ = [f"{k}={getattr(theirs, k)!r} (scenario: {getattr(c, k)!r})" for k in sorted(known - set(KNOBS))
+              if k in cfg and k not in ("decode", "seq_len", "shuffle_buffer") and getattr(theirs, k) != getattr(c, k)]
+    return c, differ
+
+
+def grid_configs(base: LoaderConfig, workers: list[int], prefetch: list[int], cuda: bool) -> list[LoaderConfig]:
+    """The full grid on the scenario's config; no workers collapses prefetch and persistence."""
+    out: dict[str, LoaderConfig] = {}
+    for w in workers:
+        for pf in prefetch:
+            for pin in ((False, True) if cuda else (False,)):
+                for persist in (False, True):
+                    c, _ = on_scenario({"num_workers": w, "prefetch_factor": pf, "pin_memory": pin,
+                                        "persistent_workers": persist}, base, cuda)
+                    out.setdefault(c.key(), c)
+    return list(out.values())
+
+
+def window_steps(rate: float, epoch_samples: int, batch: int, run_s: float) -> tuple[int, bool]:
+    """Steps of one fed run by the window rule: (steps, whole epoch)."""
+    epoch_steps = math.ceil(epoch_samples / batch)
+    if rate > 0 and epoch_samples / rate <= run_s:
+        return epoch_steps, True
+    return max(MIN_STEPS, int(run_s * rate / batch) if rate > 0 else MIN_STEPS), False
+
+
+def fit_run_s(runs: list[tuple[float, float, int]], epoch_samples: int, run_s: float, left_s: float | None) -> float:
+    """The largest window cap <= run_s whose grid estimate fits left_s; runs: (rate, overhead s, batch) each."""
+    def estimate(t: float) -> float:
+        return sum(o + window_steps(r, epoch_samples, b, t)[0] * b / r for r, o, b in runs if r > 0)
+
+    t = run_s
+    while left_s is not None and estimate(t) > left_s and t > 1.0:
+        t *= 0.85
+    return t
+
+
+class Grid:
+    """The truth grid: probes, then interleaved rounds; every E2EResult appended to truth.jsonl."""
+
+    def __init__(self, sc: Scenario, a: argparse.Namespace, out: Path, say: Say) -> None:
+        from dataperf.e2e import run_e2e
+        from dataperf.fed import shape_for_model
+        from dataperf.options import make_config, make_step_options, resolve_data
+        from dataperf.runner import TrialOptions, worker_cap
+
+        self.sc, self.a, self.out, self.say, self.run_e2e = sc, a, out, say, run_e2e
+        self.data = resolve_data(sc.data, sc.factory)[0]
+        self.sopts = make_step_options(sc.model, sc.device, amp=sc.amp, input_kind=sc.input_kind,
+                                       batch_size=sc.batch_size, seq_len=sc.seq_len, image_size=sc.image_size)
+        cfg = make_config(self.data, batch_size=sc.batch_size, image_size=sc.image_size, cache=sc.cache,
+                          device=sc.device, transform=sc.transform, seq_len=sc.seq_len)
+        self.base, self.sopts = shape_for_model(self.data, cfg, self.sopts)
+        self.topts = TrialOptions(drop_caches=sc.drop_caches, collect=False)
+        self.cap = worker_cap(self.data, sc.batch_size)
+        self.workers = worker_ladder(a.max_workers, self.cap)
+        self.configs = grid_configs(self.base, self.workers, a.prefetch, sc.cuda)
+        self.probes: dict[tuple[str, int, int], tuple[float, float]] = {}
+
+    def key(self, cfg: dict[str, Any]) -> tuple[str, LoaderConfig, list[str]]:
+        c, differ = on_scenario(cfg, self.base, self.sc.cuda)
+        return c.key(), c, differ
+
+    def fed_run(self, cfg: LoaderConfig, steps: int, note: str, round_k: int | None, path: Path) -> E2EResult:
+        """One fed run (failures kept as a failed record), appended to `path`."""
+        try:
+            r = self.run_e2e(self.data, cfg, self.sopts, steps=steps, repeats=1 if round_k is None else self.a.repeats,
+                             predict=False, topts=self.topts)
+        except Exception as e:  # an OOM or a crashed worker fails this config, not the grid
+            r = E2EResult(data=self.data.spec, config=dataclasses.asdict(cfg), config_key=cfg.key(),
+                          model=self.sc.model, status="failed", error=f"{type(e).__name__}: {e}")
+        r.confirm_round = round_k
+        r.notes.append(f"pick_quality: {note}")
+        records.append(path, r)
+        if self.sc.cuda:
+            import torch
+
+            torch.cuda.empty_cache()
+        return r
+
+    def probe(self, c: LoaderConfig, path: Path) -> tuple[float, float]:
+        """(rate, overhead s) of c's format, batch size and workers: PROBE_STEPS fed steps at the smallest
+        prefetch, no pin, no persistence; once each."""
+        pk = (c.format, c.batch_size, c.num_workers)
+        if pk in self.probes:
+            return self.probes[pk]
+        w = c.num_workers
+        cfg, _ = on_scenario({"format": c.format, "batch_size": c.batch_size, "num_workers": w,
+                              "prefetch_factor": min(self.a.prefetch)}, self.base, self.sc.cuda)
+        t0 = time.monotonic()
+        r = self.fed_run(cfg, PROBE_STEPS, "probe (sizes the window; not pooled)", None, path)
+        wall = time.monotonic() - t0
+        if r.status != "ok":
+            self.say(f"  probe {cfg.short()}: FAILED {r.error}")
+            self.probes[pk] = 0.0, wall
+        else:
+            timed = r.step_ms_median * PROBE_STEPS / 1000
+            self.say(f"  probe {cfg.short()}: {r.samples_per_s:,.1f} samples/s fed ({wall:.1f} s, {wall - timed:.1f} s "
+                     "beyond its steps)")
+            self.probes[pk] = r.samples_per_s, wall - timed
+        return self.probes[pk]
+
+    def run(self, cfgs: list[LoaderConfig], rounds: int, path: Path, left_s: float | None,
+            what: str) -> dict[str, Fed]:
+        """Probe each worker count, size each config's window, then `rounds` interleaved rounds of `cfgs`."""
+        t0 = time.monotonic()
+        probes = {c.key(): self.probe(c, path) for c in sorted(cfgs, key=lambda c: c.num_workers)}
+        runs = [(*probes[c.key()], c.batch_size) for c in cfgs for _ in range(rounds)]
+        left = None if left_s is None else left_s - (time.monotonic() - t0)
+        run_s = fit_run_s(runs, self.sc.count, self.a.run_s, left)
+        if run_s < self.a.run_s:
+            self.say(f"  window cap lowered from {self.a.run_s:.1f} s to {run_s:.1f} s to fit the {left_s:.0f} s cap")
+        plan = {c.key(): window_steps(probes[c.key()][0], self.sc.count, c.batch_size, run_s) for c in cfgs}
+        fed = {c.key(): Fed(c.key(), c.short()) for c in cfgs}
+        n = len(cfgs) * rounds
+        for k in range(rounds):
+            order = cfgs if k % 2 == 0 else cfgs[::-1]
+            for i, c in enumerate(order):
+                steps, whole = plan[c.key()]
+                t1 = time.monotonic()
+                r = self.fed_run(c, steps, f"{what} round {k + 1}", k + 1, path)
+                fed[c.key()].add(r)
+                done = k * len(cfgs) + i + 1
+                figure = (f"fed {r.samples_per_s:,.1f} samples/s, idle {r.data_stall_fraction:.1%}"
+                          if r.status == "ok" else f"FAILED: {r.error}")
+                self.say(f"  {what} round {k + 1} [{done}/{n}] {c.short():<48} {figure}; {steps} steps"
+                         f"{' (an epoch)' if whole else ''}, {r.epoch_restarts} restarts, "
+                         f"{time.monotonic() - t1:.1f} s")
+        return fed
+
+
+def analytic_paced(cfg: LoaderConfig) -> float:
+    """The paced known answer: no workers is serial (a batch's samples, then the step); W workers give
+    W / PACED_T samples/s, and the model eats at most PACED_MODEL_SPS."""
+    if cfg.num_workers == 0:
+        return cfg.batch_size / (cfg.batch_size * PACED_T + cfg.batch_size / PACED_MODEL_SPS)
+    return min(PACED_MODEL_SPS, cfg.num_workers / PACED_T)
+
+
+def fingerprint(sc: Scenario, grid: Grid) -> dict[str, Any]:
+    """What a reused truth grid must share with this run: the data, the machine's cores, the model's setup."""
+    d = grid.data
+    return {"scenario": sc.name, "data": d.spec, "format": d.format, "count": d.count or sc.count,
+            "bytes": d.total_bytes, "files": len(d.files), "env": sc.env, "cores": cores(), "device": sc.device,
+            "model": sc.model, "amp": sc.amp, "batch_size": sc.batch_size, "transform": sc.transform,
+            "cache": sc.cache}
+
+
+def load_truth(src: Path, grid: Grid, fp: dict[str, Any]) -> tuple[dict[str, Fed], float]:
+    """An earlier run's truth grid (its round records and wall time), refused unless data and cores match."""
+    old = json.loads((src / "summary.json").read_text())
+    diff = {k: (old["fingerprint"].get(k), v) for k, v in fp.items() if old["fingerprint"].get(k) != v}
+    if diff:
+        raise SystemExit(f"--truth-from {src}: not the same data or machine: {diff}")
+    fed: dict[str, Fed] = {}
+    for r in records.load(src / "truth.jsonl"):
+        if isinstance(r, E2EResult) and r.confirm_round is not None:
+            key, c, _ = grid.key(r.config)
+            fed.setdefault(key, Fed(key, c.short())).add(r)
+    return fed, float(old["truth"]["wall_s"])
+
+
+# ---------------------------------------------------------------- the paths
+
+
+@dataclass
+class Ran:
+    rc: int | None
+    wall_s: float
+    tail: str
+    timed_out: bool
+    skipped: bool = False  # not started: the run's deadline left too little
+
+
+def run_cli(args: list[str], log: Path, cap_s: float, say: Say, python: bool = False) -> Ran:
+    """`dataperf ARGS` (or `python ARGS`) in its own session, output to `log`, killed with its workers at cap_s."""
+    argv = [sys.executable, *(args if python else ["-m", "dataperf", *args])]
+    shown = shlex.join(["python" if python else "dataperf", *(args if python else args)])
+    say(f"$ {shown}")
+    env = {**os.environ, "COLUMNS": "140", "PYTHONUNBUFFERED": "1"}
+    t0 = time.monotonic()
+    timed_out = False
+    with open(log, "w", encoding="utf-8") as f:
+        f.write(f"$ {shown}\n")
+        f.flush()
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True)
+        try:
+            p.wait(timeout=max(1.0, cap_s))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+    wall = time.monotonic() - t0
+    lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    tail = "\n".join("    " + x for x in lines[-25:])
+    say(f"  exit {p.returncode} after {wall:.0f} s{f' (killed at its {cap_s:.0f} s cap)' if timed_out else ''}; "
+        f"output tail ({log.name}):\n{tail}")
+    return Ran(p.returncode, wall, tail, timed_out)
+
+
+def parse_next_step(step: str, notes: list[str]) -> tuple[list[str], list[str]]:
+    """watch's suggestion (WatchResult.next_step and next_notes) as (the dataperf arguments, the notes): the
+    command in next_step, else the one a "no next command" note spells out after "run:"; `note:` lines and a
+    trailing ` # ...` comment of next_step count as notes too."""
+    argv: list[str] = []
+    notes = list(notes)
+    for line in step.splitlines():
+        s = line.strip()
+        if s.lower().startswith("note:"):
+            notes.append(s[5:].strip())
+            continue
+        head, _, comment = s.partition(" # ")
+        words = shlex.split(head)
+        if not argv and "dataperf" in words:
+            argv = words[words.index("dataperf") + 1:]
+            notes += [comment.strip()] if comment.strip() else []
+    if not argv:
+        spelled = next((n.split("run: ", 1)[1] for n in notes if "run: dataperf " in n), "")
+        words = shlex.split(spelled)
+        argv = words[words.index("dataperf") + 1:] if "dataperf" in words else []
+    return argv, notes
+
+
+def adapt_next_step(argv: list[str], notes: list[str], sc: Scenario, out: Path) -> tuple[list[str], list[str]]:
+    """The suggested command made runnable here, and each change said: the scenario's dataset for a placeholder
+    (the function a note asks the user to write exists here), the model flags a note advises (its placeholder
+    model replaced by the scenario's), and this path's --out. Nothing else is added."""
+    changes = []
+    for i, word in enumerate(argv):
+        if word == "DATA":  # the data argument itself
+            lo = i
+        elif i and argv[i - 1] == "--dataset" and word.startswith(PLACEHOLDER):  # the option and its value
+            lo = i - 1
+        else:
+            continue
+        argv = [*argv[:lo], *sc.data_args(), *argv[i + 1:]]
+        changes.append(f"the placeholder {word} replaced by {shlex.join(sc.data_args())}")
+        break
+    advice = next((m.group(1) for n in notes if (m := re.search(r"add (--model .*?--confirm \d+)", n))), None)
+    if "--model" not in argv and advice:
+        add = shlex.split(advice)
+        i = add.index("--model") + 1
+        if add[i].startswith(PLACEHOLDER):
+            changes.append(f"the placeholder model {add[i]} replaced by {sc.model}")
+            add[i] = sc.model
+        argv = [*argv, *add]
+        changes.append(f"added {shlex.join(add)}, as a note advises"
+                       + (f" (not --amp {sc.amp}: no note asks for it)" if sc.amp and "--amp" not in add else ""))
+    if "--out" in argv:
+        i = argv.index("--out")
+        argv = [*argv[:i], *argv[i + 2:]]
+    argv = [*argv, "--out", str(out), *(["--overwrite"] if argv and argv[0] == "sweep" else [])]
+    return argv, changes
+
+
+TRAIN = '''"""A plain training loop as a user writes it (pick_quality scenario {name}): a torch DataLoader over the
+scenario's data feeding its model for {steps} optimizer steps. Written by benchmarks/pick_quality.py for
+`dataperf watch`."""
+import torch
+from torch.utils.data import DataLoader
+
+from dataperf.models import load_model, loss_of
+
+{dataset}
+
+
+def main() -> None:
+    device = torch.device({device!r})
+    loader = DataLoader(dataset(), batch_size={bs}, num_workers={workers}, shuffle={shuffle}, pin_memory={pin})
+    model = load_model({model!r}).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    steps = 0
+    while steps < {steps}:
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with torch.autocast(device.type, torch.bfloat16, enabled={amp}):
+                loss = loss_of(model(x), x, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            steps += 1
+            if steps == {steps}:
+                break
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+IMAGENET_TRAIN = ("transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(), "
+                  "transforms.ToTensor(),\n        "
+                  "transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])")
+DATASETS = {
+    "paced": "from paced import sleep_map as dataset",
+    "files": ("from torchvision import datasets, transforms\n\n\ndef dataset():\n"
+              f"    return datasets.ImageFolder({{data!r}}, {IMAGENET_TRAIN})"),
+    "webdataset": ("import glob\n\nimport webdataset as wds\nfrom torchvision import transforms\n\n\ndef dataset():\n"
+                   "    urls = sorted(glob.glob({data!r} + '/*.tar'))\n"
+                   f"    t = {IMAGENET_TRAIN}\n"
+                   "    return (wds.WebDataset(urls, shardshuffle=100).shuffle(1000)"
+                   ".decode('pil')\n            .to_tuple('jpg', 'cls').map_tuple(t, int))"),
+    "tokens": ("import numpy as np\n\n\nclass Windows(torch.utils.data.Dataset):\n"
+               "    def __init__(self, path: str, n: int) -> None:\n        self.path, self.n = path, n\n\n"
+               "    def __len__(self) -> int:\n        return len(np.memmap(self.path, np.uint16, 'r')) // self.n\n\n"
+               "    def __getitem__(self, i: int):\n        t = np.memmap(self.path, np.uint16, 'r')\n"
+               "        return torch.from_numpy(t[i * self.n:(i + 1) * self.n].astype(np.int64)), 0\n\n\n"
+               "def dataset():\n    return Windows({data!r}, {seq_len})"),
+}
+
+
+def train_script(sc: Scenario, steps: int) -> str:
+    kind = ("paced" if sc.factory else "tokens" if sc.name == "tokens" else
+            "webdataset" if sc.name == "wds-uneven" else "files")
+    ds = DATASETS[kind].replace("{data!r}", repr(sc.data)).replace("{seq_len}", str(sc.seq_len))
+    return TRAIN.format(name=sc.name, steps=steps, dataset=ds, device=sc.device, bs=sc.batch_size,
+                        workers=sc.script_workers, shuffle=kind != "webdataset", pin=sc.cuda, model=sc.model,
+                        amp=sc.amp == "bf16")
+
+
+def path_command(name: str, sc: Scenario, a: argparse.Namespace, out: Path) -> list[str]:
+    """The command a user types for a path, on the scenario (sweep and budget get --confirm only if given)."""
+    common = [*sc.data_args(), *sc.model_args(), *sc.loader_args()]
+    confirm = ["--confirm", str(a.confirm)] if a.confirm is not None else []
+    cache = sc.cache_args() if (sc.cache != "warm" or name == "tune") else []
+    if name == "tune":
+        return ["tune", *common, *cache, "--out", str(out)]
+    budget = ["--budget", a.budget] if name == "budget" else []
+    return ["sweep", *common, *cache, *confirm, *budget, "--out", str(out), "--overwrite"]
+
+
+def read_decision(path: Path) -> DecisionResult | None:
+    """The last decision record of a path's --out (None: the command wrote none)."""
+    if not path.is_file():
+        return None
+    recs = [r for r in records.load(path) if isinstance(r, DecisionResult)]
+    return recs[-1] if recs else None
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def least_idle(fed: dict[str, Fed]) -> Fed | None:
+    ok = [f for f in fed.values() if f.wall_s > 0 and not f.failed]
+    return min(ok, key=lambda f: f.idle) if ok else None
+
+
+def verdict_right(input_bound: bool | None, pick_idle: float | None, least_idle: float) -> bool:
+    """The module docstring's rule: input-bound is right when even the grid's least idle config idles > 5%,
+    feeds when the pick idles at most 5%; no verdict (or an unmeasured pick) is not right."""
+    if input_bound is None:
+        return False
+    if input_bound:
+        return least_idle > INPUT_BOUND_IDLE
+    return pick_idle is not None and pick_idle <= INPUT_BOUND_IDLE
+
+
+def prediction_errors(d: DecisionResult, pick_key: str | None, pick_fed: float | None,
+                      key_of: Callable[[dict[str, Any]], str], truth: dict[str, Fed]) -> list[dict[str, Any]]:
+    """Each predicted fed rate against the measured one: the pick's, and each `predictions` entry whose config
+    is in the truth grid (the same config and rate once)."""
+    out, seen = [], set()
+
+    def add(key: str, predicted: Any, measured: float | None, what: str) -> None:
+        if predicted is None or not isinstance(predicted, int | float) or predicted != predicted:
+            return
+        if measured is None or not measured > 0 or (key, round(predicted, 6)) in seen:
+            return
+        seen.add((key, round(predicted, 6)))
+        out.append({"what": what, "key": key, "predicted": predicted, "measured": measured,
+                    "error_pct": abs(predicted - measured) / measured * 100})
+
+    if pick_key is not None:
+        add(pick_key, d.predicted_samples_per_s, pick_fed, "pick")
+    for p in d.predictions:
+        cfg = p.get("config")
+        cfg = json.loads(cfg) if isinstance(cfg, str) else cfg
+        if not isinstance(cfg, dict):
+            continue
+        k = key_of(cfg)
+        if k in truth and truth[k].wall_s > 0:
+            add(k, p.get("predicted"), truth[k].rate, "prediction")
+    return out
+
+
+def score(name: str, d: DecisionResult | None, ran: Ran, truth: dict[str, Fed], key_of: Callable[[dict], str],
+          extra: dict[str, Fed], grid_wall_s: float, budget_s: float | None) -> dict[str, Any]:
+    """One path's figures and goals: pick / best fed (grid, or the extra rounds for a pick off the grid), the
+    verdict by verdict_right, wall time (and the budget's use), tune's share of the grid's time, MAPE."""
+    best, calm = best_of(truth), least_idle(truth)
+    s: dict[str, Any] = {"path": name, "wall_s": ran.wall_s, "exit": ran.rc, "killed_at_cap": ran.timed_out,
+                         "decision": d is not None, "goals": {}}
+    goals = s["goals"]
+    if ran.skipped:
+        s["note"] = "not run: no time left"
+        return s
+    if name == "budget" and budget_s:
+        s["budget_s"], s["budget_used"] = budget_s, ran.wall_s / budget_s
+        goals["within budget"] = ran.wall_s <= budget_s
+        goals[f"used >= {GOAL_BUDGET_USE:.0%} of budget"] = ran.wall_s >= GOAL_BUDGET_USE * budget_s
+    if name == "tune" and grid_wall_s:
+        s["share_of_grid_time"] = ran.wall_s / grid_wall_s
+        goals[f"<= {GOAL_TUNE_SHARE:.0%} of the grid's time"] = s["share_of_grid_time"] <= GOAL_TUNE_SHARE
+    if name == "sweep":
+        goals["verdict within 5 min"] = d is not None and ran.wall_s <= GOAL_DEFAULT_S
+    if d is None or not d.config or best is None or calm is None:
+        s["note"] = "no decision record" if d is None else "no pick" if not d.config else "no truth"
+        goals[f"ratio >= {GOAL_RATIO}"] = goals["verdict right"] = False
+        return s
+    key = key_of(d.config)
+    pick = truth.get(key) if key in truth else extra.get(key)
+    in_grid = key in truth
+    ref = best if in_grid else extra.get("best")
+    s.update(pick=LoaderConfig(**{k: v for k, v in d.config.items() if k in LoaderConfig.__dataclass_fields__})
+             .short(), pick_key=key, in_grid=in_grid, best=best.short, best_fed=best.rate, best_idle=best.idle,
+             least_idle=calm.idle,
+             input_bound_said=d.input_bound, outcome=d.outcome, decision_wall_s=d.wall_s,
+             predicted_samples_per_s=d.predicted_samples_per_s)
+    if pick is None or not pick.wall_s or ref is None or not ref.wall_s:
+        s["note"] = "the pick was not fed (off the grid, no extra rounds)"
+        goals[f"ratio >= {GOAL_RATIO}"] = False
+        goals["verdict right"] = verdict_right(d.input_bound, None, calm.idle)
+        return s
+    s.update(pick_fed=pick.rate, pick_idle=pick.idle, pick_spread_pct=pick.spread_pct, ratio=pick.rate / ref.rate,
+             ratio_basis="the truth grid" if in_grid else f"{len(pick.rounds)} extra rounds beside the best")
+    goals[f"ratio >= {GOAL_RATIO}"] = s["ratio"] >= GOAL_RATIO
+    goals["verdict right"] = verdict_right(d.input_bound, pick.idle, calm.idle)
+    errs = prediction_errors(d, key, pick.rate, key_of, truth)
+    s["prediction_errors"] = errs
+    if errs:
+        s["mape_pct"] = sum(e["error_pct"] for e in errs) / len(errs)
+        goals[f"MAPE <= {GOAL_MAPE_PCT:.0f}%"] = s["mape_pct"] <= GOAL_MAPE_PCT
+    else:
+        goals[f"MAPE <= {GOAL_MAPE_PCT:.0f}%"] = False
+        s["note"] = "no predicted fed rate to check"
+    return s
+
+
+# ---------------------------------------------------------------- the run
+
+
+def estimate(sc: Scenario, a: argparse.Namespace, n_workers: int, n_configs: int) -> list[tuple[str, float]]:
+    """Each phase's time, before anything ran (upper-bound style: every window at --run-s)."""
+    o = RUN_OVERHEAD_S[sc.name]
+    grid = n_workers * (o + PROBE_STEPS * 0.5) + n_configs * a.rounds * (o + a.run_s)
+    if a.grid_cap_s:
+        grid = min(grid, a.grid_cap_s)
+    phases = []
+    if not sc.factory and not Path(str(sc.data)).exists():
+        phases.append(("make data", sc.count / IMAGES_PER_S if sc.name != "tokens" else 10.0))
+    phases.append(("truth grid", 0.0 if a.truth_from else grid))
+    cap = a.path_cap_s
+    for p in a.paths:
+        t = {"sweep": GOAL_DEFAULT_S, "budget": parse_duration(a.budget) + 10, "tune": GOAL_TUNE_SHARE * grid,
+             "watch": 60 + GOAL_DEFAULT_S}[p]
+        phases.append((p, min(t, cap * (2 if p == "watch" else 1))))
+    phases.append(("extra rounds for picks off the grid (2 at most)", 2 * a.rounds * (o + a.run_s) + 2 * o))
+    return phases
+
+
+class Clock:
+    """The run's deadline (--deadline-s): each phase gets its cap or what is left, whichever is less."""
+
+    def __init__(self, deadline_s: float | None) -> None:
+        self.t0, self.deadline_s = time.monotonic(), deadline_s
+
+    def cap(self, want: float) -> float:
+        if self.deadline_s is None:
+            return want
+        return min(want, self.deadline_s - (time.monotonic() - self.t0))
+
+
+def bench(a: argparse.Namespace, say: Say) -> int:
+    out: Path = a.out
+    sc = make_scenario(a)
+    apply_env(sc)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    say(f"commit: {commit.stdout.strip() or '?'}; scenario {sc.name}: data {shlex.join(sc.data_args())}, model "
+        f"{shlex.join(sc.model_args())}, {shlex.join(sc.loader_args())}, cache {sc.cache}"
+        + (f", env {' '.join(f'{k}={v}' for k, v in sc.env.items())}" if sc.env else ""))
+    if sc.name == "cold":
+        say("cold: " + ("root: /proc/sys/vm/drop_caches is written before every repeat (--drop-caches)"
+                        if sc.drop_caches else "not root: drop_caches unavailable; dataperf's own eviction "
+                        "(posix_fadvise), checked per run by cache_verified"))
+    clock = Clock(a.deadline_s)
+    summary: dict[str, Any] = {"scenario": sc.name, "commit": commit.stdout.strip(), "env": sc.env, "paths": {}}
+
+    def save() -> None:
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
+
+    if not a.dry_run:
+        prepare_data(sc, a, out, clock.cap(a.make_cap_s), say)
+        summary["made"] = sc.made
+    elif not sc.factory and not Path(str(sc.data)).exists():
+        say(f"dry run: {sc.data} does not exist yet; it would be made first (the worker cap is then read from it)")
+        ladder = worker_ladder(a.max_workers)
+        return print_plan(sc, a, say, ladder, len(grid_configs(LoaderConfig(), ladder, a.prefetch, sc.cuda)))
+    grid = Grid(sc, a, out, say)
+    print_plan(sc, a, say, grid.workers, len(grid.configs))
+    if a.dry_run:
+        return 0
+    fp = fingerprint(sc, grid)
+    summary["fingerprint"] = fp
+    truth_path = out / "truth.jsonl"
+    if a.truth_from:
+        fed, grid_wall = load_truth(a.truth_from, grid, fp)
+        if a.truth_from.resolve() != out.resolve():
+            truth_path.write_bytes((a.truth_from / "truth.jsonl").read_bytes())
+        say(f"truth grid reused from {a.truth_from} (same data, cores and model; its wall time {grid_wall:.0f} s)")
+    else:
+        truth_path.unlink(missing_ok=True)
+        say(f"truth grid: {len(grid.configs)} configs x {a.rounds} rounds (workers {grid.workers}, cap "
+            f"{grid.cap}; prefetch {a.prefetch}; pin {'off/on' if sc.cuda else 'off (CPU)'}; persistent off/on)")
+        t0 = time.monotonic()
+        fed = grid.run(grid.configs, a.rounds, truth_path, clock.cap(a.grid_cap_s) if a.grid_cap_s else None, "grid")
+        grid_wall = time.monotonic() - t0
+    best = best_of(fed)
+    summary["truth"] = {"wall_s": grid_wall, "rounds": a.rounds, "workers": grid.workers, "worker_cap": grid.cap,
+                        "prefetch": a.prefetch, "from": str(a.truth_from) if a.truth_from else None,
+                        "best": best.row() if best else None,
+                        "table": [f.row() for f in sorted(fed.values(), key=lambda f: -f.rate if f.wall_s else 0)]}
+    print_truth(fed, best, sc, grid, say, summary)
+    save()
+    if best is None:
+        say("no config of the grid ran: nothing to score against")
+        return 2
+    decisions: dict[str, tuple[DecisionResult | None, Ran]] = {}
+    for p in a.paths:
+        decisions[p] = run_path(p, sc, a, out, clock, say, summary)
+        save()
+    off = {}
+    for p, (d, _) in decisions.items():
+        if d is not None and d.config:
+            key, c, differ = grid.key(d.config)
+            if differ:
+                summary["paths"][p]["measured_with"] = differ
+                say(f"{p}: its pick was measured with {', '.join(differ)}; scored on the scenario's config")
+            if key not in fed:
+                off[key] = c
+    extra: dict[str, Fed] = {}
+    if off and clock.cap(a.path_cap_s) < MIN_PATH_S:
+        say(f"picks off the grid not fed: {clock.cap(a.path_cap_s):.0f} s left of the --deadline-s")
+    elif off:
+        cfgs = [grid.configs[[c.key() for c in grid.configs].index(best.key)], *off.values()]
+        say(f"picks off the grid: {', '.join(c.short() for c in off.values())}; fed in {a.rounds} extra rounds "
+            f"beside the grid's best")
+        extra = grid.run(cfgs, a.rounds, out / "extra.jsonl", clock.cap(a.path_cap_s), "extra")
+        extra["best"] = extra[best.key]
+    scores = {}
+    budget_s = parse_duration(a.budget)
+    for p, (d, ran) in decisions.items():
+        s = score(p, d, ran, fed, lambda cfg: grid.key(cfg)[0], extra, grid_wall, budget_s)
+        s.update({k: v for k, v in summary["paths"][p].items() if k not in s})
+        scores[p] = s
+    summary["paths"] = scores
+    print_scores(scores, say)
+    save()
+    return 0
+
+
+def run_path(p: str, sc: Scenario, a: argparse.Namespace, out: Path, clock: Clock, say: Say,
+             summary: dict[str, Any]) -> tuple[DecisionResult | None, Ran]:
+    """Run one decision path; its decision record (or None) and how the command ran."""
+    if clock.cap(a.path_cap_s) < MIN_PATH_S:
+        say(f"{p}: skipped, {clock.cap(a.path_cap_s):.0f} s left of the --deadline-s")
+        return None, Ran(None, 0.0, "", False, skipped=True)
+    res = out / f"{p}.jsonl"
+    res.unlink(missing_ok=True)
+    info: dict[str, Any] = {}
+    summary["paths"][p] = info
+    if p != "watch":
+        cmd = path_command(p, sc, a, res)
+        info["command"] = shlex.join(["dataperf", *cmd])
+        cap = clock.cap(a.path_cap_s if p != "budget" else max(a.path_cap_s, parse_duration(a.budget) + 60))
+        ran = run_cli(cmd, out / f"{p}.log", cap, say)
+    else:
+        script = out / f"train_{sc.name}.py"
+        script.write_text(train_script(sc, a.script_steps), encoding="utf-8")
+        w = out / "watch.jsonl"
+        w.unlink(missing_ok=True)
+        watched = run_cli(["watch", "--out", str(w), "--", sys.executable, str(script)], out / "watch.log",
+                          clock.cap(a.path_cap_s), say)
+        recs = [r for r in records.load(w) if r.kind == "watch"] if w.is_file() else []
+        nxt, nxt_notes = (recs[0].next_step, list(getattr(recs[0], "next_notes", []))) if recs else ("", [])
+        info.update(script=script.name, watch_exit=watched.rc, watch_wall_s=watched.wall_s, next_step=nxt,
+                    next_notes=nxt_notes)
+        argv, notes = parse_next_step(nxt, nxt_notes)
+        if not argv:
+            say(f"watch: no command to run in next_step {nxt!r} nor in its notes {nxt_notes}")
+            return None, Ran(None, watched.wall_s, "", watched.timed_out)
+        argv, changes = adapt_next_step(argv, notes, sc, res)
+        info.update(notes=notes, changes=changes, command=shlex.join(["dataperf", *argv]))
+        for c in changes:
+            say(f"watch's next step: {c}")
+        ran = run_cli(argv, out / "watch_next.log", clock.cap(a.path_cap_s), say)
+    d = read_decision(res)
+    say(f"{p}: " + (f"decision {d.outcome}, pick {LoaderConfig(**d.config).short() if d.config else 'none'}"
+                    if d else "no decision record in its --out"))
+    return d, ran
+
+
+def print_plan(sc: Scenario, a: argparse.Namespace, say: Say, workers: list[int], n_configs: int) -> int:
+    phases = estimate(sc, a, len(workers), n_configs)
+    say(f"plan: {n_configs} configs (workers {workers}) x {a.rounds} rounds, window at most {a.run_s:g} s a run; "
+        f"paths {', '.join(a.paths)}; a path killed at {a.path_cap_s:.0f} s"
+        + (f"; everything within {a.deadline_s:.0f} s" if a.deadline_s else ""))
+    for name, s in phases:
+        say(f"  {name:<50} ~{s / 60:5.1f} min")
+    say(f"  {'total (estimate)':<50} ~{sum(s for _, s in phases) / 60:5.1f} min")
+    return 0
+
+
+def print_truth(fed: dict[str, Fed], best: Fed | None, sc: Scenario, grid: Grid, say: Say,
+                summary: dict[str, Any]) -> None:
+    """The measured grid, fastest first (the paced analytic answer beside it)."""
+    paced = sc.name == "paced"
+    say(f"truth ({len(fed)} configs), fed samples/s pooled over rounds:" + ("   analytic  measured/analytic"
+                                                                           if paced else ""))
+    rows = []
+    for f in sorted(fed.values(), key=lambda f: -f.rate if f.wall_s else 0):
+        line = (f"  {f.short:<50} {f.rate:8.1f} (rounds {', '.join(f'{x:.1f}' for x in f.rounds)}; spread "
+                f"{f.spread_pct:4.1f}%) idle {f.idle:6.1%}")
+        if paced:
+            c = LoaderConfig(**json.loads(f.key))
+            want = analytic_paced(c)
+            line += f"   {want:6.1f}   {f.rate / want:.3f}"
+            rows.append({"key": f.key, "analytic": want, "measured": f.rate, "ratio": f.rate / want})
+        say(line + (f" FAILED x{len(f.failed)}: {f.failed[0]}" if f.failed else ""))
+    calm = least_idle(fed)
+    if best and calm:
+        say(f"best: {best.short} at {best.rate:,.1f} samples/s fed, idle {best.idle:.1%}; least idle: {calm.short} "
+            f"at {calm.idle:.1%} -> truth: "
+            + ("INPUT-BOUND" if calm.idle > INPUT_BOUND_IDLE else "the model can be fed"))
+        summary["truth"]["least_idle"] = calm.row()
+        summary["truth"]["input_bound"] = calm.idle > INPUT_BOUND_IDLE
+    if paced:
+        feed = math.ceil(PACED_MODEL_SPS * PACED_T - 1e-9)
+        say(f"analytic: best fed {PACED_MODEL_SPS:.0f} samples/s; {feed} or more workers feed it "
+            f"({math.ceil(HEADROOM * PACED_MODEL_SPS * PACED_T - 1e-9)} with the {HEADROOM}x headroom)")
+        summary["truth"]["analytic"] = rows
+
+
+def print_scores(scores: dict[str, dict[str, Any]], say: Say) -> None:
+    say("scores (goals: ratio >= 0.95, verdict right, MAPE <= 10%, budget within B and >= 80% used, tune <= 30% "
+        "of the grid's time, default sweep <= 5 min):")
+    for p, s in scores.items():
+        ratio = f"{s['ratio']:.3f} ({s.get('ratio_basis')})" if "ratio" in s else "-"
+        said = {True: "INPUT-BOUND", False: "feeds", None: "no verdict"}.get(s.get("input_bound_said"), "-")
+        mape = f"{s['mape_pct']:.1f}%" if "mape_pct" in s else "-"
+        say(f"  {p}: pick {s.get('pick', '-')}, fed {s.get('pick_fed', float('nan')):,.1f} vs best "
+            f"{s.get('best_fed', float('nan')):,.1f}: ratio {ratio}; said {said}; wall {s['wall_s']:.0f} s; "
+            f"MAPE {mape}" + (f"; {s['note']}" if s.get("note") else ""))
+        for g, met in s["goals"].items():
+            say(f"      {g}: {'met' if met else 'NOT met'}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scenario", choices=("paced", "imagenet", "wds-uneven", "tokens", "cold"), default="paced")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--data", default=None, help="the folder the H200 scenarios' data is made in and read from "
+                    "(made/, imagefolder/, wdsN/, tokens.bin) [/tmp/pick_quality]")
+    ap.add_argument("--count", type=int, default=None, help="samples (paced: PACED_N 4000; images 16000; token "
+                    "windows 16000)")
+    ap.add_argument("--shards", type=int, default=37, help="wds-uneven: shards, not a multiple of the workers")
+    ap.add_argument("--batch-size", type=int, default=None, help="[paced 8, images 256, tokens 16]")
+    ap.add_argument("--amp", choices=("bf16", "none"), default="bf16", help="CUDA scenarios")
+    ap.add_argument("--device", default=None, help="another device [paced: cpu; the rest: cuda] (a smoke test "
+                    "of an H200 scenario's code on CPU)")
+    ap.add_argument("--model", default=None, help="another model for the scenario [paced: paced:paced_model; "
+                    "images: torchvision.models:resnet50; tokens: gpt-medium]")
+    ap.add_argument("--prefetch", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
+    ap.add_argument("--max-workers", type=int, default=None, help="the ladder's top [the cores; paced: 4x the "
+                    "cores, preflight's limit, since paced samples sleep]")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=1, help="fed repeats in each round of a config")
+    ap.add_argument("--run-s", type=float, default=None, help="a fed run's window cap [paced 6, else 8]")
+    ap.add_argument("--grid-cap-s", type=float, default=None, help="lower the window cap until the grid fits")
+    ap.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], default=list(PATHS))
+    ap.add_argument("--budget", default="5m", help="the budgeted sweep's --budget")
+    ap.add_argument("--confirm", type=int, default=None, help="--confirm K for both sweeps [not given]")
+    ap.add_argument("--path-cap-s", type=float, default=900.0, help="a path's command is killed past this")
+    ap.add_argument("--make-cap-s", type=float, default=600.0)
+    ap.add_argument("--deadline-s", type=float, default=None, help="the whole run: phases shrink to what is left")
+    ap.add_argument("--script-steps", type=int, default=None, help="the watched script's steps [paced 60, else 80]")
+    ap.add_argument("--truth-from", type=Path, default=None, help="reuse an earlier run's truth grid")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan and its time estimate")
+    a = ap.parse_args()
+    bad = [p for p in a.paths if p not in PATHS]
+    if bad or a.rounds < 2:
+        ap.error(f"--paths takes {','.join(PATHS)}; --rounds at least 2" + (f" (got {bad})" if bad else ""))
+    a.max_workers = a.max_workers or (4 * cores() if a.scenario == "paced" else cores())
+    a.run_s = a.run_s or (6.0 if a.scenario == "paced" else 8.0)
+    a.script_steps = a.script_steps or (60 if a.scenario == "paced" else 80)
+    a.prefetch = sorted(set(a.prefetch))
+    if a.dry_run:
+        return bench(a, print)
+    try:
+        return run_logged(a.out, lambda say: bench(a, say))
+    finally:
+        tar = a.out.parent / f"{a.out.name}.tar.gz"
+        with tarfile.open(tar, "w:gz") as t:
+            t.add(a.out, arcname=a.out.name)
+        print(f"archive: {tar}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

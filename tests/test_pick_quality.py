@@ -1,0 +1,180 @@
+"""benchmarks/pick_quality.py's scoring on a hand-made truth grid and decisions (no subprocesses, nothing timed):
+pooling, the pick looked up by its DataLoader arguments, the ratio, the verdict rule, MAPE and each goal."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import pick_quality as pq  # noqa: E402
+
+from dataperf.records import DecisionResult, E2EResult, LoaderConfig  # noqa: E402
+
+BASE = LoaderConfig(format="user-dataset", batch_size=8, decode=True, transform="imagenet-train")
+
+
+def cfg(w: int, pf: int | None = 2, persist: bool = False, **kw) -> LoaderConfig:
+    return pq.on_scenario({"num_workers": w, "prefetch_factor": pf, "persistent_workers": persist, **kw}, BASE,
+                          cuda=False)[0]
+
+
+def fed_rec(c: LoaderConfig, rates: list[float], idles: list[float], step_ms: list[float], steps: int = 10):
+    return E2EResult(config=asdict(c), config_key=c.key(), steps_per_repeat=steps, samples_per_s_repeats=rates,
+                     data_stall_fraction_repeats=idles, step_ms_repeats=step_ms)
+
+
+def truth(*rows: tuple[LoaderConfig, float, float]) -> dict[str, pq.Fed]:
+    """One round a config of 1 s: `rate` samples, `idle` of it idle."""
+    out = {}
+    for c, rate, idle in rows:
+        f = pq.Fed(c.key(), c.short())
+        f.add(fed_rec(c, [rate], [idle], [100.0]))
+        out[c.key()] = f
+    return out
+
+
+def key_of(config: dict) -> str:
+    return pq.on_scenario(config, BASE, cuda=False)[0].key()
+
+
+def ran(wall: float) -> pq.Ran:
+    return pq.Ran(0, wall, "", False)
+
+
+GRID = truth((cfg(2), 33.0, 0.58), (cfg(6), 80.0, 0.02), (cfg(8, persist=True), 80.5, 0.01))
+
+
+def test_fed_pools_samples_over_wall_not_the_median_of_rounds():
+    f = pq.Fed("k", "s")
+    f.add(fed_rec(cfg(2), [30.0, 40.0], [0.5, 0.1], [100.0, 300.0]))  # repeats of 1 s and 3 s: 30 + 120 samples
+    f.add(fed_rec(cfg(2), [50.0], [0.0], [100.0]))  # a second round: 50 samples in 1 s
+    assert f.rate == pytest.approx(200 / 5)
+    assert f.idle == pytest.approx((0.5 * 1 + 0.1 * 3) / 5)
+    assert f.rounds == pytest.approx([150 / 4, 50.0])
+    assert f.spread_pct == pytest.approx((50 - 37.5) / 40 * 100)
+    f.add(E2EResult(status="failed", error="boom"))
+    assert f.failed == ["boom"] and f.rate == pytest.approx(40.0)
+
+
+def test_a_pick_is_its_dataloader_arguments_on_the_scenario():
+    theirs = asdict(replace(BASE, num_workers=6, transform=None, pin_memory=True, image_size=160))
+    c, differ = pq.on_scenario(theirs, BASE, cuda=False)
+    assert c.key() == cfg(6).key()  # prefetch written out (2), pinning dropped on CPU, the scenario's transform
+    assert any(d.startswith("transform=None") for d in differ) and any("image_size=160" in d for d in differ)
+    assert pq.on_scenario({"num_workers": 0, "prefetch_factor": 4, "persistent_workers": True}, BASE,
+                          cuda=False)[0].key() == cfg(0, pf=None).key()
+
+
+def test_grid_collapses_what_no_workers_cannot_vary():
+    cfgs = pq.grid_configs(BASE, [0, 1, 2], [2, 4], cuda=True)
+    assert len(cfgs) == 2 + 2 * 2 * 2 * 2  # w=0: pin off/on; w>0: prefetch x pin x persistence
+    assert len(pq.grid_configs(BASE, [0, 1], [2, 4], cuda=False)) == 1 + 4
+
+
+def test_window_is_an_epoch_when_it_fits_else_the_cap():
+    assert pq.window_steps(2000.0, 16000, 256, 10.0) == (63, True)  # 8 s an epoch: crosses a boundary
+    assert pq.window_steps(150.0, 16000, 256, 10.0) == (5, False)  # 10 s of steps
+    assert pq.window_steps(40.0, 16000, 256, 10.0) == (pq.MIN_STEPS, False)  # 400 samples: fewer than the floor
+    assert pq.window_steps(80.0, 4000, 8, 6.0) == (60, False)  # 50 s an epoch: 6 s of steps
+    runs = [(80.0, 3.0, 8)] * 10  # ten runs of 3 s overhead + 6 s window = 90 s
+    assert pq.fit_run_s(runs, 4000, 6.0, None) == 6.0
+    assert pq.fit_run_s(runs, 4000, 6.0, 70.0) <= 4.0
+
+
+def test_score_of_a_right_pick_with_predictions():
+    d = DecisionResult(config=asdict(replace(BASE, num_workers=6)), input_bound=False, outcome="feeds",
+                       predicted_samples_per_s=84.0,
+                       predictions=[{"config": asdict(cfg(2)), "predicted": 30.0, "measured": 31.0},
+                                    {"config": asdict(replace(BASE, num_workers=6, batch_size=16)), "predicted": 99.0},
+                                    {"config": asdict(cfg(8, persist=True)), "predicted": float("nan")}])
+    s = pq.score("tune", d, ran(100.0), GRID, key_of, {}, 500.0, None)
+    assert s["in_grid"] and s["ratio"] == pytest.approx(80 / 80.5)
+    assert s["goals"]["ratio >= 0.95"] and s["goals"]["verdict right"]
+    # the pick's 84 vs 80 (5%) and w=2's 30 vs the grid's 33 (9.1%); the off-grid and NaN entries left out
+    assert [e["key"] for e in s["prediction_errors"]] == [cfg(6).key(), cfg(2).key()]
+    assert s["mape_pct"] == pytest.approx((4 / 80 + 3 / 33) / 2 * 100)
+    assert s["goals"]["MAPE <= 10%"]
+    assert s["share_of_grid_time"] == pytest.approx(0.2) and s["goals"]["<= 30% of the grid's time"]
+
+
+def test_score_of_a_slow_pick_said_input_bound():
+    d = DecisionResult(config=asdict(cfg(2)), input_bound=True, predicted_samples_per_s=40.0)
+    s = pq.score("sweep", d, ran(400.0), GRID, key_of, {}, 500.0, None)
+    assert s["ratio"] == pytest.approx(33 / 80.5) and not s["goals"]["ratio >= 0.95"]
+    assert not s["goals"]["verdict right"]  # w=8 idles 1%: a config feeds the model
+    assert not s["goals"]["verdict within 5 min"]
+    assert s["mape_pct"] == pytest.approx(7 / 33 * 100) and not s["goals"]["MAPE <= 10%"]
+
+
+def test_verdict_rule():
+    assert pq.verdict_right(True, 0.6, 0.3)  # even the least idle config idles 30%
+    assert not pq.verdict_right(True, 0.6, 0.02)
+    assert pq.verdict_right(False, 0.05, 0.0)
+    assert not pq.verdict_right(False, 0.2, 0.0)  # "feeds", but the pick leaves the model idle 20%
+    assert not pq.verdict_right(None, 0.0, 0.0)  # no verdict
+
+
+def test_budget_goals():
+    d = DecisionResult(config=asdict(cfg(6)), input_bound=False, predicted_samples_per_s=80.0)
+    ok = pq.score("budget", d, ran(250.0), GRID, key_of, {}, 500.0, 300.0)
+    assert ok["goals"]["within budget"] and ok["goals"]["used >= 80% of budget"]
+    assert ok["budget_used"] == pytest.approx(250 / 300)
+    short = pq.score("budget", d, ran(200.0), GRID, key_of, {}, 500.0, 300.0)
+    assert short["goals"]["within budget"] and not short["goals"]["used >= 80% of budget"]
+    assert not pq.score("budget", d, ran(301.0), GRID, key_of, {}, 500.0, 300.0)["goals"]["within budget"]
+
+
+def test_a_pick_off_the_grid_is_scored_on_its_extra_rounds():
+    off = replace(cfg(6), batch_size=16)
+    extra = truth((cfg(8, persist=True), 78.0, 0.02), (off, 74.1, 0.08))
+    extra["best"] = extra[cfg(8, persist=True).key()]
+    d = DecisionResult(config=asdict(off), input_bound=False, predicted_samples_per_s=80.0)
+    s = pq.score("watch", d, ran(60.0), GRID, key_of, extra, 500.0, None)
+    assert not s["in_grid"] and s["ratio"] == pytest.approx(74.1 / 78.0)
+    assert not s["goals"]["verdict right"]  # "feeds", and the pick idles 8%
+    assert s["mape_pct"] == pytest.approx(5.9 / 74.1 * 100)
+
+
+def test_no_decision_meets_no_goal():
+    s = pq.score("sweep", None, ran(30.0), GRID, key_of, {}, 500.0, None)
+    assert s["note"] == "no decision record"
+    assert not any(s["goals"].values())
+    skipped = pq.score("budget", None, pq.Ran(None, 0.0, "", False, skipped=True), GRID, key_of, {}, 500.0, 300.0)
+    assert skipped["note"] == "not run: no time left" and not any(skipped["goals"].values())
+
+
+def test_watch_next_step_run_as_printed_with_the_changes_said(tmp_path):
+    sc = pq.Scenario("paced", None, "paced:sleep_map", "paced:paced_model", "image", "cpu", None, 8, None, 224, 512,
+                     "warm", 4000, 2)
+    model_note = ("for a verdict, add --model yourpkg.models:build --input image --confirm 2 to the sweep "
+                  "(yourpkg.models:build: a function that returns your model as the script builds it): ...")
+    no_path = ("no next command: dataperf sweep cannot read the data the script's loader reads (no path); to time "
+               "the script's own Dataset, write a function that returns it (yourpkg.data:build) and run: dataperf "
+               "sweep --dataset yourpkg.data:build --batch-size 8 --num-workers 1,2 --prefetch-factor 2,4 --decode")
+    argv, notes = pq.parse_next_step("", [no_path, model_note])
+    assert argv == ["sweep", "--dataset", "yourpkg.data:build", "--batch-size", "8", "--num-workers", "1,2",
+                    "--prefetch-factor", "2,4", "--decode"]
+    out = tmp_path / "w.jsonl"
+    cmd, changes = pq.adapt_next_step(argv, notes, sc, out)
+    assert cmd == ["sweep", "--dataset", "paced:sleep_map", "--batch-size", "8", "--num-workers", "1,2",
+                   "--prefetch-factor", "2,4", "--decode", "--model", "paced:paced_model", "--input", "image",
+                   "--confirm", "2", "--out", str(out), "--overwrite"]
+    assert len(changes) == 3  # the dataset, the model placeholder, the flags added
+    # a runnable next_step (or the old one-line form with a comment) is taken as printed
+    argv, notes = pq.parse_next_step("dataperf sweep /d --batch-size 8 # a comment\nnote: a note", [])
+    assert argv == ["sweep", "/d", "--batch-size", "8"] and notes == ["a comment", "a note"]
+    as_is, changes = pq.adapt_next_step(["sweep", "/d", "--model", "m", "--out", "x"], [model_note], sc, out)
+    assert as_is == ["sweep", "/d", "--model", "m", "--out", str(out), "--overwrite"] and changes == []
+
+
+def test_the_least_idle_config_not_the_fastest_says_whether_any_feeds():
+    tied = truth((cfg(8, pf=4), 80.1, 0.08), (cfg(6), 79.9, 0.02), (cfg(2), 33.0, 0.58))
+    said_bound = DecisionResult(config=asdict(cfg(8, pf=4)), input_bound=True, predicted_samples_per_s=80.0)
+    s = pq.score("sweep", said_bound, ran(100.0), tied, key_of, {}, 500.0, None)
+    assert s["best"] == cfg(8, pf=4).short() and s["least_idle"] == pytest.approx(0.02)
+    assert not s["goals"]["verdict right"]  # w=6 idles 2%: the model can be fed
