@@ -147,8 +147,11 @@ def scenario_defaults(a: argparse.Namespace) -> Scenario:
     if a.scenario == "paced":
         bs = a.batch_size or 8
         env = {"PACED_T": str(PACED_T), "PACED_STEP_S": f"{bs / PACED_MODEL_SPS:g}", "PACED_N": str(a.count or 4000)}
-        return Scenario("paced", None, "paced:sleep_map", "paced:paced_model", "image", "cpu", None, bs, None, 224,
-                        512, "warm", a.count or 4000, 2, env=env)
+        # fixed_step_model, not paced_model: a paced_model step whose chained deadline is already due returns at
+        # once, so its waits for data read as idle without slowing it; a fixed step is busy STEP_S whatever it
+        # waited, as a real model's compute is (tests/paced.py, FixedStep)
+        return Scenario("paced", None, "paced:sleep_map", "paced:fixed_step_model", "image", "cpu", None, bs, None,
+                        224, 512, "warm", a.count or 4000, 2, env=env)
     root = Path(a.data or "/tmp/pick_quality")
     common = {"model": "torchvision.models:resnet50", "input_kind": "image", "device": "cuda", "amp": amp,
               "batch_size": a.batch_size or 256, "transform": "imagenet-train", "image_size": 224, "seq_len": 512,
@@ -700,7 +703,8 @@ def score(name: str, d: DecisionResult | None, ran: Ran, truth: dict[str, Fed], 
              .short(), pick_key=key, in_grid=in_grid, best=best.short, best_fed=best.rate, best_idle=best.idle,
              least_idle=calm.idle,
              input_bound_said=d.input_bound, outcome=d.outcome, decision_wall_s=d.wall_s,
-             predicted_samples_per_s=d.predicted_samples_per_s)
+             predicted_samples_per_s=d.predicted_samples_per_s, confirmed=d.confirmed, trials=d.trials,
+             lower_bound=d.lower_bound, lower_bound_why=d.lower_bound_why, answer=d.answer)
     if pick is None or not pick.wall_s or ref is None or not ref.wall_s:
         s["note"] = "the pick was not fed (off the grid, no extra rounds)"
         goals[f"ratio >= {GOAL_RATIO}"] = False
@@ -861,9 +865,9 @@ def run_path(p: str, sc: Scenario, a: argparse.Namespace, out: Path, clock: Cloc
     else:
         script = out / f"train_{sc.name}.py"
         script.write_text(train_script(sc, a.script_steps), encoding="utf-8")
-        w = out / "watch.jsonl"
+        w = out / "watch_job.jsonl"  # the watch record; the command it suggests writes watch.jsonl
         w.unlink(missing_ok=True)
-        watched = run_cli(["watch", "--out", str(w), "--", sys.executable, str(script)], out / "watch.log",
+        watched = run_cli(["watch", "--out", str(w), "--", sys.executable, str(script)], out / "watch_job.log",
                           clock.cap(a.path_cap_s), say)
         recs = [r for r in records.load(w) if r.kind == "watch"] if w.is_file() else []
         nxt, nxt_notes = (recs[0].next_step, list(getattr(recs[0], "next_notes", []))) if recs else ("", [])
@@ -874,10 +878,10 @@ def run_path(p: str, sc: Scenario, a: argparse.Namespace, out: Path, clock: Cloc
             say(f"watch: no command to run in next_step {nxt!r} nor in its notes {nxt_notes}")
             return None, Ran(None, watched.wall_s, "", watched.timed_out)
         argv, changes = adapt_next_step(argv, notes, sc, res)
-        info.update(notes=notes, changes=changes, command=shlex.join(["dataperf", *argv]))
+        info.update(changes=changes, command=shlex.join(["dataperf", *argv]))
         for c in changes:
             say(f"watch's next step: {c}")
-        ran = run_cli(argv, out / "watch_next.log", clock.cap(a.path_cap_s), say)
+        ran = run_cli(argv, out / "watch.log", clock.cap(a.path_cap_s), say)
     d = read_decision(res)
     say(f"{p}: " + (f"decision {d.outcome}, pick {LoaderConfig(**d.config).short() if d.config else 'none'}"
                     if d else "no decision record in its --out"))
@@ -952,7 +956,7 @@ def main() -> int:
     ap.add_argument("--amp", choices=("bf16", "none"), default="bf16", help="CUDA scenarios")
     ap.add_argument("--device", default=None, help="another device [paced: cpu; the rest: cuda] (a smoke test "
                     "of an H200 scenario's code on CPU)")
-    ap.add_argument("--model", default=None, help="another model for the scenario [paced: paced:paced_model; "
+    ap.add_argument("--model", default=None, help="another model for the scenario [paced: paced:fixed_step_model; "
                     "images: torchvision.models:resnet50; tokens: gpt-medium]")
     ap.add_argument("--prefetch", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
     ap.add_argument("--max-workers", type=int, default=None, help="the ladder's top [the cores; paced: 4x the "
