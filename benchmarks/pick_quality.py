@@ -9,8 +9,9 @@ every config of a full grid (workers on runner.worker_ladder up to --max-workers
 reversed every other round). A config's fed rate is pooled over its rounds (total samples / total wall) and
 its rounds' spread kept; its idle share is pooled the same way (idle seconds / wall).
 
-Window rule (how long a fed run is): a probe per worker count (PROBE_STEPS steps at the smallest prefetch, no
-pin, no persistence; in truth.jsonl with a "probe" note, never pooled) gives the rate r. A run's timed window
+Window rule (how long a fed run is): a probe per worker count (PROBE_STEPS steps, at least two a worker, at
+the smallest prefetch, no pin, no persistence; in truth.jsonl with a "probe" note, never pooled) gives the rate
+r. A run's timed window
 is one whole epoch of steps (ceil(epoch samples / batch)) when that takes at most --run-s seconds at r, so it
 pays epoch restarts as often as training does; else --run-s seconds' worth of steps (at least MIN_STEPS), which
 pays none: for a config that slow an epoch restart (about one batch a worker) is a small share of its epoch.
@@ -364,8 +365,9 @@ class Grid:
         return r
 
     def probe(self, c: LoaderConfig, path: Path) -> tuple[float, float]:
-        """(rate, overhead s) of c's format, batch size and workers: PROBE_STEPS fed steps at the smallest
-        prefetch, no pin, no persistence; once each."""
+        """(rate, overhead s) of c's format, batch size and workers: PROBE_STEPS fed steps, at least two a worker
+        (3 steps of 6 workers read 215 samples/s where the run then read 79), at the smallest prefetch, no pin,
+        no persistence; once each."""
         pk = (c.format, c.batch_size, c.num_workers)
         if pk in self.probes:
             return self.probes[pk]
@@ -373,13 +375,14 @@ class Grid:
         cfg, _ = on_scenario({"format": c.format, "batch_size": c.batch_size, "num_workers": w,
                               "prefetch_factor": min(self.a.prefetch)}, self.base, self.sc.cuda)
         t0 = time.monotonic()
-        r = self.fed_run(cfg, PROBE_STEPS, "probe (sizes the window; not pooled)", None, path)
+        steps = max(PROBE_STEPS, 2 * w)
+        r = self.fed_run(cfg, steps, "probe (sizes the window; not pooled)", None, path)
         wall = time.monotonic() - t0
         if r.status != "ok":
             self.say(f"  probe {cfg.short()}: FAILED {r.error}")
             self.probes[pk] = 0.0, wall
         else:
-            timed = r.step_ms_median * PROBE_STEPS / 1000
+            timed = r.step_ms_median * steps / 1000
             self.say(f"  probe {cfg.short()}: {r.samples_per_s:,.1f} samples/s fed ({wall:.1f} s, {wall - timed:.1f} s "
                      "beyond its steps)")
             self.probes[pk] = r.samples_per_s, wall - timed
