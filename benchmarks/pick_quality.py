@@ -9,14 +9,13 @@ every config of a full grid (workers on runner.worker_ladder up to --max-workers
 reversed every other round). A config's fed rate is pooled over its rounds (total samples / total wall) and
 its rounds' spread kept; its idle share is pooled the same way (idle seconds / wall).
 
-Window rule (how long a fed run is): a probe per worker count (PROBE_STEPS steps, at least two a worker, at
-the smallest prefetch, no pin, no persistence; in truth.jsonl with a "probe" note, never pooled) gives the rate
-r. A run's timed window
-is one whole epoch of steps (ceil(epoch samples / batch)) when that takes at most --run-s seconds at r, so it
-pays epoch restarts as often as training does; else --run-s seconds' worth of steps (at least MIN_STEPS), which
-pays none: for a config that slow an epoch restart (about one batch a worker) is a small share of its epoch.
-With --grid-cap-s, --run-s is lowered until the grid's estimate (each run's overhead, measured by its probe,
-plus its window) fits the time left.
+Window rule (how long a fed run is): a probe per worker count (PROBE_STEPS steps, at least two a worker, at the
+smallest prefetch, no pin, no persistence; in truth.jsonl with a "probe" note, never pooled) gives the rate r.
+A run's timed window is one whole epoch of steps (ceil(epoch samples / batch)) when that takes at most --run-s
+seconds at r, so it pays epoch restarts as often as training does; else --run-s seconds' worth of steps (at
+least MIN_STEPS), which pays none: for a config that slow an epoch restart (about one batch a worker) is a
+small share of its epoch. With --grid-cap-s, --run-s is lowered until the grid's estimate (each run's overhead,
+measured by its probe, plus its window) fits the time left.
 
 Then every decision path on the same scenario, each the real CLI in a subprocess with its own --out, timed to
 exit and killed at --path-cap-s: `sweep --model` (defaults), `sweep --budget B`, `tune --model`, and the command
