@@ -19,6 +19,7 @@ import threading
 import time
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 
@@ -111,9 +112,20 @@ class Paced(torch.nn.Module):
         return self.lin(x.float().mean((2, 3)))
 
 
+_steps = threading.local()  # when this thread's last optimizer step returned
+
+
+def _optimizer_stepped(optimizer, args, kwargs) -> None:
+    _steps.done_s = time.perf_counter()
+
+
+# every optimizer in a process that imports this module: FixedStep counts its optimizer's time into the step
+register_optimizer_step_post_hook(_optimizer_stepped)
+
+
 class _EndsAt(torch.autograd.Function):
     """Identity forward; its backward returns at a deadline set in the model's forward, and records on the
-    model how late it woke (or how far its own work overran), for the next step to pay back."""
+    model when it woke and how late (or how far the step's own work overran), for the next step to pay back."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, deadline: float, model: FixedStep) -> torch.Tensor:
@@ -125,24 +137,29 @@ class _EndsAt(torch.autograd.Function):
         left = ctx.deadline - time.perf_counter()
         if left > 0:
             time.sleep(left)
-        ctx.model.late_s = time.perf_counter() - ctx.deadline
+        ctx.model.woke_s = time.perf_counter()
+        ctx.model.late_s = ctx.model.woke_s - ctx.deadline
         return grad, None, None
 
 
 class FixedStep(Paced):
-    """A train step busy PACED_STEP_S from forward to the end of backward, however it is called: Paced's
-    deadlines hold only for back-to-back steps (a fed step that waited for data about one step since its last
-    deadline may find that deadline already due and return at once). Here each step's deadline is its own start
-    + PACED_STEP_S, met in backward, so backward's CPU time (which load stretches) is inside it, less what the
-    last step overran (a late wake-up): over steps the busy time is PACED_STEP_S each, only the optimizer's
-    few tensors on top."""
+    """A train step busy PACED_STEP_S from forward to the end of its optimizer step, however it is called:
+    Paced's deadlines hold only for back-to-back steps (a fed step that waited for data about one step since its
+    last deadline may find that deadline already due and return at once). Here each step's deadline is its own
+    start + PACED_STEP_S, met in backward, less what the last step ran over it (a late wake-up, and the
+    optimizer after backward, which load stretches): over steps each is busy PACED_STEP_S, waiting or not."""
 
     def __init__(self) -> None:
         super().__init__()
         self.late_s = 0.0
+        self.woke_s: float | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        deadline = time.perf_counter() + _env("PACED_STEP_S", 0.05) - self.late_s
+        over = self.late_s
+        done = getattr(_steps, "done_s", None)
+        if self.woke_s is not None and done is not None and done > self.woke_s:
+            over += done - self.woke_s  # the last step's optimizer, after its backward returned
+        deadline = time.perf_counter() + _env("PACED_STEP_S", 0.05) - over
         return _EndsAt.apply(self.lin(x.float().mean((2, 3))), deadline, self)
 
 

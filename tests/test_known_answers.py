@@ -1,13 +1,17 @@
-"""Known-answer tests: inputs whose figures are analytic. Samples and steps cost a fixed sleep, which uses no
-CPU, so the answers hold on a loaded 2-core machine; tolerances are 10% (rates) and 5 points (stalls)."""
+"""Known-answer tests: inputs whose figures are analytic. Samples cost a fixed sleep paced on each worker's own
+deadlines (TrialOptions.sample_cost_s), and the model's step is busy a fixed time (paced.FixedStep: its
+backward returns at the step's start + PACED_STEP_S, so backward's CPU is inside it). Sleeps use no CPU and the
+deadlines absorb late wake-ups, so the answers hold on a loaded 2-core machine; tolerances are 10% (rates) and
+5 points (stalls)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
+from agreement_cases import SAMPLE_S as SAMPLE_COST_S
+from agreement_cases import START_S
 from click.testing import CliRunner
-from tiny_models import Sleepy
 
 from dataperf import report, sources
 from dataperf import sweep as sw
@@ -20,7 +24,14 @@ from dataperf.records import LoaderConfig
 from dataperf.runner import Arrival, TrialOptions, run_trial, steady_rate
 from dataperf.step import StepOptions
 
-SAMPLE_S = 0.04  # wake-up latency on a loaded box is ~1-2 ms a sleep: a few percent of this
+SAMPLE_S = 0.04
+STEP_S = 0.05  # paced.FixedStep's default (PACED_STEP_S)
+FIXED_STEP = "paced:fixed_step_model"
+
+
+@pytest.fixture(autouse=True)
+def fixed_step_length(monkeypatch):
+    monkeypatch.setenv("PACED_STEP_S", str(STEP_S))
 
 
 def test_steady_rate_is_exact_for_staggered_fixed_cost_workers():
@@ -128,9 +139,9 @@ def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread,
     workers as the binding limit, and name no effect that splits them (the fed run restarts no worker; the
     separate measurements may add the workers' restart over a whole epoch, a few points on this machine)."""
     cost, b, w = 0.05, 4, 2
-    analytic = 1 - (w / cost) / (b / Sleepy.STEP_S)
+    analytic = 1 - (w / cost) / (b / STEP_S)
     cfg = LoaderConfig(format="files", batch_size=b, num_workers=w, image_size=16)
-    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
+    sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=6, collect=False,
                          sample_cost_s=cost)
     e = run_e2e(fed_data, cfg, sopts, steps=6, repeats=3, warmup=2, topts=topts)
@@ -160,19 +171,23 @@ def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thr
     b, w = 4, 2
     data = sources.user_dataset("agreement_cases:slow_start")
     cfg = LoaderConfig(format="user-dataset", batch_size=b, num_workers=w)
-    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
+    sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
     out = sw.run([(data, replace(cfg, decode=True))], topts, tmp_path / "s.jsonl", step=sopts,
                  lopts=FAST_LIMITS)
     rec = out.recommendation
     assert rec.outcome == "feeds" and effect_names(rec.effects) == ["epoch_restarts"], rec.effects
     predicted = rec.effects[0].stall_fraction
-    assert predicted > 0.3  # at least 0.5 s of start-up against the step's 0.6 s an epoch
+    # an epoch: each fresh worker's START_S and first batch (4 x 10 ms), waited for, then 12 steps of STEP_S; a
+    # process spawn adds its own (unknown) time to the wait, so the analytic idle share is a floor
+    floor = (START_S + 4 * SAMPLE_COST_S) / (START_S + 4 * SAMPLE_COST_S + 12 * STEP_S)
+    assert floor - 0.05 <= predicted <= 0.75, predicted
 
     e = run_e2e(data, cfg, sopts, steps=12, repeats=3, warmup=12, topts=topts)  # a repeat is one epoch
     assert e.epoch_restarts == 3 and "epoch_restarts" in e.effects
     assert e.data_stall_fraction == pytest.approx(e.predicted_stall_fraction, abs=0.1)
     assert e.data_stall_fraction == pytest.approx(predicted, abs=0.1)
+    assert e.data_stall_fraction >= floor - 0.05
 
     d, _ = diagnose(data, cfg, sopts, topts, lopts=FAST_LIMITS)
     assert d.bottleneck == "none" and "epoch_restarts" in d.effects
@@ -191,9 +206,9 @@ def test_idle_workers_bind_and_all_three_name_them(one_shard, one_thread, tmp_pa
     """One shard for 4 workers: 1 active, 50 ms a sample: 20 samples/s against the model's 80, 75% idle in
     all three; the binding limit is the workers, the effect is named, diagnose's fix is to reshard."""
     cost, b = 0.05, 4
-    analytic = 1 - (1 / cost) / (b / Sleepy.STEP_S)
+    analytic = 1 - (1 / cost) / (b / STEP_S)
     cfg = LoaderConfig(format="webdataset", batch_size=b, num_workers=4, persistent_workers=True, image_size=16)
-    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
+    sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False,
                          sample_cost_s=cost)
     out = sw.run([(sources.resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
