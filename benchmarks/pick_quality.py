@@ -609,12 +609,14 @@ def train_script(sc: Scenario, steps: int) -> str:
 
 
 def path_command(name: str, sc: Scenario, a: argparse.Namespace, out: Path) -> list[str]:
-    """The command a user types for a path, on the scenario (sweep and budget get --confirm only if given)."""
+    """The command a user types for a path, on the scenario (sweep and budget get --confirm only if given). The
+    batch size is the training recipe's in every path: tune gets it as its largest too (else it climbs it, which
+    changes the model's step, not only the loader: a paced step costs the same at any batch)."""
     common = [*sc.data_args(), *sc.model_args(), *sc.loader_args()]
     confirm = ["--confirm", str(a.confirm)] if a.confirm is not None else []
     cache = sc.cache_args() if (sc.cache != "warm" or name == "tune") else []
     if name == "tune":
-        return ["tune", *common, *cache, "--out", str(out)]
+        return ["tune", *common, "--max-batch-size", str(sc.batch_size), *cache, "--out", str(out)]
     budget = ["--budget", a.budget] if name == "budget" else []
     return ["sweep", *common, *cache, *confirm, *budget, "--out", str(out), "--overwrite"]
 
