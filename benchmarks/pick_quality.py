@@ -688,11 +688,12 @@ def score(name: str, d: DecisionResult | None, ran: Ran, truth: dict[str, Fed], 
         return s
     if name == "budget" and budget_s:
         s["budget_s"], s["budget_used"] = budget_s, ran.wall_s / budget_s
-        goals["within budget"] = ran.wall_s <= budget_s
+        goals["within budget"] = ran.wall_s <= budget_s and not ran.timed_out
         goals[f"used >= {GOAL_BUDGET_USE:.0%} of budget"] = ran.wall_s >= GOAL_BUDGET_USE * budget_s
     if name == "tune" and grid_wall_s:
         s["share_of_grid_time"] = ran.wall_s / grid_wall_s
-        goals[f"<= {GOAL_TUNE_SHARE:.0%} of the grid's time"] = s["share_of_grid_time"] <= GOAL_TUNE_SHARE
+        goals[f"<= {GOAL_TUNE_SHARE:.0%} of the grid's time"] = (s["share_of_grid_time"] <= GOAL_TUNE_SHARE
+                                                                  and not ran.timed_out)
     if name == "sweep":
         goals["verdict within 5 min"] = d is not None and ran.wall_s <= GOAL_DEFAULT_S
     if d is None or not d.config or best is None or calm is None:
@@ -757,10 +758,11 @@ class Clock:
     def __init__(self, deadline_s: float | None) -> None:
         self.t0, self.deadline_s = time.monotonic(), deadline_s
 
+    def left(self) -> float:
+        return math.inf if self.deadline_s is None else self.deadline_s - (time.monotonic() - self.t0)
+
     def cap(self, want: float) -> float:
-        if self.deadline_s is None:
-            return want
-        return min(want, self.deadline_s - (time.monotonic() - self.t0))
+        return min(want, self.left())
 
 
 def bench(a: argparse.Namespace, say: Say) -> int:
@@ -831,8 +833,8 @@ def bench(a: argparse.Namespace, say: Say) -> int:
             if key not in fed:
                 off[key] = c
     extra: dict[str, Fed] = {}
-    if off and clock.cap(a.path_cap_s) < MIN_PATH_S:
-        say(f"picks off the grid not fed: {clock.cap(a.path_cap_s):.0f} s left of the --deadline-s")
+    if off and clock.left() < MIN_PATH_S:
+        say(f"picks off the grid not fed: {clock.left():.0f} s left of the --deadline-s")
     elif off:
         cfgs = [grid.configs[[c.key() for c in grid.configs].index(best.key)], *off.values()]
         say(f"picks off the grid: {', '.join(c.short() for c in off.values())}; fed in {a.rounds} extra rounds "
@@ -843,7 +845,7 @@ def bench(a: argparse.Namespace, say: Say) -> int:
     budget_s = parse_duration(a.budget)
     for p, (d, ran) in decisions.items():
         s = score(p, d, ran, fed, lambda cfg: grid.key(cfg)[0], extra, grid_wall, budget_s)
-        s.update({k: v for k, v in summary["paths"][p].items() if k not in s})
+        s.update({k: v for k, v in summary["paths"].get(p, {}).items() if k not in s})
         scores[p] = s
     summary["paths"] = scores
     print_scores(scores, say)
@@ -854,8 +856,8 @@ def bench(a: argparse.Namespace, say: Say) -> int:
 def run_path(p: str, sc: Scenario, a: argparse.Namespace, out: Path, clock: Clock, say: Say,
              summary: dict[str, Any]) -> tuple[DecisionResult | None, Ran]:
     """Run one decision path; its decision record (or None) and how the command ran."""
-    if clock.cap(a.path_cap_s) < MIN_PATH_S:
-        say(f"{p}: skipped, {clock.cap(a.path_cap_s):.0f} s left of the --deadline-s")
+    if clock.left() < MIN_PATH_S:
+        say(f"{p}: skipped, {clock.left():.0f} s left of the --deadline-s")
         return None, Ran(None, 0.0, "", False, skipped=True)
     res = out / f"{p}.jsonl"
     res.unlink(missing_ok=True)

@@ -178,3 +178,10 @@ def test_the_least_idle_config_not_the_fastest_says_whether_any_feeds():
     s = pq.score("sweep", said_bound, ran(100.0), tied, key_of, {}, 500.0, None)
     assert s["best"] == cfg(8, pf=4).short() and s["least_idle"] == pytest.approx(0.02)
     assert not s["goals"]["verdict right"]  # w=6 idles 2%: the model can be fed
+
+
+def test_a_command_killed_at_its_cap_meets_no_time_goal():
+    killed = pq.Ran(None, 90.0, "", True)
+    s = pq.score("tune", None, killed, GRID, key_of, {}, 500.0, None)
+    assert s["share_of_grid_time"] == pytest.approx(0.18) and not s["goals"]["<= 30% of the grid's time"]
+    assert not pq.score("budget", None, killed, GRID, key_of, {}, 500.0, 100.0)["goals"]["within budget"]
