@@ -55,19 +55,21 @@ def throttle(nbytes: int, mib_s: float | None, sample_cost_s: float | None = Non
     on this thread's own deadlines: back-to-back samples take exactly sample_cost_s each, however late each sleep
     wakes (a plain sleep per sample adds every wake-up's latency: 43.6 for 50 samples/s on a busy 2-core box),
     the worker's other work (read, decode) absorbed while it fits. Both sleep: no CPU, exact scaling with
-    workers. After an idle gap longer than the cost (the worker waited for the consumer) the schedule restarts."""
+    workers. The schedule restarts when the worker spent longer than the cost away from here since its last
+    sample (it waited for the consumer): a late wake-up alone, however late, is caught up, not restarted from."""
     if mib_s:
         time.sleep(nbytes / (mib_s * MIB))
     if not sample_cost_s:
         return
     now = time.perf_counter()
     deadline = getattr(_paced, "deadline", None)
-    if deadline is None or now > deadline + sample_cost_s:
+    if deadline is None or now - _paced.back > sample_cost_s:
         deadline = now
     _paced.deadline = deadline = deadline + sample_cost_s
     left = deadline - time.perf_counter()
     if left > 0:
         time.sleep(left)
+    _paced.back = time.perf_counter()
 
 
 class SampleDecoder:
