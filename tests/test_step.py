@@ -1,23 +1,50 @@
 import sys
 
+import psutil
 import pytest
 import torch
 from click.testing import CliRunner
+from paced import pace
 
 from dataperf.cli import cli
 from dataperf.errors import UserError
 from dataperf.models import load_model
 from dataperf.step import StepOptions, Trainer, measure_step
 
+STEP_S = 0.04
 
-def test_gpt_step_reports_medians_memory_and_tokens():
-    r = measure_step(StepOptions(model="gpt-tiny", batch_size=2, seq_len=32, steps=2, repeats=3, warmup=1))
+
+class PacedTokens(torch.nn.Module):
+    """A token model whose back-to-back steps take exactly STEP_S (paced on deadlines: load cannot stretch them)."""
+
+    input_kind = "tokens"
+    vocab = 100
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(self.vocab, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pace(STEP_S, "step")
+        return self.emb(x).mean()
+
+
+def paced_tokens() -> PacedTokens:
+    return PacedTokens()
+
+
+def test_step_of_known_length_reads_its_length_rate_tokens_and_memory():
+    """Steps of exactly 40 ms at batch 2 x 32 tokens: 40 ms a step (2%), 50 samples/s, 1,600 tokens/s; the peak
+    RSS is this process's RSS, read here before the run, plus the little a 400-weight model and its steps add."""
+    before_mib = psutil.Process().memory_info().rss / 2**20
+    r = measure_step(StepOptions(model=f"{__name__}:paced_tokens", batch_size=2, seq_len=32, steps=12, repeats=3,
+                                 warmup=2))
     assert r.status == "ok" and r.repeats == 3 and len(r.step_ms_repeats) == 3
-    assert r.step_ms_min <= r.step_ms_median <= r.step_ms_max
-    assert r.samples_per_s == pytest.approx(2 / (r.step_ms_median / 1000))
-    assert r.tokens_per_s == pytest.approx(r.samples_per_s * 32)
-    assert r.peak_mem_mib > 50 and r.peak_rss_mib == r.peak_mem_mib
-    assert r.cuda_max_allocated_mib is None
+    assert r.step_ms_median == pytest.approx(STEP_S * 1000, rel=0.02), r.step_ms_repeats
+    assert r.samples_per_s == pytest.approx(2 / STEP_S, rel=0.02)
+    assert r.tokens_per_s == pytest.approx(2 * 32 / STEP_S, rel=0.02)
+    assert before_mib - 10 <= r.peak_rss_mib <= before_mib + 100, (r.peak_rss_mib, before_mib)
+    assert r.peak_mem_mib == r.peak_rss_mib and r.cuda_max_allocated_mib is None
 
 
 def test_step_really_trains():
@@ -46,7 +73,7 @@ def test_user_factory(tmp_path, monkeypatch):
         "    raise ValueError('no weights')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     r = measure_step(StepOptions(model="my_models:mlp", batch_size=4, image_size=16, steps=2, warmup=1))
-    assert r.samples_per_s > 0
+    assert r.status == "ok" and r.params_m == pytest.approx((3 * 16 * 16 * 10 + 10) / 1e6)  # the user's model ran
     with pytest.raises(UserError, match="no weights"):
         load_model("my_models:broken")
     sys.modules.pop("my_models", None)
