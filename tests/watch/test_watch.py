@@ -98,7 +98,11 @@ def check_rank(r: WatchResult) -> None:
     assert ld["batches"] == STEPS and ld["iterators"] == 1
     assert len(r.worker_pids) == W
     assert r.hook_overhead_pct < 1, r.hook_overhead_pct
-    assert r.samples_per_s_repeats and r.step_ms_repeats and r.data_stall_fraction_repeats
+    # the steady window is 4 pairs of batches, 2.4 s: the loader's W / SAMPLE_S = 10 samples/s; the model, fed,
+    # is busy STEP_S a step (a plain sleep, plus backward and the optimizer, which load stretches): BS / STEP_S
+    assert r.samples_per_s == pytest.approx(W / SAMPLE_S, rel=0.05), r.samples_per_s_repeats
+    assert r.model_samples_per_s == pytest.approx(BS / STEP_S, rel=0.1)
+    assert len(r.samples_per_s_repeats) == len(r.step_ms_repeats) == len(r.data_stall_fraction_repeats) > 1
 
 
 def test_known_stall_workers_exit_code_and_passthrough(tmp_path, script):
