@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 
 import click
 
+from dataperf import watchdog
 from dataperf.errors import UserError
 from dataperf.formats.backends import REGISTRY
+from dataperf.watchdog import DEFAULT_STALL_S
 
 F = TypeVar("F", bound=Callable[..., Any])
 # runner.DEFAULT_REPEAT_S, written here too: importing runner would load torch for --help (a test keeps them equal)
@@ -228,12 +230,26 @@ def trial_options(fn: F) -> F:
         click.option("--no-collect", is_flag=True, help="skip system collectors"),
         click.option("--ebpf", is_flag=True, help="count read syscalls per process with eBPF (bcc)"),
         click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--stall-timeout", type=float, default=DEFAULT_STALL_S, show_default=True, metavar="SECONDS",
+                     callback=_stall_timeout,
+                     help="a trial (or a --dataset factory) with no new batch for this long fails, naming the "
+                          "worker or sample it waits for"),
     ])
+
+
+def _stall_timeout(ctx, param, value: float) -> float:
+    """Checked, and kept as this process's stall time: the --dataset factory is first built (and bounded) while
+    DATA is resolved, before the trial options exist."""
+    if not value > 0:
+        raise UserError(f"--stall-timeout must be a positive number of seconds, got {value}")
+    watchdog.stall_s_default = value
+    return value
 
 
 def make_trial_options(repeats: int, warmup_batches: int, max_batches: int | None, min_batches: int,
                        drop_caches: bool, no_collect: bool, ebpf: bool, seed: int, raw_dir: Path | None = None,
-                       repeat_seconds: float | None = DEFAULT_REPEAT_S, **dist):
+                       repeat_seconds: float | None = DEFAULT_REPEAT_S, stall_timeout: float = DEFAULT_STALL_S,
+                       **dist):
     """TrialOptions from trial_options' values, refused here when they could only measure nothing."""
     from dataperf.runner import TrialOptions
 
@@ -252,7 +268,8 @@ def make_trial_options(repeats: int, warmup_batches: int, max_batches: int | Non
                         "be refused. Raise --max-batches or lower --min-batches")
     return TrialOptions(repeats=repeats, warmup_batches=warmup_batches, max_batches=max_batches,
                         repeat_seconds=repeat_seconds or None, min_batches=min_batches, drop_caches=drop_caches,
-                        collect=not no_collect, ebpf=ebpf, raw_dir=raw_dir, seed=seed, **dist)
+                        collect=not no_collect, ebpf=ebpf, raw_dir=raw_dir, seed=seed, stall_s=stall_timeout,
+                        **dist)
 
 
 def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None):

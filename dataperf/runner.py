@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 import torch
 
-from dataperf import cache, footprint
+from dataperf import cache, footprint, watchdog
 from dataperf.collectors import Running, default_collectors
 from dataperf.errors import TrialError, UserError
 from dataperf.formats import backends
@@ -64,6 +64,8 @@ class TrialOptions:
     barrier: Callable[[], None] | None = None  # distributed: all ranks start each repeat together
     gather: Callable[[Any], list[Any]] | None = None  # distributed: every rank's object, in rank order
     footprint: bool = True  # CPU cores busy and PSS of the process tree per repeat (dataperf.footprint)
+    stall_s: float | None = watchdog.DEFAULT_STALL_S  # no batch for this long fails the trial (dataperf.watchdog)
+    deadline: float | None = None  # time.monotonic() past which a wait for a batch fails the trial (sweep --budget)
 
 
 def make_batches(data: Data, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
@@ -186,42 +188,46 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
     steady window needs batches of its own)."""
     read0 = cache.tree_read_bytes()
     t0 = time.perf_counter()
-    it = iter(batches)
-    watch_s = 0.0
-    if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
-        tw = time.perf_counter()
-        on_workers([w.pid for w in getattr(it, "_workers", [])])
-        watch_s = time.perf_counter() - tw  # kept in ttfb and epoch time (workers run on meanwhile), recorded
+    it: Any = None
     waits: list[float] = []
     arrivals: list[Arrival] = []
     samples = nbytes = n = corrupt = 0
     per_worker: dict[int, int] = {}
     t_first = t0
     ended = False
-    while max_batches is None or n < max_batches:
-        tb = time.perf_counter()
-        try:
-            b = next(it)
-        except StopIteration:
-            ended = True
-            break
-        now = time.perf_counter()
-        waits.append(now - tb)
-        if n == 0:
-            t_first = now
-        n += 1
-        samples += b["n"]
-        nbytes += b["nbytes"]
-        arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"]))
-        corrupt += b.get("corrupt", 0)
-        per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
-        if seconds is not None and now - t0 >= seconds and n >= min_batches \
-                and min(per_worker.values()) >= STEADY_BATCHES:
-            break
-    t_end = time.perf_counter()
-    if not ended:
-        _drain(it)
-    del it  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
+    watch_s = 0.0
+    # the trial's watchdog (if any) fails a wait for a batch that outlasts its stall time
+    with watchdog.waiting(lambda: watchdog.loader_wait(batches, it)):
+        it = iter(batches)
+        if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
+            tw = time.perf_counter()
+            on_workers([w.pid for w in getattr(it, "_workers", [])])
+            watch_s = time.perf_counter() - tw  # kept in ttfb and epoch time (workers run on), recorded
+        while max_batches is None or n < max_batches:
+            tb = time.perf_counter()
+            try:
+                b = next(it)
+            except StopIteration:
+                ended = True
+                break
+            watchdog.beat()
+            now = time.perf_counter()
+            waits.append(now - tb)
+            if n == 0:
+                t_first = now
+            n += 1
+            samples += b["n"]
+            nbytes += b["nbytes"]
+            arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"]))
+            corrupt += b.get("corrupt", 0)
+            per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
+            if seconds is not None and now - t0 >= seconds and n >= min_batches \
+                    and min(per_worker.values()) >= STEADY_BATCHES:
+                break
+        t_end = time.perf_counter()
+        if not ended:
+            _drain(it)
+    it = None  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
     return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, waits, cache.tree_read_bytes() - read0,
                   arrivals, watch_s, corrupt=corrupt, ended=ended)
 
@@ -328,7 +334,8 @@ def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = 
         res.notes.append(f"storage throttled to {opts.throttle_mib_s} MiB/s per reader (simulated)")
     reps: list[Repeat] = []
     try:
-        reps = _measure(data, cfg, opts, res)
+        with watchdog.Watchdog(opts.stall_s, opts.deadline):
+            reps = _measure(data, cfg, opts, res)
     except (TrialError, UserError) as e:  # raised in a worker, the message carries the worker's traceback
         res.status, res.error = "failed", describe_failure(e) if "Original Traceback" in str(e) else str(e)
     except KeyboardInterrupt:

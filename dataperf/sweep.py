@@ -273,7 +273,12 @@ def run_sweep(
             if (opts.gather(late)[0] if opts.gather else late):
                 run.not_started = sum(1 for t, x in todo[i:] if not x and not (skip and trial_id(*t) in skip))
                 return run
-        r = run_trial(data, cfg, opts)
+        trial_opts = opts
+        if grid_s is not None:  # --budget bounds a trial that hangs too, but cuts none before 3x its expected length
+            end = opts.deadline if opts.deadline is not None else t0 + grid_s
+            floor = time.monotonic() + 3 * budget.trial_seconds(opts, run.results)
+            trial_opts = replace(opts, deadline=max(end, floor))
+        r = run_trial(data, cfg, trial_opts)
         if out is not None and opts.rank == 0:
             records.append(out, r)
         run.results.append(r)

@@ -133,3 +133,21 @@ def test_bench_records_the_access_pattern_it_was_asked_for(tmp_path, datasets):
     from dataperf import records
 
     assert [r.config["shuffle"] for r in records.load(out)] == [True, False]
+
+
+def _one_error(r, *needles: str) -> str:
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert r.exit_code == 2 and len(errors) == 1 and "Traceback" not in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.output
+    assert all(n in errors[0] for n in needles), errors[0]
+    return errors[0]
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan"])
+def test_n4_stall_timeout_must_be_positive_and_reaches_the_trial_options(tmp_path, datasets, value):
+    r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--stall-timeout", value])
+    _one_error(r, "--stall-timeout must be a positive number of seconds")
+    kw = dict(repeats=3, warmup_batches=1, max_batches=None, min_batches=3, drop_caches=False, no_collect=True,
+              ebpf=False, seed=0)
+    assert options.make_trial_options(**kw, stall_timeout=7.5).stall_s == 7.5
+    assert params("sweep")["stall_timeout"].default == options.make_trial_options(**kw).stall_s == 120

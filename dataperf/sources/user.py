@@ -6,10 +6,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from dataperf.errors import UserError
+from torch.utils.data import Dataset, IterableDataset
+
+from dataperf import watchdog
+from dataperf.errors import TrialError, UserError
 
 
 def load_factory(spec: str, option: str) -> Callable[[], Any]:
@@ -35,18 +38,81 @@ def check_factory(spec: str) -> None:
     build_dataset(spec)
 
 
-def build_dataset(spec: str):
-    from torch.utils.data import Dataset, IterableDataset
-
+def build_dataset(spec: str) -> Dataset:
+    """The user's Dataset, wrapped so that a stall can name the sample it was fetching (SampleTracker). The
+    factory's own wait is bounded too (dataperf.watchdog): a factory that blocks is one error line."""
     fn = load_factory(spec, "--dataset")
     try:
-        ds = fn()
+        with watchdog.bounded(f"the dataset factory {spec} has not returned (blocked: a lock, a download?)"):
+            ds = fn()
+    except (UserError, TrialError):
+        raise
     except Exception as e:
         raise UserError(f"dataset factory {spec} failed: {type(e).__name__}: {e}") from None
     if not isinstance(ds, (Dataset, IterableDataset)):
         raise UserError(f"dataset factory {spec} returned {type(ds).__name__}, not a torch Dataset or "
                         "IterableDataset")
-    return ds
+    return IterableTracker(ds, spec) if isinstance(ds, IterableDataset) else SampleTracker(ds, spec)
+
+
+class _Tracked:
+    """What both trackers share: the sample being fetched in this process (None between samples), named for the
+    watchdog's message; every other attribute (collate_fn, ...) is the user's Dataset's own."""
+
+    def __init__(self, ds: Any, spec: str):
+        self.ds, self.spec, self.current = ds, spec, None
+
+    @property
+    def fetching(self) -> str | None:
+        return None if self.current is None else f"{self.current} of --dataset {self.spec}"
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("ds", "spec", "current"):  # not set yet: unpickling in a spawned worker
+            raise AttributeError(name)
+        attr = getattr(self.ds, name)
+        if name == "__getitems__":  # torch fetches a whole batch through it when the Dataset has one
+            def fetch(indices: list[int]) -> Any:
+                self.current = f"samples {list(indices)}"
+                out = attr(indices)
+                self.current = None
+                return out
+
+            return fetch
+        return attr
+
+
+class SampleTracker(_Tracked, Dataset):
+    """A user's map-style Dataset that remembers the index it is fetching."""
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, i: Any) -> Any:
+        self.current = f"sample {i}"
+        out = self.ds[i]
+        self.current = None
+        return out
+
+
+class IterableTracker(_Tracked, IterableDataset):
+    """A user's IterableDataset that counts what it yielded, so a stall names the sample it waits for."""
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __iter__(self) -> Iterator[Any]:
+        samples = iter(self.ds)
+        k = 0
+        while True:
+            self.current = f"sample {k} of its iteration"
+            try:
+                sample = next(samples)
+            except StopIteration:
+                self.current = None
+                return
+            self.current = None
+            yield sample
+            k += 1
 
 
 class UserCollate:

@@ -1,0 +1,184 @@
+"""A trial that stops making progress fails, naming what it waits for, instead of hanging with no output.
+
+A user's Dataset that blocks (a lock, a dead mount, a sleep), in a worker or in the main process, leaves the
+main thread waiting for a batch forever; torch's own `timeout=` covers only process workers and only raises in
+the main thread's next(). So a thread of ours watches the time since the last batch (and the trial's
+deadline, set by `sweep --budget`) and, past it, interrupts the main thread (SIGUSR1 to that thread, whose
+handler raises a TrialError there): that works the same for process workers, thread workers and the main
+process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from dataperf.errors import TrialError, UserError
+
+DEFAULT_STALL_S = 120.0
+
+# this process's stall time for waits outside a trial (a --dataset factory's first build, before the trial
+# options exist): the CLI's --stall-timeout sets it as it is parsed
+stall_s_default = DEFAULT_STALL_S
+_active: Watchdog | None = None
+
+
+class Watchdog:
+    """Armed while the main thread waits on the loader (`waiting`); fires when armed with no beat for stall_s, or
+    past the deadline (time.monotonic()), and again every stall_s while the main thread stays in the armed wait
+    (a loader whose own shutdown waits for its stuck threads). Only in the main thread: signals reach no other."""
+
+    def __init__(self, stall_s: float | None = DEFAULT_STALL_S, deadline: float | None = None,
+                 error: type[Exception] = TrialError):
+        self.stall_s, self.deadline, self.error = stall_s, deadline, error
+        self.what: Callable[[], str] | None = None  # armed: says what the main thread is waiting for
+        self.last = time.monotonic()
+        self.fired_at: float | None = None  # when it last fired in this wait (None: not since the last beat)
+        self.fires = 0  # how often since the last beat
+        self._wake = threading.Condition()
+        self._stop = False
+        self._saved: dict[int, Any] = {}
+        self._prev: Watchdog | None = None
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Watchdog:
+        global _active
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._saved[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_usr1)
+        self._prev, _active = _active, self
+        if self.stall_s is not None or self.deadline is not None:
+            self._thread = threading.Thread(target=self._watch, name="dataperf-watchdog", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        global _active
+        with self._wake:
+            self._stop, self.what = True, None
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join()
+        for sig, handler in self._saved.items():
+            signal.signal(sig, handler)
+        if self._saved:
+            _active = self._prev
+
+    def arm(self, what: Callable[[], str] | None) -> None:
+        with self._wake:
+            self.what, self.last, self.fired_at, self.fires = what, time.monotonic(), None, 0
+            self._wake.notify()
+
+    def beat(self) -> None:
+        """Progress (a batch arrived)."""
+        self.last, self.fired_at, self.fires = time.monotonic(), None, 0
+
+    def _on_usr1(self, signum: int, frame: Any) -> None:
+        reason = self._overdue()
+        if reason is not None:  # else a batch came in meanwhile, or the wait ended
+            raise self.error(reason)
+
+    @property
+    def _grace(self) -> float:
+        return self.stall_s if self.stall_s is not None else DEFAULT_STALL_S
+
+    def _due(self) -> float | None:
+        """When the armed wait becomes overdue (monotonic); None when nothing is armed or bounded."""
+        if self.what is None:
+            return None
+        if self.fired_at is not None:
+            return self.fired_at + self._grace
+        times = [t for t in (self.deadline, self.last + self.stall_s if self.stall_s is not None else None)
+                 if t is not None]
+        return min(times) if times else None
+
+    def _overdue(self) -> str | None:
+        """The error's text when the armed wait is overdue now, else None."""
+        what, last, now = self.what, self.last, time.monotonic()
+        stalled = self.stall_s is not None and now >= last + self.stall_s
+        late = self.deadline is not None and now >= self.deadline
+        if what is None or not (stalled or late):
+            return None
+        try:
+            waiting = what()
+        except Exception:  # describing must never be what fails
+            waiting = "waiting for the loader"
+        if self.fires > 1:
+            return f"stalled for {now - last:.0f} s, and stopping the loader stalled too (threads stuck: {waiting})"
+        if stalled:
+            return (f"stalled for {now - last:.0f} s (--stall-timeout {self.stall_s:g}): {waiting}; if that can "
+                    "really take so long, raise --stall-timeout")
+        return f"ran past its deadline (sweep --budget), stalled for {now - last:.0f} s: {waiting}"
+
+    def _watch(self) -> None:
+        with self._wake:
+            while not self._stop:
+                due = self._due()
+                now = time.monotonic()
+                if due is None or now < due:
+                    self._wake.wait(None if due is None else due - now)
+                    continue
+                self.fired_at, self.fires = now, self.fires + 1
+                signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def waiting(what: Callable[[], str]) -> Iterator[None]:
+    """Arm the trial's watchdog while the main thread waits on the loader; `what` says on what, if it stalls.
+    Outside a trial (no watchdog) this does nothing."""
+    dog = _active
+    if dog is None:
+        yield
+        return
+    before = dog.what
+    dog.arm(what)
+    try:
+        yield
+    finally:
+        dog.arm(before)
+
+
+def beat() -> None:
+    """A batch arrived: the trial's watchdog starts counting again (nothing outside a trial)."""
+    if _active is not None:
+        _active.beat()
+
+
+@contextlib.contextmanager
+def bounded(what: str) -> Iterator[None]:
+    """A wait on the user's code that must end: inside a trial its watchdog covers it; outside one (the first
+    build of a --dataset factory) a watchdog of its own does, with this process's stall time, and a stall is a
+    UserError."""
+    if _active is not None:
+        with waiting(lambda: what):
+            yield
+        return
+    with Watchdog(stall_s_default, error=UserError) as dog:
+        dog.arm(lambda: what)
+        yield
+
+
+def loader_wait(batches: Any, it: Any) -> str:
+    """What a main thread stuck in next() waits for: the DataLoader worker owing the next batch in order (its
+    id and pid), the sample the main process is fetching (a user's Dataset says which: sources.user), or the
+    backend's pipeline."""
+    if it is None:
+        return f"starting the workers of {type(batches).__name__}"
+    workers = getattr(it, "_workers", None)
+    if workers is not None:  # torch's multi-process iterator: batches are returned in the order they were sent
+        idx = getattr(it, "_rcvd_idx", None)
+        info = getattr(it, "_task_info", {}).get(idx)
+        if info is not None and len(info) == 1 and info[0] < len(workers):
+            w = info[0]
+            return (f"DataLoader worker {w} (pid {workers[w].pid}) has not returned batch {idx} (its Dataset "
+                    "blocked: a lock, a dead mount, a read that never ends?)")
+        return f"waiting on {len(workers)} DataLoader workers"
+    dataset = getattr(batches, "dataset", None)
+    if dataset is not None:
+        fetching = getattr(dataset, "fetching", None) or f"a sample of {type(dataset).__name__}"
+        return f"the main process is still fetching {fetching} (num_workers=0)"
+    return f"waiting on the workers of the {type(batches).__name__} pipeline"

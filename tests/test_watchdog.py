@@ -1,0 +1,186 @@
+"""The stall watchdog (N4), mostly through the real CLI in a session of its own: a user Dataset or factory that
+hangs ends in one `error:` line naming what it waits for, and leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dataperf import watchdog
+from dataperf.errors import TrialError
+
+ENDS_S = 300  # "it ends": generous on a box loaded by others, never a bound on how fast
+GONE_S = 60  # for the processes of a finished command to be gone
+SH = ["--no-collect", "--repeat-seconds", "1", "--repeats", "3", "--warmup-batches", "1", "--min-batches", "3"]
+
+USER_CODE = {
+    "hang.py": '''
+        import time
+
+        import torch
+        from torch.utils.data import Dataset
+
+
+        class Hang(Dataset):
+            """Samples 0-2 come at once; from sample 3 on __getitem__ never returns."""
+
+            def __len__(self):
+                return 200
+
+            def __getitem__(self, i):
+                if i >= 3:
+                    time.sleep(3600)
+                return torch.zeros(3, 16, 16), 0
+
+
+        def hang():
+            return Hang()
+
+
+        def hang_factory():
+            time.sleep(3600)
+    ''',
+}
+
+
+@pytest.fixture
+def user_code(tmp_path: Path) -> Path:
+    for name, text in USER_CODE.items():
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def start(cwd: Path, *args: str) -> subprocess.Popen:
+    """`dataperf ARGS` in cwd (the user's modules), in a session of its own: its pid is the session id, which
+    every process it starts keeps (torchrun's ranks aside)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), os.environ.get("PYTHONPATH", "")]),
+               PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "dataperf", *args], cwd=cwd, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def finish(p: subprocess.Popen) -> tuple[int, str, str]:
+    try:
+        out, err = p.communicate(timeout=ENDS_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail(f"dataperf did not end within {ENDS_S} s")
+    return p.returncode, out, err
+
+
+def left_in_session(sid: int) -> list[int]:
+    """Processes of the session still alive once they have had GONE_S to go (none: nothing was left behind)."""
+    end = time.monotonic() + GONE_S
+    while True:
+        alive = []
+        for pid in psutil.pids():
+            try:
+                if os.getsid(pid) == sid:
+                    alive.append(pid)
+            except OSError:
+                pass
+        if not alive or time.monotonic() > end:
+            return alive
+        time.sleep(0.5)
+
+
+def one_error(err: str) -> str:
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_n4_a_stall_in_the_main_process_names_the_sample_it_fetches(user_code):
+    p = start(user_code, "bench", "--dataset", "hang:hang", "--batch-size", "2", "--num-workers", "0",
+              "--stall-timeout", "3", *SH)
+    rc, out, err = finish(p)
+    line = one_error(err)
+    assert rc == 2 and "stalled for" in line and "--stall-timeout 3" in line, err
+    m = re.search(r"the main process is still fetching sample (\d+) of --dataset hang:hang", line)
+    assert m and int(m.group(1)) >= 3, line  # the one that hangs: samples 0-2 return
+    assert left_in_session(p.pid) == []
+
+
+def test_n4_a_stall_in_a_worker_names_the_worker_and_its_pid_and_none_is_left(user_code):
+    p = start(user_code, "bench", "--dataset", "hang:hang", "--batch-size", "2", "--num-workers", "1",
+              "--stall-timeout", "3", *SH)
+    rc, out, err = finish(p)
+    line = one_error(err)
+    m = re.search(r"DataLoader worker 0 \(pid (\d+)\) has not returned batch \d+", line)
+    assert rc == 2 and m and "stalled for" in line, err
+    assert left_in_session(p.pid) == [] and not psutil.pid_exists(int(m.group(1)))
+
+
+def test_n4_a_dataset_factory_that_hangs_is_one_error_line(user_code):
+    p = start(user_code, "bench", "--dataset", "hang:hang_factory", "--stall-timeout", "3", *SH)
+    rc, out, err = finish(p)
+    line = one_error(err)
+    assert rc == 2 and "the dataset factory hang:hang_factory has not returned" in line, err
+    assert left_in_session(p.pid) == []
+
+
+def test_n4_a_sweep_budget_bounds_a_trial_that_hangs(user_code):
+    """--budget 1s with a stall time far past the test's own bound: the budget is what ends the hanging trial (no
+    sooner than 3x the trial's expected 8 s, so about 24 s in), and so the sweep."""
+    p = start(user_code, "sweep", "--dataset", "hang:hang", "--batch-size", "2", "--num-workers", "1",
+              "--prefetch-factor", "2", "--budget", "1s", "--stall-timeout", "3600", "--out",
+              str(user_code / "s.jsonl"), *SH)
+    rc, out, err = finish(p)
+    line = one_error(err)
+    assert rc == 2 and "every trial failed" in line and "ran past its deadline (sweep --budget)" in line, err
+    assert left_in_session(p.pid) == []
+
+
+def test_n4_thread_workers_stall_is_caught_too(datasets):
+    """torchdata's thread workers read the dataset's own files; reads throttled to nothing never return. The
+    main thread is interrupted all the same (the stuck threads are daemons: the process still ends)."""
+    pytest.importorskip("torchdata")
+    script = textwrap.dedent(f"""
+        from dataperf.records import LoaderConfig
+        from dataperf.runner import TrialOptions, run_trial
+        cfg = LoaderConfig(format="torchdata", batch_size=8, num_workers=2, worker_type="thread", decode=True,
+                           image_size=16)
+        r = run_trial({str(datasets["image-files"])!r}, cfg, TrialOptions(repeats=3, warmup_batches=1,
+                      collect=False, stall_s=3, throttle_mib_s=1e-9))
+        print(r.status, r.error)
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=ENDS_S)
+    assert p.returncode == 0 and p.stdout.startswith("failed stalled for"), p.stdout + p.stderr
+    assert "TorchdataLoader" in p.stdout
+
+
+def test_watchdog_interrupts_a_wait_and_stays_quiet_while_batches_come():
+    with watchdog.Watchdog(stall_s=1.0):
+        with pytest.raises(TrialError, match=r"stalled for 1 s \(--stall-timeout 1\): the thing it waits for"):
+            with watchdog.waiting(lambda: "the thing it waits for"):
+                time.sleep(ENDS_S)
+        with watchdog.waiting(lambda: "never said"):
+            end = time.monotonic() + 3
+            while time.monotonic() < end:  # a beat every 10 ms against a 1 s stall time
+                time.sleep(0.01)
+                watchdog.beat()
+    with watchdog.Watchdog(stall_s=None, deadline=time.monotonic() + 1):
+        with pytest.raises(TrialError, match=r"ran past its deadline \(sweep --budget\).*: past it"):
+            with watchdog.waiting(lambda: "past it"):
+                time.sleep(ENDS_S)
+
+
+def test_watchdog_leaves_the_signal_handlers_as_it_found_them_and_does_nothing_outside_a_trial():
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGUSR1)
+    with watchdog.Watchdog(stall_s=60):
+        assert signal.getsignal(signal.SIGUSR1) is not before[1]
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGUSR1)) == before
+    with watchdog.waiting(lambda: "nothing"):  # no trial: neither arms nor raises
+        watchdog.beat()
+
