@@ -6,8 +6,10 @@ The runner only measures; it returns a LoaderResult and never prints.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from dataclasses import field as dataclass_field
@@ -196,40 +198,51 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
     t_first = t0
     ended = False
     watch_s = 0.0
-    # the trial's watchdog (if any) fails a wait for a batch that outlasts its stall time
-    with watchdog.waiting(lambda: watchdog.loader_wait(batches, it)):
-        it = iter(batches)
-        if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
-            tw = time.perf_counter()
-            on_workers([w.pid for w in getattr(it, "_workers", [])])
-            watch_s = time.perf_counter() - tw  # kept in ttfb and epoch time (workers run on), recorded
-        while max_batches is None or n < max_batches:
-            tb = time.perf_counter()
-            try:
-                b = next(it)
-            except StopIteration:
-                ended = True
-                break
-            watchdog.beat()
-            now = time.perf_counter()
-            waits.append(now - tb)
-            if n == 0:
-                t_first = now
-            n += 1
-            samples += b["n"]
-            nbytes += b["nbytes"]
-            arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"]))
-            corrupt += b.get("corrupt", 0)
-            per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
-            if seconds is not None and now - t0 >= seconds and n >= min_batches \
-                    and min(per_worker.values()) >= STEADY_BATCHES:
-                break
-        t_end = time.perf_counter()
-        if not ended:
-            _drain(it)
+    try:  # the trial's watchdog (if any) fails a wait for a batch that outlasts its stall time
+        with watchdog.waiting(lambda: watchdog.loader_wait(batches, it)):
+            it = iter(batches)
+            if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
+                tw = time.perf_counter()
+                on_workers([w.pid for w in getattr(it, "_workers", [])])
+                watch_s = time.perf_counter() - tw  # kept in ttfb and epoch time (workers run on), recorded
+            while max_batches is None or n < max_batches:
+                tb = time.perf_counter()
+                try:
+                    b = next(it)
+                except StopIteration:
+                    ended = True
+                    break
+                watchdog.beat()
+                now = time.perf_counter()
+                waits.append(now - tb)
+                if n == 0:
+                    t_first = now
+                n += 1
+                samples += b["n"]
+                nbytes += b["nbytes"]
+                arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"]))
+                corrupt += b.get("corrupt", 0)
+                per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
+                if seconds is not None and now - t0 >= seconds and n >= min_batches \
+                        and min(per_worker.values()) >= STEADY_BATCHES:
+                    break
+            t_end = time.perf_counter()
+            if not ended:
+                _drain(it)
+    except BaseException:
+        _close(it)  # now: a failed iterator kept alive by the traceback must not reach the next trial's workers
+        raise
     it = None  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
     return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, waits, cache.tree_read_bytes() - read0,
                   arrivals, watch_s, corrupt=corrupt, ended=ended)
+
+
+def _close(it: Any) -> None:
+    """Stop a failed repeat's workers (DataLoader processes, a pipeline generator's threads) now."""
+    if hasattr(it, "_shutdown_workers"):
+        it._shutdown_workers()
+    elif hasattr(it, "close"):
+        it.close()
 
 
 def _drain(it: Any) -> None:
@@ -338,14 +351,28 @@ def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = 
             reps = _measure(data, cfg, opts, res)
     except (TrialError, UserError) as e:  # raised in a worker, the message carries the worker's traceback
         res.status, res.error = "failed", describe_failure(e) if "Original Traceback" in str(e) else str(e)
+        _release(e)
     except KeyboardInterrupt:
         raise
     except Exception as e:  # a worker crash or corrupt shard surfaces as whatever the worker raised
         res.status, res.error = "failed", describe_failure(e)
+        _release(e)
     if opts.gather is not None:
         _combine_ranks(res, reps, opts.gather)
     res.trial_s = time.perf_counter() - t0
     return res
+
+
+def _release(e: BaseException) -> None:
+    """Free what a failed trial's traceback holds (its DataLoader and iterator, in a cycle through a worker's
+    re-raised exception) here and now: left to the garbage collector, it could be finalized in a forked worker of
+    the next trial ("can only test a child process")."""
+    cur: BaseException | None = e
+    while cur is not None:
+        traceback.clear_frames(cur.__traceback__)
+        cur.__traceback__ = None
+        cur = cur.__cause__ or cur.__context__
+    gc.collect()
 
 
 def estimate_trial_s(opts: TrialOptions, finished: Iterable[LoaderResult] = ()) -> float | None:

@@ -292,3 +292,19 @@ def test_a_shuffle_buffer_holding_much_of_a_repeat_is_noted(datasets):
         assert any(n.startswith(note) for n in run_trial(shards, cfg, opts).notes)
         for quiet in (replace(cfg, shuffle_buffer=8), replace(cfg, shuffle=False)):
             assert not any(n.startswith("shuffle buffer") for n in run_trial(shards, quiet, opts).notes)
+
+
+def test_n5_a_trial_failing_in_a_worker_leaves_nothing_to_the_next_trials_workers(tmp_path, datasets):
+    """A shard cut short fails every trial of a sweep inside a worker. The failed iterator, kept alive by the
+    exception, was finalized later inside a worker the next trial forked: 12 "AssertionError: can only test a
+    child process" tracebacks in this sweep. Its workers are now shut down as the error passes, and the failed
+    trial's traceback let go."""
+    bad = tmp_path / "cut"
+    shutil.copytree(datasets["image-webdataset"], bad)
+    shards = sorted(bad.glob("*.tar"))
+    os.truncate(shards[len(shards) // 2], 2000)
+    p = subprocess.run([sys.executable, "-m", "dataperf", "sweep", str(bad), "--decode", "--num-workers", "1,2",
+                        "--prefetch-factor", "2,4", "--no-collect", "--repeat-seconds", "1", "--repeats", "3",
+                        "--out", str(tmp_path / "s.jsonl")], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 2 and "every trial failed (4)" in p.stderr and "corrupt tar shard" in p.stderr, p.stderr
+    assert "can only test a child process" not in p.stderr and "Traceback" not in p.stderr, p.stderr
