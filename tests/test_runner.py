@@ -23,15 +23,17 @@ FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, r
 @pytest.mark.parametrize("name,workers", [("image-files", 0), ("image-webdataset", 2), ("tokens-files", 2),
                                           ("tokens-webdataset", 0)])
 def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
-    """Every sample costs 10 ms (paced per worker): the steady rate is max(workers, 1) / 10 ms, within 5%."""
+    """Every sample costs 20 ms (paced per worker): the steady rate is max(workers, 1) / 20 ms, within 5%. (At
+    10 ms a worker's steady window is 5 batches of 80 ms, in which its first batch reaching this process a few ms
+    late is several percent.)"""
     fmt = name.split("-")[1]
     cfg = LoaderConfig(format=fmt, batch_size=8, num_workers=workers, decode=True, image_size=32)
-    r = run_trial(datasets[name], cfg, replace(FAST, sample_cost_s=0.01))
+    r = run_trial(datasets[name], cfg, replace(FAST, sample_cost_s=0.02))
     assert r.status == "ok", r.error
     assert r.repeats == 3 and len(r.samples_per_s_repeats) == 3
     assert r.samples_per_repeat == 96
     assert r.batches_per_repeat >= 96 // 8  # iterable datasets: each worker ends on its own partial batch
-    assert r.samples_per_s_median == pytest.approx(max(workers, 1) / 0.01, rel=0.05), r.samples_per_s_repeats
+    assert r.samples_per_s_median == pytest.approx(max(workers, 1) / 0.02, rel=0.05), r.samples_per_s_repeats
     assert r.payload_mib_s_median > 0
     assert r.active_workers == workers  # every worker got samples: 96 files, or one shard per worker here
     assert r.batch_wait_ms_p99 >= r.batch_wait_ms_p50 >= 0
