@@ -200,7 +200,8 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
     watch_s = 0.0
     try:  # the trial's watchdog (if any) fails a wait for a batch that outlasts its stall time
         with watchdog.waiting(lambda: watchdog.loader_wait(batches, it)):
-            it = iter(batches)
+            with watchdog.forking():  # a Ctrl-C while workers start is raised once they have
+                it = iter(batches)
             if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
                 tw = time.perf_counter()
                 on_workers([w.pid for w in getattr(it, "_workers", [])])

@@ -5,12 +5,19 @@ main thread waiting for a batch forever; torch's own `timeout=` covers only proc
 the main thread's next(). So a thread of ours watches the time since the last batch (and the trial's
 deadline, set by `sweep --budget`) and, past it, interrupts the main thread (SIGUSR1 to that thread, whose
 handler raises a TrialError there): that works the same for process workers, thread workers and the main
-process.
+process. The runner shuts the workers down as the error passes (runner.time_epoch).
+
+The same guard keeps a Ctrl-C: Python drops an exception raised in an at-fork hook, and a SIGINT landing while
+DataLoader workers fork raised its KeyboardInterrupt there, so a sweep went on and exited 0. The guard's SIGINT
+handler sets a flag; while the runner starts workers (`forking`) it raises nothing, and the KeyboardInterrupt
+comes when they have started; a Ctrl-C dropped anywhere else in the trial is raised at the next batch or at the
+trial's end.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -25,6 +32,7 @@ DEFAULT_STALL_S = 120.0
 # options exist): the CLI's --stall-timeout sets it as it is parsed
 stall_s_default = DEFAULT_STALL_S
 _active: Watchdog | None = None
+_forking = False  # the main thread is starting workers: a Ctrl-C waits until they have started
 
 
 class Watchdog:
@@ -39,6 +47,7 @@ class Watchdog:
         self.last = time.monotonic()
         self.fired_at: float | None = None  # when it last fired in this wait (None: not since the last beat)
         self.fires = 0  # how often since the last beat
+        self.interrupted = False
         self._wake = threading.Condition()
         self._stop = False
         self._saved: dict[int, Any] = {}
@@ -50,6 +59,8 @@ class Watchdog:
         if threading.current_thread() is not threading.main_thread():
             return self
         self._saved[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, self._on_usr1)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self._saved[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
         self._prev, _active = _active, self
         if self.stall_s is not None or self.deadline is not None:
             self._thread = threading.Thread(target=self._watch, name="dataperf-watchdog", daemon=True)
@@ -67,6 +78,8 @@ class Watchdog:
             signal.signal(sig, handler)
         if self._saved:
             _active = self._prev
+        if self.interrupted:  # a Ctrl-C that Python dropped, or one that made the trial fail otherwise
+            raise KeyboardInterrupt
 
     def arm(self, what: Callable[[], str] | None) -> None:
         with self._wake:
@@ -74,8 +87,15 @@ class Watchdog:
             self._wake.notify()
 
     def beat(self) -> None:
-        """Progress (a batch arrived)."""
+        """Progress (a batch arrived); also where a dropped Ctrl-C is raised again."""
         self.last, self.fired_at, self.fires = time.monotonic(), None, 0
+        if self.interrupted:
+            raise KeyboardInterrupt
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        self.interrupted = True
+        if not _forking:
+            raise KeyboardInterrupt
 
     def _on_usr1(self, signum: int, frame: Any) -> None:
         reason = self._overdue()
@@ -140,6 +160,28 @@ def waiting(what: Callable[[], str]) -> Iterator[None]:
         yield
     finally:
         dog.arm(before)
+
+
+@contextlib.contextmanager
+def forking() -> Iterator[None]:
+    """The main thread starts workers (forks): a Ctrl-C meanwhile only sets the flag, and is raised here once they
+    have started, not in an at-fork hook where Python would drop it."""
+    global _forking
+    _forking = True
+    try:
+        yield
+    finally:
+        _forking = False
+    if _active is not None and _active.interrupted:
+        raise KeyboardInterrupt
+
+
+def _child_after_fork() -> None:
+    global _forking
+    _forking = False  # a worker answers Ctrl-C as it always did
+
+
+os.register_at_fork(after_in_child=_child_after_fork)
 
 
 def beat() -> None:

@@ -1,5 +1,6 @@
-"""The stall watchdog (N4), mostly through the real CLI in a session of its own: a user Dataset or factory that
-hangs ends in one `error:` line naming what it waits for, and leaves no process behind."""
+"""The stall watchdog (N4) and the Ctrl-C guard (N8), mostly through the real CLI in a session of its own: a user
+Dataset or factory that hangs ends in one `error:` line naming what it waits for, and leaves no process behind;
+a Ctrl-C at any point of a sweep is exit 130 with the resume hint."""
 
 from __future__ import annotations
 
@@ -42,12 +43,58 @@ USER_CODE = {
                 return torch.zeros(3, 16, 16), 0
 
 
+        class Slow(Dataset):
+            def __len__(self):
+                return 4000
+
+            def __getitem__(self, i):
+                time.sleep(0.002)
+                return torch.zeros(3, 16, 16), 0
+
+
         def hang():
             return Hang()
 
 
+        def slow():
+            return Slow()
+
+
         def hang_factory():
             time.sleep(3600)
+    ''',
+    "forkint.py": '''
+        """A SIGINT delivered inside an at-fork hook at this process's first fork (a DataLoader worker's start):
+        the moment of the race the review saw, made certain. Python drops an exception raised in the hook."""
+        import os
+        import signal
+
+        import torch
+        from torch.utils.data import Dataset
+
+        forks = 0
+
+
+        def interrupt_in_the_hook():
+            global forks
+            forks += 1
+            if forks == 1:
+                signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the hook
+
+
+        os.register_at_fork(after_in_parent=interrupt_in_the_hook)
+
+
+        class Zeros(Dataset):
+            def __len__(self):
+                return 256
+
+            def __getitem__(self, i):
+                return torch.zeros(3, 8, 8), 0
+
+
+        def zeros():
+            return Zeros()
     ''',
 }
 
@@ -184,3 +231,32 @@ def test_watchdog_leaves_the_signal_handlers_as_it_found_them_and_does_nothing_o
     with watchdog.waiting(lambda: "nothing"):  # no trial: neither arms nor raises
         watchdog.beat()
 
+
+def test_n8_a_ctrl_c_while_workers_fork_is_not_swallowed(user_code):
+    """The SIGINT lands in an at-fork hook as the first DataLoader worker forks, where Python drops the
+    KeyboardInterrupt: the sweep went on and exited 0. Now it is held until the workers have started."""
+    p = start(user_code, "sweep", "--dataset", "forkint:zeros", "--batch-size", "4", "--num-workers", "1",
+              "--prefetch-factor", "2", "--out", str(user_code / "s.jsonl"), *SH)
+    rc, out, err = finish(p)
+    assert rc == 130 and "Traceback" not in err and "Exception ignored" not in err, out + err
+    assert "interrupted: 0 finished trials are kept" in err and "--resume" in err
+    assert left_in_session(p.pid) == []
+
+
+@pytest.mark.parametrize("after_s", [0.0, 1.0, 2.5, 4.5, 7.0, 10.0])
+def test_n8_a_ctrl_c_anywhere_in_a_sweep_is_exit_130(user_code, after_s):
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) at points spread over a sweep of three
+    trials (start-up, workers forking, repeats, between trials): every time exit 130, saying so (with the resume
+    hint once the sweep runs its trials). Their 5 x 1 s repeats alone outlast the latest point by 5 s."""
+    p = start(user_code, "sweep", "--dataset", "hang:slow", "--batch-size", "4", "--num-workers", "0,1,2",
+              "--prefetch-factor", "2", "--out", str(user_code / "s.jsonl"), *SH, "--repeats", "5")
+    assert p.stdout is not None
+    for line in p.stdout:  # the plan line: the sweep has started
+        if line.startswith("plan:"):
+            break
+    time.sleep(after_s)
+    os.killpg(p.pid, signal.SIGINT)
+    rc, out, err = finish(p)
+    assert rc == 130 and "Traceback" not in err and "Exception ignored" not in err, out + err
+    assert [ln for ln in err.splitlines() if ln.startswith("interrupted")], err
+    assert left_in_session(p.pid) == []
