@@ -86,30 +86,55 @@ def strip_nproc(argv: list[str]) -> list[str]:
 
 
 def launch_self(nproc: int, argv: list[str], out: os.PathLike | None = None, env: dict[str, str] | None = None) -> int:
-    """Run this same dataperf command on nproc local ranks through torch.distributed.run (torchrun).
+    """Run this same dataperf command on nproc local ranks through torch.distributed.run (torchrun; its agent
+    through `agent`).
 
-    Ctrl-C is passed on to torchrun (which stops its ranks) and ends this command with 130, after saying how
-    many finished trials rank 0 kept, like a single-process sweep."""
+    Ctrl-C stops the agent with SIGTERM (the agent ignores the Ctrl-C the terminal also sends it), which stops
+    the ranks, and ends this command with 130 and, like a single-process sweep, one line saying how many
+    finished trials rank 0 kept: no traceback or warning from the agent, no second line from a rank."""
     from dataperf.errors import UserError
 
     if nproc < 1:
         raise UserError(f"--nproc must be at least 1, got {nproc}")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "dataperf", *strip_nproc(argv)]
+    cmd = [sys.executable, "-c", "from dataperf.distributed import agent; agent()", "--standalone",
+           f"--nproc_per_node={nproc}", "--signals-to-handle", "SIGTERM,SIGHUP,SIGQUIT", "-m", "dataperf",
+           *strip_nproc(argv)]
     env = dict(os.environ, DATAPERF_DIST_BACKEND=os.environ.get("DATAPERF_DIST_BACKEND", "gloo"), **(env or {}))
     proc = subprocess.Popen(cmd, env=env)
     try:
         return proc.wait()
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
+        held = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the stop short
         try:
-            proc.wait(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        finally:
+            signal.signal(signal.SIGINT, held)
         if out is not None:
             from dataperf import sweep
 
             print(f"interrupted: {len(sweep.finished_ids(Path(out)))} finished trials are kept in {out}; run "
                   "the same command with --resume to skip them", file=sys.stderr)
+        sys.exit(130)
+
+
+def agent() -> None:
+    """torchrun's agent (torch.distributed.run's main) as launch_self runs it. SIGINT is left to launch_self (a
+    Ctrl-C reaches both, and a second stop broke the agent's own shutdown with a traceback; launch_self keeps it
+    out of --signals-to-handle too): on launch_self's SIGTERM the agent stops its ranks and ends quietly with
+    130. Its warnings about the signal and the ranks it stops are muted, its errors are not."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.run import main
+
+    signal.signal(signal.SIGINT, lambda signum, frame: None)  # not SIG_IGN: the ranks must not inherit it
+    logging.disable(logging.WARNING)
+    try:
+        main(sys.argv[1:])
+    except SignalException:
         sys.exit(130)

@@ -68,3 +68,37 @@ def test_under_torchrun_the_step_follows_the_grid_and_a_budget_reaches_every_ran
     assert p.returncode == 0, p.stdout + p.stderr
     assert [r.kind for r in records.load(out)] == ["loader", "loader", "step", "limits"]
     assert "plan: 2 trials" in p.stdout and "binding limit:" in p.stdout and "took " in p.stdout
+
+
+def test_n6_ctrl_c_under_nproc_is_130_with_one_hint_and_nothing_from_the_agent(tmp_path):
+    """Ctrl-C (SIGINT to the process group, as a terminal sends it) in the middle of a --nproc sweep: torchrun's
+    agent printed its SignalException traceback and "Received 2 death signal" warnings (it got the signal twice:
+    from the terminal and passed on by dataperf). Now: exit 130, the resume hint once, nothing else on stderr,
+    and every process the command started is gone. Paced samples (20 ms each) make two trials of 5 x 1 s
+    repeats: the signal comes as the first starts."""
+    import signal
+
+    import psutil
+
+    out = tmp_path / "n.jsonl"
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.Popen([sys.executable, "-m", "dataperf", "sweep", "--dataset", "paced:sleep_map", "--nproc", "2",
+                          "--num-workers", "0,1", "--prefetch-factor", "2", "--batch-size", "4", "--repeats", "5",
+                          "--repeat-seconds", "1", "--min-batches", "3", "--warmup-batches", "1", "--no-collect",
+                          "--out", str(out)], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    assert p.stdout is not None
+    for line in p.stdout:  # rank 0's plan: the ranks are running
+        if line.startswith("plan:"):
+            break
+    started = psutil.Process(p.pid).children(recursive=True)  # the agent, the ranks and their workers
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 130, err
+    assert [ln for ln in err.splitlines() if ln.strip()] == [
+        f"interrupted: {len(records.load(out)) if out.exists() else 0} finished trials are kept in {out}; run the "
+        "same command with --resume to skip them"], err
+    _, alive = psutil.wait_procs(started, timeout=60)
+    assert alive == []
