@@ -487,6 +487,8 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
 
     loader, model_kw, topts = split(kw, "tune", "model")
     model = model_kw["model"]
+    if loader["batch_size"] < 1:  # as bench and sweep refuse it (preflight.check_loader), before the limits probe
+        raise UserError(f"--batch-size must be at least 1, got {loader['batch_size']}")
     if target_samples_per_s is not None and model is not None:
         raise UserError("give --target-samples-per-s or --model, not both (the model's target is its step rate "
                         "x --headroom)")
@@ -510,6 +512,10 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
                     out=out, on_trial=report.print_tune_step, on_prediction=report.print_prediction,
                     bar=report.progress_bar).run()
     report.print_tune(outcome)
+    if outcome.pick is None:  # nothing ran: never "done" (0), nor a target missed by a config that runs (1)
+        failed = next((s.result.error for s in outcome.steps if s.result.status != "ok"), None)
+        raise UserError(f"tune found no config that runs ({outcome.stop_reason.split(';')[0]})"
+                        + (f"; the first failed: {failed}" if failed else ""))
     if not outcome.met and outcome.target_samples_per_s is not None:
         sys.exit(1)
 

@@ -143,6 +143,26 @@ def _one_error(r, *needles: str) -> str:
     return errors[0]
 
 
+@pytest.mark.parametrize("size", ["0", "-2"])
+def test_n9_tune_refuses_a_batch_size_below_1_up_front_like_bench_and_sweep(tmp_path, datasets, size):
+    r = CliRunner().invoke(cli, ["tune", str(datasets["image-webdataset"]), "--batch-size", size, "--no-collect",
+                                 "--out", str(tmp_path / "t.jsonl")])
+    _one_error(r, f"--batch-size must be at least 1, got {size}")
+    assert "binding limit" not in r.output and "stopped:" not in r.output  # nothing was measured
+
+
+def test_n9_tune_that_finds_no_config_that_runs_is_exit_2_never_0(tmp_path, datasets, monkeypatch):
+    """Every image makes the transform raise, so the predicted config fails and tune has no pick: that was exit 0
+    after "stopped: the predicted config failed"."""
+    (tmp_path / "n9_transform.py").write_text("def broken():\n    def f(img):\n        raise ValueError('nope')\n"
+                                              "    return f\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = CliRunner().invoke(cli, ["tune", str(datasets["image-webdataset"]), "--transform", "n9_transform:broken",
+                                 "--image-size", "16", "--repeats", "3", "--repeat-seconds", "1", "--no-collect",
+                                 "--out", str(tmp_path / "t.jsonl")])
+    _one_error(r, "tune found no config that runs", "ValueError: nope")
+
+
 @pytest.mark.parametrize("value", ["0", "-5", "nan"])
 def test_n4_stall_timeout_must_be_positive_and_reaches_the_trial_options(tmp_path, datasets, value):
     r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--stall-timeout", value])
