@@ -83,17 +83,24 @@ class SampleDecoder:
         from dataperf.sources.transforms import build
 
         self.transform = build(cfg.transform, cfg.image_size) if self.decode else None
+        self.transform_spec = cfg.transform
 
     def __call__(self, ext: str, payload: bytes, label: int, where: str = "") -> dict[str, Any]:
         """The decoded sample; a corrupt one fails naming it (where: shard and key, or file), or with
-        on_corrupt=skip is replaced by a marker that collate drops and counts (webdataset drops a None)."""
+        on_corrupt=skip is replaced by a marker that collate drops and counts (webdataset drops a None). The
+        transform runs on the decoded image after that: what it raises is its own failure, not the sample's."""
         try:
-            return self._decode(ext, payload, label)
+            out = self._decode(ext, payload, label)
         except Exception as e:
             if self.skip_corrupt:
                 return {"corrupt": True}
             raise TrialError(f"corrupt sample {where}: {type(e).__name__}: {e}; list every bad sample with "
                              "`dataperf shards inspect --verify`, or pass --on-corrupt skip") from None
+        if "image" in out:
+            from dataperf.sources.transforms import apply
+
+            out["x"] = apply(self.transform, self.transform_spec, out.pop("image"), where)
+        return out
 
     def _decode(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
         out: dict[str, Any] = {"nbytes": len(payload), "y": label}
@@ -109,7 +116,7 @@ class SampleDecoder:
 
             img = Image.open(io.BytesIO(payload)).convert("RGB")
             if self.transform is not None:
-                out["x"] = self.transform(img)
+                out["image"] = img  # transformed by __call__, outside the corrupt-sample catch
                 return out
             img = img.resize((self.size, self.size), Image.BILINEAR)
             out["x"] = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)

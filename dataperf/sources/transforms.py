@@ -69,6 +69,32 @@ def check(spec: str | None) -> None:
         build(spec, 224)
 
 
+def apply(fn: Callable[[Any], Any], spec: str | None, img: Any, where: str = "") -> torch.Tensor:
+    """The transform on one decoded image. What a user's transform raises, or returns instead of a tensor, is
+    its own failure: named as the transform's (with the sample it was given), never as corrupt data, which
+    --on-corrupt skip would then skip sample after sample."""
+    from dataperf.errors import TrialError
+
+    on = f" on sample {where}" if where else ""
+    try:
+        x = fn(img)
+    except Exception as e:
+        raise TrialError(f"--transform {spec} raised {type(e).__name__}: {e}{on}; the sample decoded, so fix the "
+                         "transform") from None
+    if not isinstance(x, torch.Tensor):
+        raise TrialError(f"--transform {spec} returned {_what(x)}{on}, not a tensor; it must turn a PIL image into "
+                         "a CHW tensor") from None
+    return x
+
+
+def _what(x: Any) -> str:
+    """A returned value as a message shows it: None, or its type and a short repr."""
+    if x is None:
+        return "None"
+    text = repr(x)
+    return f"a {type(x).__name__} ({text if len(text) <= 40 else text[:37] + '...'})"
+
+
 def to_normalized(img) -> torch.Tensor:
     x = torch.from_numpy(np.asarray(img, dtype=np.uint8).copy()).permute(2, 0, 1).float().div_(255.0)
     return (x - torch.tensor(MEAN).view(3, 1, 1)) / torch.tensor(STD).view(3, 1, 1)

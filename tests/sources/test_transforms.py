@@ -43,3 +43,42 @@ def test_bench_with_transform_preset(user_data):
 def test_bad_transform_factory_is_error_line(user_data):
     r = CliRunner().invoke(cli, ["bench", str(user_data["imagefolder"]), "--transform", "nomod_xyz:make"])
     assert r.exit_code == 2 and r.output.startswith("error: cannot import module")
+
+
+N12_TRANSFORMS = """
+def raises():
+    def f(img):
+        raise ValueError("transform broke")
+    return f
+
+
+def returns_str():
+    return lambda img: "x"
+
+
+def returns_none():
+    return lambda img: None
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+@pytest.mark.parametrize("factory,says", [
+    ("raises", "raised ValueError: transform broke on sample "),
+    ("returns_str", "returned a str ('x') on sample "),
+    ("returns_none", "returned None on sample "),
+])
+def test_n12_a_transforms_own_failure_is_named_as_the_transforms_not_as_corrupt_data(tmp_path, monkeypatch, datasets,
+                                                                                    workers, factory, says):
+    """Valid images through a broken --transform: that was "corrupt sample ..." (and --on-corrupt skip skipped
+    every sample) or a bare "AttributeError: 'str' object has no attribute 'dim'". Now the transform is named,
+    with what it raised or returned and on which sample, with or without --on-corrupt skip."""
+    (tmp_path / "n12_transforms.py").write_text(N12_TRANSFORMS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for skip in ([], ["--on-corrupt", "skip"]):
+        r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--decode", "--transform",
+                                     f"n12_transforms:{factory}", "--num-workers", workers, "--batch-size", "8",
+                                     "--no-collect", "--repeats", "3", "--repeat-seconds", "1", *skip])
+        errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+        assert r.exit_code == 2 and len(errors) == 1 and "Traceback" not in r.output, r.output
+        assert f"--transform n12_transforms:{factory} {says}" in errors[0] and " in " in errors[0], errors[0]
+        assert "corrupt" not in errors[0] and "AttributeError" not in errors[0], errors[0]
