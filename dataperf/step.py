@@ -18,7 +18,7 @@ from torch import nn
 from torch.profiler import record_function
 
 from dataperf.errors import UserError
-from dataperf.models import input_kind, load_model, loss_of
+from dataperf.models import BUILTIN, input_kind, load_model, loss_of
 from dataperf.records import HIGH_SPREAD_PCT, MIB, StepResult, summarize
 from dataperf.zero import CHOICES as ZERO_CHOICES
 
@@ -147,9 +147,23 @@ class Trainer:
         """uint8 images to normalised float on the device (done in the step, as real pipelines do)."""
         return x.float().div_(255.0) if x.dtype == torch.uint8 else x
 
+    def loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The model's forward and loss on a batch. A user's model (MODULE:FACTORY) that fails on it is named
+        with the batch it was given and its own message: its code, not a dataperf bug."""
+        try:
+            return loss_of((self.engine if self.engine is not None else self.model)(self.prepare(x)), x, y)
+        except Exception as e:
+            if self.opts.model in BUILTIN or is_oom(e):
+                raise
+            what = f"images {list(x.shape)} (uint8, scaled to float in [0, 1])" if self.kind == "image" else \
+                f"tokens {list(x.shape)} ({x.dtype})"
+            raise UserError(f"--model {self.opts.model}: its forward failed on a batch of {what}: "
+                            f"{type(e).__name__}: {' '.join(str(e).split())}; make the model take that input, or "
+                            "change --input, --batch-size, --image-size or --seq-len") from None
+
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         if self.engine is not None:  # bf16 is DeepSpeed's own (bf16 weights, fp32 master), not autocast
-            loss = loss_of(self.engine(self.prepare(x)), x, y)
+            loss = self.loss(x, y)
             self.engine.backward(loss)
             self.steps_done += 1
             self.engine.step()
@@ -157,9 +171,9 @@ class Trainer:
         with record_function("forward"):
             if self.opts.amp == "bf16":
                 with torch.autocast(self.device.type, dtype=torch.bfloat16):
-                    loss = loss_of(self.model(self.prepare(x)), x, y)
+                    loss = self.loss(x, y)
             else:
-                loss = loss_of(self.model(self.prepare(x)), x, y)
+                loss = self.loss(x, y)
         with record_function("backward"):
             loss.backward()
         if self.guard is not None:

@@ -96,3 +96,51 @@ def test_host_oom_is_a_clear_error():
     # 2**40 tokens per batch cannot be allocated anywhere; the error must say which knob to turn
     with pytest.raises(UserError, match="lower --batch-size"):
         measure_step(StepOptions(model="gpt-tiny", batch_size=2**20, seq_len=2**20, steps=1, warmup=1))
+
+
+N14_MODELS = """
+from torch import nn
+
+
+class ImageIn(nn.Module):
+    input_kind = "image"
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(7, 10)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def bad_shape():
+    return ImageIn()
+
+
+class TokensIn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(7, 10)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def bad_tokens():
+    return TokensIn()
+"""
+
+
+@pytest.mark.parametrize("args,batch", [
+    (["--model", "n14_models:bad_shape", "--input", "image", "--image-size", "16"], "images [8, 3, 16, 16]"),
+    (["--model", "n14_models:bad_tokens", "--seq-len", "12"], "tokens [8, 12] (torch.int64)"),
+])
+def test_n14_a_user_models_forward_error_names_the_batch_and_is_not_called_a_dataperf_bug(tmp_path, monkeypatch,
+                                                                                         args, batch):
+    (tmp_path / "n14_models.py").write_text(N14_MODELS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = CliRunner().invoke(cli, ["step", *args, "--steps", "2", "--repeats", "1", "--warmup", "1"])
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert r.exit_code == 2 and len(errors) == 1 and "Traceback" not in r.output, r.output
+    assert f"its forward failed on a batch of {batch}" in errors[0] and "RuntimeError: mat1" in errors[0], errors[0]
+    assert "dataperf bug" not in errors[0] and args[1] in errors[0]
