@@ -344,6 +344,7 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
               transform: str | None, dataset_factory: str | None = None, shuffle: str = "on",
               no_shuffle: bool = False, shuffle_buffer: int | None = None):
     """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both)."""
+    from dataperf import preflight
     from dataperf import sweep as sw
     from dataperf.runner import worker_ladder
 
@@ -352,6 +353,8 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
                         ("--dali-queue", dali_queue), ("--dali-decode", dali_decode)):
         if axis_ is not None and not axis_:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
+    for w in num_workers or []:  # the grid would leave a negative count out, and then say it is empty
+        preflight.check_workers(w)
     check_transform(transform)
     if no_shuffle and shuffle != "on":
         raise UserError(f"--no-shuffle and --shuffle {shuffle} disagree; pass one of the two")

@@ -163,6 +163,16 @@ def test_n9_tune_that_finds_no_config_that_runs_is_exit_2_never_0(tmp_path, data
     _one_error(r, "tune found no config that runs", "ValueError: nope")
 
 
+@pytest.mark.parametrize("workers", ["-1", "0,-1"])
+def test_n16_sweep_refuses_a_negative_worker_count_as_bench_does(tmp_path, datasets, workers):
+    """The grid left -1 out and then said "the sweep grid is empty" (or ran the rest without a word)."""
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", workers, "--no-collect",
+                                 "--out", str(tmp_path / "s.jsonl")])
+    assert _one_error(r) == "error: --num-workers must be >= 0, got -1"
+    bench = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--num-workers", "-1"])
+    assert _one_error(bench) == "error: --num-workers must be >= 0, got -1"
+
+
 @pytest.mark.parametrize("value", ["0", "-5", "nan"])
 def test_n4_stall_timeout_must_be_positive_and_reaches_the_trial_options(tmp_path, datasets, value):
     r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--stall-timeout", value])
