@@ -15,7 +15,7 @@ import torch
 from dataperf import limits, records, sources
 from dataperf.formats.generate import ImageSpec, write_dataset
 from dataperf.limits import LimitsOptions, measure_limits
-from dataperf.records import LimitsResult, LoaderConfig
+from dataperf.records import LimitsResult, LoaderConfig, StepResult
 from dataperf.runner import TrialOptions, run_trial
 from dataperf.step import StepOptions, measure_step
 from tests.sources.servers import HttpServer
@@ -86,14 +86,17 @@ def test_slow_decode_binds_at_cores_over_cpu_per_sample(tmp_path):
 
 def test_the_decode_probe_measures_its_batches_and_at_least_its_samples(tmp_path):
     """8 batches of 32 were too few on the H200 (1.5 ms CPU a sample against 1.0 over 8 batches of 128): the
-    probe reads max(probe_batches, probe_samples / batch) batches after its warm-up batch."""
+    probe reads blocks of max(probe_batches, probe_samples / batch) batches after its warm-up batch, until two
+    agree (one block read 172 samples/s a core on the H200 in one run and 257 in another)."""
     root = tmp_path / "files"
     write_dataset(root, "image", "files", 96, seed=3, image=ImageSpec(16, 16, 80))
     data, cfg = sources.as_data(root), LoaderConfig(format="files", batch_size=4, decode=True).explicit()
     probe = limits.probe_worker(data, cfg, TrialOptions(), LimitsOptions(probe_batches=2, probe_samples=40))
-    assert probe.error is None and (probe.batches, probe.samples) == (10, 40)
+    # blocks of 10 batches until two agree (the figures are the last two; one when its time ran out)
+    assert probe.error is None and (probe.batches, probe.samples) in ((10, 40), (20, 80)), probe.notes
+    assert any(n.startswith("decode probe: ") and "block(s) of 10 batches" in n for n in probe.notes)
     probe = limits.probe_worker(data, cfg, TrialOptions(), LimitsOptions(probe_batches=2, probe_samples=0))
-    assert (probe.batches, probe.samples) == (2, 8)
+    assert (probe.batches, probe.samples) in ((2, 8), (4, 16))
 
 
 def test_starved_workers_bind_at_active_workers_times_the_per_worker_rate(tmp_path):
@@ -215,10 +218,32 @@ def test_a_limits_record_round_trips_through_a_results_file(tmp_path, datasets):
     assert Path(back.data) == Path(res.data) and back.env
 
 
-def test_usable_cores_are_every_core_without_a_model_and_one_fewer_with_one(monkeypatch):
-    """The decode ceiling's cores: on 2 cores the workers decode on both when nothing but receiving batches
-    runs in the main process (the 2-core box decoded at twice the one-core rate with 2 workers), and on 1 when
-    a training step keeps it busy; never fewer than 1."""
-    for cores, alone, with_model in (({0, 1}, 2, 1), ({0}, 1, 1), (set(range(16)), 16, 15)):
+def test_usable_cores_are_every_core_with_or_without_a_model(monkeypatch):
+    """The decode ceiling's cores are those the loader trial it bounds ran on: every one (audit F2)."""
+    for cores in ({0, 1}, {0}, set(range(16))):
         monkeypatch.setattr(limits.os, "sched_getaffinity", lambda pid, c=cores: c)
-        assert (limits.usable_cores(False), limits.usable_cores(True)) == (alone, with_model)
+        assert limits.usable_cores() == len(cores)
+
+
+def test_the_decode_ceiling_bounds_the_rate_measured_beside_a_model(tmp_path):
+    """A transform that burns 20 ms of CPU a sample, 2 workers on the 2 cores: the loader cannot beat 2 / 20 ms =
+    100 samples/s, whatever else runs (load only lowers it), and the ceiling measured with a model's step given
+    must not sit below it (it read 50 with a core taken off for the model: the trial near twice its ceiling)."""
+    import os
+    import random
+
+    from PIL import Image
+
+    root = tmp_path / "img"
+    root.mkdir()
+    for i in range(64):
+        Image.new("RGB", (16, 16), (random.randrange(256), 0, 0)).save(root / f"{i:03d}.jpg")
+    cfg = LoaderConfig(format="files", batch_size=4, num_workers=2, decode=True, transform="limits_cases:spin",
+                       image_size=8)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, repeat_seconds=1, collect=False)
+    best = run_trial(root, cfg, opts)
+    assert best.status == "ok", best.error
+    step = StepResult(model="paced", samples_per_s=1000.0, batch_size=4, step_ms_median=4.0)
+    res = limits.measure_limits(root, cfg, opts, step=step, best=best, lopts=FAST)
+    assert res.usable_cores == len(os.sched_getaffinity(0))
+    assert best.samples_per_s_median <= 1.05 * res.decode_samples_per_s, (best.samples_per_s_median, res.decode_how)
