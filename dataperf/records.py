@@ -28,6 +28,8 @@ TORCH_PREFETCH_FACTOR = 2  # what torch's DataLoader prefetches per worker when 
 # samples in each webdataset worker's shuffle buffer (webdataset's own `.shuffle(1000)`), and DALI's initial_fill
 DEFAULT_SHUFFLE_BUFFER = 1000
 BUFFER_FORMATS = ("webdataset", "dali")  # formats whose sample shuffle is a buffer (the rest: a full permutation)
+# backends whose batches come out of one stream (worker -1): no per-worker ids, so no active-worker count
+ONE_STREAM = ("dali", "spdl", "torchdata")
 
 
 def summarize(values: list[float]) -> dict[str, float]:
@@ -188,6 +190,7 @@ class LoaderResult(TrialRecord):
     # when the epoch's size is unknown. The verdict ranks configs by it.
     training_samples_per_s: float = float("nan")
     training_basis: str = ""  # which of those, in words
+    steady_valid: bool = True  # False where a note says the steady rate is not what training sees (buffer, batches)
     trial_s: float = float("nan")  # the whole trial's wall time: preparing, warm-up, repeats, baseline
     # measurement definitions (issue 11; README "Measurement" defines each)
     epoch_samples_per_s_median: float = float("nan")  # a repeat's samples / repeat_s, start-up included
@@ -293,6 +296,9 @@ class E2EResult(TrialRecord):
     step_host_ms_median: float = float("nan")
     effects: list[str] = field(default_factory=list)  # verdict.Effect names that split it from the prediction
     confirm_round: int | None = None  # set by `sweep --confirm` (1, 2, ...); None: a standalone e2e run
+    # sweep --confirm: the config_key of the loader trial this fed run varies (pin_memory or persistent_workers
+    # changed, the rest the same); None when it feeds that trial's own config
+    variant_of: str | None = None
 
 
 @dataclass
@@ -713,7 +719,7 @@ class LimitsResult(Record):
     config: dict[str, Any] = field(default_factory=dict)
     config_key: str = ""
     device: str = "cpu"
-    usable_cores: int = 0  # affinity cores (less one for the training step with a model)
+    usable_cores: int = 0  # affinity cores, all of them (limits.usable_cores)
     readers: int = 0  # parallel readers of the storage probe (the config's workers)
     storage_samples_per_s: float = float("nan")  # for this config's cache mode (warm: page cache)
     storage_how: str = ""

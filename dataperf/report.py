@@ -36,7 +36,7 @@ from dataperf.records import (
     WatchResult,
     fmt,
 )
-from dataperf.verdict import ok_loaders, sorted_by_rate
+from dataperf.verdict import ok_loaders, rank_rate, sorted_by_rate
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
@@ -76,10 +76,15 @@ def print_duration(plan, outcome) -> None:
     line = f"took {minutes(outcome.wall_s)} (planned {minutes(plan.expected_s)})"
     if outcome.added:
         line += f"; {outcome.added} of the {len(plan.spare)} trials the budget cut were run after all (time was left)"
+    if outcome.extended:
+        line += (f"; past the ladder, {', '.join(map(str, outcome.extended))} workers were tried (the best was the "
+                 "largest count tried and the answer was not settled there)")
+    if outcome.filled:
+        line += f"; {outcome.filled} trials the budget had left out ran with the time left at the end"
     if outcome.not_started:
         line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(outcome.grid_s or 0, 0))} "
                  "for the grid ran out (rerun with --resume and a larger --budget to add them)")
-    console.print(line)
+    console.print(line, soft_wrap=True)
     for cut in outcome.cuts:
         console.print(f"  budget: {cut}")
 
@@ -141,7 +146,7 @@ def loader_table(results: list[Record], step: StepResult | None = None, headroom
                  title: str = "loader trials") -> Table:
     """Every trial, fastest first, failed trials last with their reason; with a step record, the verdict."""
     t = Table(title=title)
-    cols = ("backend", "config", "steady samples/s median \\[min-max]", "epoch samples/s", "MiB/s payload/storage",
+    cols = ("backend", "config", "steady samples/s median \\[min-max]", "training samples/s", "MiB/s payload/storage",
             "ttfb_s", "wait_ms p50/p99", "workers active/shards", "per core", "per GiB PSS", "cache")
     for col in cols:
         t.add_column(col, justify="left" if col in ("backend", "config") else "right")
@@ -156,14 +161,13 @@ def loader_table(results: list[Record], step: StepResult | None = None, headroom
         cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
         row = [backend_label(r), cfg.short(),
                f"{fmt(r.samples_per_s_median)} \\[{fmt(r.samples_per_s_min)}-{fmt(r.samples_per_s_max)}]",
-               fmt(r.epoch_samples_per_s_median),
+               fmt(rank_rate(r)) + ("" if r.steady_valid else " [yellow](steady not valid)[/yellow]"),
                f"{fmt(r.payload_mib_s_median, 1)}/{fmt(r.storage_read_mib_s_median, 1)}",
                fmt(r.ttfb_s_median, 3), f"{fmt(r.batch_wait_ms_p50, 2)}/{fmt(r.batch_wait_ms_p99, 2)}",
                workers_cell(r), fmt(getattr(r, "samples_per_s_per_core", None)),
                fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
         if step is not None:
-            row.append(verdict_short(r.samples_per_s_median, step.samples_per_s, headroom) if cfg.decode
-                       else "no verdict (undecoded)")
+            row.append(fed_short(r, step, headroom) if cfg.decode else "no verdict (undecoded)")
         if multi:
             ranks = ", ".join(fmt(x) for x in r.per_rank_samples_per_s)
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
@@ -229,6 +233,20 @@ def backend_label(r: LoaderResult) -> str:
     return label
 
 
+def print_trial_notes(results: list[Record]) -> None:
+    """Every note of the table's trials, once each kind (the text before its first colon), with how many
+    trials carry it and which: the first trial's text stands for the rest."""
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    for r in ok_loaders(results):
+        for n in r.notes:
+            kinds.setdefault(n.split(":", 1)[0], []).append((r.loader_config.short(), n))
+    for seen in kinds.values():
+        cfgs = list(dict.fromkeys(c for c, _ in seen))
+        which = ", ".join(cfgs[:3]) + (f" and {len(cfgs) - 3} more" if len(cfgs) > 3 else "")
+        console.print(f"note ({len(cfgs)} trial{'s' if len(cfgs) != 1 else ''}: {which}): {seen[0][1]}",
+                      soft_wrap=True)
+
+
 def print_failures(results: list[Record]) -> None:
     for r in results:
         if getattr(r, "status", "ok") != "ok" and getattr(r, "config", None) is not None:
@@ -252,6 +270,18 @@ def verdict_short(loader_sps: float, step_sps: float, headroom: float = 1.2) -> 
     return f"{f.ratio:.2f}x headroom" + ("" if f.has_headroom else f" (< {headroom:g}x)")
 
 
+def fed_short(r: LoaderResult, step: StepResult, headroom: float) -> str:
+    """A table cell: the fed rate predicted for this config and what it leaves the model idle."""
+    fed = verdict.predicted_fed(r, step)
+    if fed != fed:
+        return "-"
+    idle = max(0.0, 1 - fed / step.samples_per_s)
+    cell = f"fed ~{fmt(fed)}"
+    if verdict.feeds(r, step, headroom):
+        return cell + " (feeds)"
+    return cell + (f" [red](idle {idle * 100:.0f}%)[/red]" if idle > verdict.FED_STALL else f" (< {headroom:g}x)")
+
+
 def recommendation_line(rec: verdict.Recommendation) -> str:
     """One line a person can act on, from the verdict."""
     if rec.outcome == "no_trials":
@@ -263,25 +293,32 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
              "unverified_cold_as_warm": f" ({rec.unverified_cold} cold trial(s) not verified as cold: judged as "
                                         "warm)"}[rec.basis]
     pick, best, step_sps = rec.pick, rec.best, rec.step_samples_per_s
+    chosen = rec.pick_config.short() if rec.pick_config is not None else _named(pick)
     if rec.confirmed:
         idle = _idle_name(rec.fed[0].runs[0].device if rec.fed else "cpu")
         fed = (f"fed {fmt(rec.fed_samples_per_s)} samples/s with the {idle} {rec.fed_stall_fraction * 100:.0f}% "
                f"of the time (step alone {fmt(step_sps)} samples/s)")
         if rec.outcome == "input_bound":
-            return (f"INPUT-BOUND, confirmed end to end: the best of {len(rec.fed)} configs fed, {_named(pick)}, "
-                    f"{fed}{basis}")
-        return (f"recommended: {_named(pick)}, confirmed end to end: {fed}; the cheapest within "
+            return (f"INPUT-BOUND, confirmed end to end: the best of {len(rec.fed)} configs fed, {chosen}, "
+                    f"{fed}{basis}{_lower(rec)}")
+        return (f"recommended: {chosen}, confirmed end to end: {fed}; the cheapest within "
                 f"{(1 - verdict.NEAR_CONFIRMED) * 100:.0f}% of the best fed rate of {len(rec.fed)} configs{basis}")
     if rec.outcome == "best_without_model":
-        return (f"recommended: {_named(pick)} at {fmt(pick.samples_per_s_median)} "
-                f"samples/s (within 5% of the best, {fmt(best.samples_per_s_median)}, at the lowest cost){basis}")
+        return (f"recommended: {_named(pick)} at {fmt(rank_rate(pick))} samples/s a training epoch (within 5% of "
+                f"the best, {fmt(rank_rate(best))}, at the lowest cost){basis}{_lower(rec)}")
+    predicted = (f"predicted fed {fmt(rec.predicted_samples_per_s)} samples/s, the model idle "
+                 f"{(rec.predicted_stall_fraction or 0) * 100:.0f}%; not confirmed fed (--confirm 2 checks it)")
     if rec.outcome == "input_bound":
-        return (f"INPUT-BOUND: no config sustains {rec.headroom:g}x the step rate of {fmt(step_sps)} "
-                f"samples/s; the best, {_named(best)}, is "
-                f"{verdict_text(best.samples_per_s_median, step_sps, rec.headroom)}{basis}")
-    return (f"recommended: {_named(pick)} feeds the model "
-            f"({fmt(pick.samples_per_s_median)} vs {fmt(step_sps)} samples/s, "
-            f"{rec.ratio:.2f}x, the cheapest with {rec.headroom:g}x headroom){basis}")
+        return (f"INPUT-BOUND: no config tried feeds the step rate of {fmt(step_sps)} samples/s; the best, "
+                f"{_named(pick)}: {predicted}{basis}{_lower(rec)}")
+    margin = (f"the cheapest with {rec.headroom:g}x headroom" if rec.ratio >= rec.headroom else
+              f"none tried has {rec.headroom:g}x headroom, so the loader's own swings may starve it")
+    return (f"recommended: {_named(pick)} feeds the model ({fmt(rank_rate(pick))} samples/s a training epoch vs "
+            f"{fmt(step_sps)}, {rec.ratio:.2f}x, {margin}; {predicted}){basis}")
+
+
+def _lower(rec: verdict.Recommendation) -> str:
+    return f"; a lower bound: {rec.lower_bound_why}" if rec.lower_bound else ""
 
 
 def _idle_name(device: str) -> str:
@@ -294,21 +331,26 @@ def print_recommendation(rec: verdict.Recommendation) -> None:
         print_fed(rec)
     if rec.limits is not None:
         print_limits(rec.limits)
-    console.print(recommendation_line(rec))
+    console.print(recommendation_line(rec), soft_wrap=True)
+    for g in rec.gains:
+        console.print(f"fed: {g}", soft_wrap=True)
     print_notes([f"effect: {e.sentence}" for e in rec.effects])
+    for line in verdict.answer(rec):
+        console.print(line, soft_wrap=True)
 
 
 def print_fed(rec: verdict.Recommendation) -> None:
     """--confirm's fed runs per config: rounds, fed rate and idle share, the step's host time fed vs alone."""
     t = Table(title="confirmed end to end (the fed loop, interleaved rounds)")
-    for col in ("config", "loader alone samples/s", "fed samples/s (rounds)", "device idle fed",
+    for col in ("config", "loader alone samples/s", "fed samples/s pooled (rounds)", "device idle fed",
                 "step host ms fed / alone", "effects"):
         t.add_column(col, justify="left" if col in ("config", "effects") else "right")
     for f in rec.fed:
         runs = f.runs
         alone = [1000 * r.batch_size / r.step_samples_per_s for r in runs if r.step_samples_per_s]
-        mark = " [green](picked)[/green]" if f.trial is rec.pick else ""
-        t.add_row(f.trial.loader_config.short() + mark, fmt(f.trial.samples_per_s_median),
+        picked = f.trial is rec.pick and rec.pick_config is not None and f.config.key() == rec.pick_config.key()
+        mark = " [green](picked)[/green]" if picked else ""
+        t.add_row(f.config.short() + mark, fmt(rank_rate(f.trial)),
                   f"{fmt(f.samples_per_s)} ({', '.join(fmt(r.samples_per_s) for r in runs)})",
                   f"{f.stall_fraction * 100:.1f}%",
                   f"{fmt(statistics.median(r.step_host_ms_median for r in runs), 1)} / "
@@ -316,7 +358,7 @@ def print_fed(rec: verdict.Recommendation) -> None:
     console.print(t)
     for f in rec.fed:
         for n in dict.fromkeys(n for r in f.runs for n in r.notes if n.startswith("effect: ")):
-            console.print(f"{f.trial.loader_config.short()}: {n}", soft_wrap=True)
+            console.print(f"{f.config.short()}: {n}", soft_wrap=True)
 
 
 def print_limits(res: LimitsResult) -> None:
@@ -393,7 +435,10 @@ def print_trial(r: LoaderResult) -> None:
     if r.status == "ok":
         console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
                       f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
-                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s")
+                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
+                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
+        console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
+                      soft_wrap=True)
         console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
                       f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
                       "of this trial's batch time")
@@ -574,7 +619,7 @@ def print_diagnose(r: DiagnoseResult) -> None:
 
 def print_tune_step(step) -> None:
     r = step.result
-    rate = fmt(r.samples_per_s_median) if r.status == "ok" else "failed"
+    rate = fmt(rank_rate(r)) if r.status == "ok" else "failed"
     console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
                   soft_wrap=True)
 
@@ -592,11 +637,19 @@ def print_tune(outcome) -> None:
     for short, rates in outcome.confirmed.items():
         console.print(f"confirmation: {short}: {', '.join(fmt(x) for x in rates)} samples/s")
     tgt = f" (target {fmt(outcome.target_samples_per_s)})" if outcome.target_samples_per_s else ""
-    console.print(f"pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s{tgt}")
+    console.print(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
+                  f"a training epoch{tgt}", soft_wrap=True)
+    for p in outcome.predictions:
+        if p.get("measured") and p.get("predicted") == p.get("predicted"):
+            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])} "
+                          f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
     if outcome.recommendation is not None:
         print_recommendation(outcome.recommendation)
-    elif outcome.limits is not None:
-        print_limits(outcome.limits)
+    else:
+        if outcome.limits is not None:
+            print_limits(outcome.limits)
+        console.print(f"answer: {verdict.dataloader_args(outcome.pick_config or outcome.pick.loader_config)}",
+                      soft_wrap=True)
 
 
 def print_env(recs: list[Record]) -> None:

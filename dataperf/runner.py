@@ -23,7 +23,7 @@ from dataperf import cache, footprint, watchdog
 from dataperf.collectors import Running, default_collectors
 from dataperf.errors import TrialError, UserError
 from dataperf.formats import backends
-from dataperf.records import HIGH_SPREAD_PCT, MIB, LoaderConfig, LoaderResult, percentile, summarize
+from dataperf.records import HIGH_SPREAD_PCT, MIB, ONE_STREAM, LoaderConfig, LoaderResult, percentile, summarize
 from dataperf.sources import Data, as_data
 
 NOOP_BATCHES = 200
@@ -40,8 +40,6 @@ STEADY_BATCHES = 3  # the budget never ends a repeat before every worker seen de
 # 32 workers x 3 batches, x1.01 at 16, x0.99 at 12 batches (benchmarks/steady_few_batches.py, 2026-12-03)
 SOLID_BATCHES = 6
 FEW_BATCH_NOTE_WORKERS = 16
-# backends whose batches come out of one stream (worker -1): no per-worker ids, so no active-worker count
-ONE_STREAM = ("dali", "spdl", "torchdata")
 
 
 @dataclass
@@ -303,15 +301,17 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def worker_ladder(top: int | None = None, cap: int | None = None) -> list[int]:
+def worker_ladder(top: int | None = None, cap: int | None = None, dense: bool = True) -> list[int]:
     """The worker counts a search tries: LADDER up to `top` (default: the cores; past them CPU-bound workers
     contend, and a sweep climbs on past the top only while the top is the best and still gains), with `top`
     itself added, and none above `cap` (the most workers the data can give STEADY_BATCHES batches each:
-    worker_cap). One ladder for sweep's default axis, tune's search and watch's advice."""
+    worker_cap). One ladder for sweep's default axis, tune's search and watch's advice; tune steps along its
+    powers of two only (`dense=False`: 0, 1, 2, 4, 8, ...), where a step is worth a trial."""
     top = cores() if top is None else top
     if cap is not None:
         top = min(top, cap)
-    return sorted({w for w in LADDER if w <= top} | {max(top, 0)})
+    rungs = LADDER if dense else [w for w in LADDER if w & (w - 1) == 0]
+    return sorted({w for w in rungs if w <= top} | {max(top, 0)})
 
 
 def next_rung(w: int) -> int:
@@ -614,6 +614,7 @@ def _note_uneven(res: LoaderResult, loads: list[float], cfg: LoaderConfig) -> No
 
 def _training_rate(res: LoaderResult, epoch_samples: int | None, steady_invalid: str | None) -> None:
     """What a training epoch gets from this config (LoaderResult.training_samples_per_s), and on what basis."""
+    res.steady_valid = steady_invalid is None
     if res.whole_epochs:
         res.training_samples_per_s = res.epoch_samples_per_s_median
         res.training_basis = "whole epochs, measured"

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from dataperf.records import E2EResult, LimitsResult, LoaderResult, Record, StepResult
+from dataperf.records import ONE_STREAM, E2EResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
 
 NEAR_BEST = 0.95  # without a model: configs within 5% of the best rate count as equally fast
 NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's candidates): within 2% of the best is as fast
@@ -76,20 +75,37 @@ class Effect:
 
 @dataclass
 class FedRate:
-    """One config confirmed end to end (`sweep --confirm`): its loader trial and its fed runs, one per round."""
+    """One config confirmed end to end (`sweep --confirm`): the loader trial it rests on, the config fed (the
+    trial's own, or a variant of it with pin_memory or persistent_workers changed) and its fed runs, one a round."""
 
     trial: LoaderResult
     runs: list[E2EResult]
 
     @property
+    def config(self) -> LoaderConfig:
+        """The config the runs fed (a variant's own)."""
+        return self.runs[0].loader_config if self.runs else self.trial.loader_config
+
+    @property
+    def variant(self) -> bool:
+        return any(r.variant_of for r in self.runs)
+
+    @property
     def samples_per_s(self) -> float:
-        """The fed rate: median over the rounds of each run's samples/s (itself a median over its repeats)."""
-        return statistics.median(r.samples_per_s for r in self.runs)
+        """The fed rate pooled over the rounds: every run's samples over every run's wall time."""
+        walls = [run_wall_s(r) for r in self.runs]
+        return sum(run_samples(r) for r in self.runs) / sum(walls) if sum(walls) > 0 else float("nan")
+
+    @property
+    def rounds_samples_per_s(self) -> list[float]:
+        return [r.samples_per_s for r in self.runs]
 
     @property
     def stall_fraction(self) -> float:
-        """Median over the rounds of the device's idle share (GPU idle on CUDA, host wait on CPU)."""
-        return statistics.median(r.data_stall_fraction for r in self.runs)
+        """The device's idle share pooled over the rounds (GPU idle on CUDA, host wait on CPU), weighted by time."""
+        walls = [run_wall_s(r) for r in self.runs]
+        return sum(r.data_stall_fraction * w for r, w in zip(self.runs, walls, strict=True)) / sum(walls) \
+            if sum(walls) > 0 else float("nan")
 
     @property
     def effects(self) -> list[str]:
@@ -97,64 +113,154 @@ class FedRate:
         return list(dict.fromkeys(e for r in self.runs for e in r.effects))
 
 
+def run_samples(r: E2EResult) -> int:
+    """Samples a fed run timed: its steps x repeats x batch."""
+    return r.steps_per_repeat * r.repeats * r.batch_size
+
+
+def run_wall_s(r: E2EResult) -> float:
+    """Seconds a fed run's timed steps took, from its pooled rate."""
+    return run_samples(r) / r.samples_per_s if r.samples_per_s and r.samples_per_s > 0 else 0.0
+
+
 @dataclass
 class Recommendation:
     """The verdict over a set of loader trials (and the model's step, when there is one).
 
     outcome: no_trials (nothing succeeded) | no_decoded (a model, but every trial moved undecoded bytes) |
-    feeds (`pick` is the cheapest config sustaining headroom x the step rate) | input_bound (no config does;
-    `best` is the fastest) | best_without_model (no step: `pick` is the cheapest within 5% of `best`).
-    Confirmed end to end (fed runs of `sweep --confirm` among the results): `pick` is the cheapest config within
-    2% of the best fed rate, and the outcome is input_bound when its device still idles over 5% of the time fed.
+    feeds (`pick` is the cheapest config predicted to feed the model: its training rate has headroom x the step
+    rate and its predicted fed run idles the model at most 5%) | input_bound (no config does; `pick` is the
+    cheapest within 2% of the best predicted fed rate) | best_without_model (no step: `pick` is the cheapest within
+    5% of the best training rate). Configs are ranked by their training rate (rank_rate), never by a steady rate
+    their own notes call invalid. Confirmed end to end (fed runs of `sweep --confirm` among the results): `pick`
+    is the cheapest config within 2% of the best fed rate, and the outcome is input_bound when its device still
+    idles over 5% of the time fed.
     """
 
     outcome: Outcome
-    pick: LoaderResult | None = None  # the config to use; None when nothing qualifies
-    best: LoaderResult | None = None  # the fastest judged trial
+    pick: LoaderResult | None = None  # the loader trial the pick rests on; None when nothing qualifies
+    best: LoaderResult | None = None  # the fastest judged trial (by predicted fed rate with a model)
     # which trials were judged: all (as measured: warm, remote, or every one verified cold) | verified_cold (a
     # mix of warm and cold: a training set larger than RAM is read cold, so only verified cold trials count) |
     # unverified_cold_as_warm (cold trials whose eviction was not verified were judged, as warm ones)
     basis: Basis = "all"
     unverified_cold: int = 0  # cold trials not verified as cold among the successful ones
-    # with a model: no config sustains headroom x the step rate (the line says INPUT-BOUND); `ratio` says by how
-    # much: below 1 the model idles 1 - ratio of the time, from 1 to headroom it is fed without the margin
+    # with a model: no config feeds it (the line says INPUT-BOUND); `ratio` says by how much: below 1 the model
+    # idles 1 - ratio of the time, from 1 to headroom it is fed without the margin
     input_bound: bool | None = None
-    ratio: float | None = None  # pick's rate (else best's) / the step rate; None without a model
+    ratio: float | None = None  # pick's training rate / the step rate; None without a model
     step_samples_per_s: float | None = None
     headroom: float = 1.2
+    # the fed rate the separate measurements predict for the pick (predicted_fed), and the model's idle share
+    predicted_samples_per_s: float | None = None
+    predicted_stall_fraction: float | None = None
     # the lowest ceiling of the judged config (pick, else best), from its limits record (dataperf.limits);
     # None when no limits record of that config is among the results
     binding_limit: str | None = None
     limits: LimitsResult | None = None
     confirmed: bool = False  # the pick was chosen by fed runs (sweep --confirm), not by the separate figures
+    pick_config: LoaderConfig | None = None  # the config to set: the pick's, or the fed variant that won
     fed_samples_per_s: float | None = None  # the pick's fed rate (FedRate.samples_per_s)
     fed_stall_fraction: float | None = None  # the pick's fed idle share (FedRate.stall_fraction)
     fed: list[FedRate] = field(default_factory=list)  # every config confirmed, cheapest first
+    gains: list[str] = field(default_factory=list)  # what each fed variant (pinning, persistent workers) gained
     effects: list[Effect] = field(default_factory=list)  # on the judged config: what a fed run would see
+    # the pick is the largest worker count tried, it does not feed the model, and more could run: a lower bound
+    lower_bound: bool = False
+    lower_bound_why: str = ""
 
 
 def ok_loaders(results: list[Record]) -> list[LoaderResult]:
     return [r for r in results if isinstance(r, LoaderResult) and r.status == "ok"]
 
 
+def rank_rate(r: LoaderResult) -> float:
+    """The rate configs are ranked by: what a training epoch gets (LoaderResult.training_samples_per_s); the
+    steady rate in a record from before it was measured."""
+    t = r.training_samples_per_s
+    return t if _finite(t) and t > 0 else r.samples_per_s_median
+
+
 def sorted_by_rate(results: list[Record]) -> list[LoaderResult]:
-    return sorted(ok_loaders(results), key=lambda r: -r.samples_per_s_median)
+    return sorted(ok_loaders(results), key=lambda r: -rank_rate(r))
 
 
-def cost_key(r: LoaderResult) -> tuple:
-    """Cheapest first: fewest workers (DALI: threads), then smallest prefetch, then smallest batch."""
-    c = r.config
-    workers = c.get("dali_num_threads") or 0 if c.get("format") == "dali" else c.get("num_workers", 0)
+def workers_of(c: dict | LoaderConfig) -> int:
+    """Workers of a config (DALI: its threads)."""
+    d = c if isinstance(c, dict) else c.__dict__
+    return (d.get("dali_num_threads") or 0) if d.get("format") == "dali" else d.get("num_workers", 0)
+
+
+def cost_key(r: LoaderResult | LoaderConfig) -> tuple:
+    """Cheapest first: fewest workers (DALI: threads), then smallest prefetch, then smallest batch, unpinned,
+    not persistent."""
+    c = r.config if isinstance(r, LoaderResult) else r.__dict__
     prefetch = (c.get("dali_prefetch_queue_depth") if c.get("format") == "dali" else c.get("prefetch_factor")) or 0
-    return (workers, prefetch, c.get("batch_size", 0), c.get("pin_memory", False),
+    return (workers_of(c), prefetch, c.get("batch_size", 0), c.get("pin_memory", False),
             c.get("persistent_workers", False))
 
 
-def cheapest_feeding(results: list[Record], step_sps: float, headroom: float = 1.2) -> LoaderResult | None:
-    """The smallest decoded config whose median rate sustains the step rate with headroom, or None."""
-    feeding = [r for r in ok_loaders(results) if fit(r.samples_per_s_median, step_sps, headroom).has_headroom
-               and r.config.get("decode")]
-    return min(feeding, key=cost_key) if feeding else None
+def fed_epoch_s(loads: list[float], steady: float, startup: float, model_sps: float) -> float:
+    """Seconds of one fed epoch: the start-up (the model waits), then the DataLoader's in-order, round-robin
+    hand-over of the workers' batches: all active workers deliver alike until the lightest runs out, then one
+    fewer, and so on; each phase runs at the slower of its workers' rate (k x steady / active) and the model's.
+    With the model infinitely fast this is the loader's own epoch (tail_s)."""
+    active = sorted(x for x in loads if x > 0)
+    if not active or not steady > 0:
+        return float("nan")
+    r, t, prev = steady / len(active), max(startup, 0.0) if _finite(startup) else 0.0, 0.0
+    for i, level in enumerate(active):
+        k = len(active) - i
+        t += k * (level - prev) / min(k * r, model_sps)
+        prev = level
+    return t
+
+
+def cpu_cap(trial: LoaderResult, step: StepResult) -> float:
+    """The fastest rate at which loader and step together use no more CPU than the machine has: each one's CPU
+    time a sample (its busy cores over its rate, measured alone) adds up to 1 / rate cores. inf unmeasured."""
+    loader, model = trial.cpu_cores_busy_median, step.cpu_cores_busy_median
+    if not (_finite(loader) and _finite(model) and trial.samples_per_s_median > 0 and step.samples_per_s > 0):
+        return math.inf
+    per_sample = loader / trial.samples_per_s_median + model / step.samples_per_s
+    return machine_cores(trial) / per_sample if per_sample > 0 else math.inf
+
+
+def predicted_fed(trial: LoaderResult, step: StepResult) -> float:
+    """The rate (samples/s) a fed run of this config is predicted to give the model, from the loader trial and the
+    step measured apart:
+    - no workers: loading is serial with the step in the training process: 1 / (1/L + h), L the loader's training
+      rate and h the step's host time a sample (the whole step on a CPU; on CUDA the CPU time it measured);
+    - workers: an epoch of fed_epoch_s (start-up, then each phase at the slower of loader and model); where the
+      steady rate is not valid, one phase at the training rate;
+    - in both, no faster than the CPU the two need together allows (cpu_cap), nor than the model.
+    """
+    m, rate = step.samples_per_s, rank_rate(trial)
+    if not (_finite(m) and m > 0 and _finite(rate) and rate > 0):
+        return float("nan")
+    c = trial.config
+    if not c.get("num_workers") and c.get("format") not in ONE_STREAM:
+        busy = step.cpu_cores_busy_median
+        host = 1 / m if not str(step.device).startswith("cuda") or not _finite(busy) else min(busy, 1.0) / m
+        fed = 1 / (1 / rate + host)
+    elif trial.steady_valid and _finite(trial.samples_per_s_median):
+        # an epoch of unknown length (a user's Dataset without a count) is taken as long: start-up not charged
+        n, startup = (trial.epoch_samples, trial.startup_s_median) if trial.epoch_samples else (1, 0.0)
+        loads = trial.epoch_worker_samples or [float(n)]
+        t = fed_epoch_s(loads, trial.samples_per_s_median, startup, m)
+        fed = sum(loads) / t if _finite(t) and t > 0 else min(rate, m)
+    else:
+        fed = min(rate, m)
+    return min(fed, m, cpu_cap(trial, step))
+
+
+def feeds(trial: LoaderResult, step: StepResult, headroom: float) -> bool:
+    """Predicted to feed the model: the fed run idles it at most FED_STALL, and (with workers) the loader's
+    training rate has `headroom` over the step's, a margin for what the separate measurements cannot see."""
+    fed = predicted_fed(trial, step)
+    if not (_finite(fed) and fed >= (1 - FED_STALL) * step.samples_per_s):
+        return False
+    return not workers_of(trial.config) or rank_rate(trial) >= headroom * step.samples_per_s
 
 
 def latest_step(recs: list[Record]) -> StepResult | None:
@@ -183,28 +289,68 @@ def judged(results: list[Record]) -> Judged:
     return Judged(ok, "unverified_cold_as_warm" if unverified else "all", unverified)
 
 
-def confirm_candidates(results: list[Record], step: StepResult, headroom: float, k: int) -> list[LoaderResult]:
-    """The configs `sweep --confirm K` feeds to the model: the K cheapest decoded ones that the separate
-    measurements say feed it with headroom, or, when fewer than K do, the K fastest."""
+def by_prediction(results: list[Record], step: StepResult) -> list[LoaderResult]:
+    """The judged decoded trials, fastest predicted fed rate first (ties: cheapest first)."""
     decoded = [r for r in judged(results).trials if r.config.get("decode")]
-    feeding = sorted((r for r in decoded if fit(r.samples_per_s_median, step.samples_per_s, headroom).has_headroom),
-                     key=cost_key)
-    return feeding[:k] if len(feeding) >= k else decoded[:k]
+    return sorted(decoded, key=lambda r: (-_or0(predicted_fed(r, step)), cost_key(r)))
+
+
+def _or0(v: float) -> float:
+    return v if _finite(v) else 0.0
+
+
+def confirm_candidates(results: list[Record], step: StepResult, headroom: float, k: int) -> list[LoaderResult]:
+    """The configs `sweep --confirm K` feeds to the model: the cheapest predicted to feed it, then the fastest
+    predicted fed rates, K in all (the cheapest and the fastest are the two a fed run most often tells apart)."""
+    ranked = by_prediction(results, step)
+    feeding = sorted((r for r in ranked if feeds(r, step, headroom)), key=cost_key)
+    out = feeding[:1]
+    for r in ranked:
+        if len(out) >= k:
+            break
+        if r not in out:
+            out.append(r)
+    return out[:k]
+
+
+def variants(trial: LoaderResult, device: str) -> list[LoaderConfig]:
+    """The knobs `--confirm` also tries fed on its leading candidate, the rest unchanged: pin_memory on CUDA
+    (pinned pages copy to the GPU faster, at a cost in the main process that a loader alone cannot weigh), and
+    persistent workers where the epoch's start-up is over 5% of it (non-persistent workers pay it every epoch)."""
+    c = trial.loader_config
+    out = []
+    if device.startswith("cuda") and c.format not in ONE_STREAM:
+        out.append(replace(c, pin_memory=not c.pin_memory))
+    short = _finite(trial.startup_s_median) and trial.epoch_estimate_s and \
+        trial.startup_s_median > 0.05 * trial.epoch_estimate_s
+    if c.num_workers and not c.persistent_workers and short:
+        out.append(replace(c, persistent_workers=True))
+    return out
+
+
+def _same_data(a: Record, b: Record) -> bool:
+    da, db = getattr(a, "data", ""), getattr(b, "data", "")
+    return da == db or ("://" not in da + db and Path(da).resolve() == Path(db).resolve())
 
 
 def _same_trial(a: Record, b: Record) -> bool:
     """The same data (however the path was spelled) and the same config key."""
-    da, db = getattr(a, "data", ""), getattr(b, "data", "")
-    same = da == db or ("://" not in da + db and Path(da).resolve() == Path(db).resolve())
-    return same and getattr(a, "config_key", None) == getattr(b, "config_key", None)
+    return _same_data(a, b) and getattr(a, "config_key", None) == getattr(b, "config_key", None)
 
 
 def fed_rates(results: list[Record], trials: list[LoaderResult]) -> list[FedRate]:
-    """The confirmation runs (e2e records of `sweep --confirm`) grouped by the trial they confirm, cheapest
-    first; trials without a successful run are left out."""
+    """The confirmation runs (e2e records of `sweep --confirm`) grouped by the config they fed (a trial's own, or
+    a variant of it), cheapest first; configs without a successful run are left out."""
     runs = [r for r in results if isinstance(r, E2EResult) and r.status == "ok" and r.confirm_round is not None]
-    out = [FedRate(t, [r for r in runs if _same_trial(r, t)]) for t in trials]
-    return sorted((f for f in out if f.runs), key=lambda f: cost_key(f.trial))
+    out: list[FedRate] = []
+    for t in trials:
+        own = [r for r in runs if _same_data(r, t) and r.config_key == t.config_key and not r.variant_of]
+        if own:
+            out.append(FedRate(t, own))
+        mine = [r for r in runs if _same_data(r, t) and r.variant_of == t.config_key]
+        for key in dict.fromkeys(r.config_key for r in mine):
+            out.append(FedRate(t, [r for r in mine if r.config_key == key]))
+    return sorted(out, key=lambda f: cost_key(f.config))
 
 
 def latest_limits(results: list[Record], trial: LoaderResult) -> LimitsResult | None:
@@ -214,9 +360,9 @@ def latest_limits(results: list[Record], trial: LoaderResult) -> LimitsResult | 
 
 
 def recommend(results: list[Record], step: StepResult | None = None, headroom: float = 1.2) -> Recommendation:
-    """The config to use: with a model, the cheapest that feeds it with headroom (or, confirmed end to end, the
-    cheapest within 2% of the best fed rate); without, the cheapest within 5% of the best. An unverified cold
-    trial is never judged as cold."""
+    """The config to use: with a model, the cheapest predicted to feed it (or, confirmed end to end, the cheapest
+    within 2% of the best fed rate); without, the cheapest within 5% of the best training rate. An unverified
+    cold trial is never judged as cold."""
     j = judged(results)
     ok = j.trials
     if not ok:
@@ -224,32 +370,67 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     rec = Recommendation("best_without_model", basis=j.basis, unverified_cold=j.unverified_cold, headroom=headroom)
     if step is None:
         rec.best = ok[0]
-        near = [r for r in ok if r.samples_per_s_median >= NEAR_BEST * rec.best.samples_per_s_median]
+        near = [r for r in ok if rank_rate(r) >= NEAR_BEST * rank_rate(rec.best)]
         rec.pick = min(near, key=cost_key)
+        rec.pick_config = rec.pick.loader_config
+        rec.predicted_samples_per_s = rank_rate(rec.pick)
         _describe_pick(rec, results, step)
         return rec
     rec.step_samples_per_s = step.samples_per_s
-    decoded = [r for r in ok if r.config.get("decode")]
-    if not decoded:
+    ranked = by_prediction(results, step)
+    if not ranked:
         rec.outcome = "no_decoded"
         return rec
-    rec.best = decoded[0]
-    rec.pick = cheapest_feeding(ok, step.samples_per_s, headroom)
-    judged_rate = (rec.pick or rec.best).samples_per_s_median
-    rec.ratio = fit(judged_rate, step.samples_per_s, headroom).ratio
-    rec.input_bound = rec.pick is None
+    rec.best = ranked[0]
+    top = _or0(predicted_fed(rec.best, step))
+    feeding = [r for r in ranked if feeds(r, step, headroom)]
+    rec.pick = min(feeding or [r for r in ranked if _or0(predicted_fed(r, step)) >= NEAR_CONFIRMED * top],
+                   key=cost_key)
+    rec.input_bound = top < (1 - FED_STALL) * step.samples_per_s
     rec.outcome = "input_bound" if rec.input_bound else "feeds"
-    rec.fed = fed_rates(results, decoded)
-    if rec.fed:
-        top = max(f.samples_per_s for f in rec.fed)
-        win = min((f for f in rec.fed if f.samples_per_s >= NEAR_CONFIRMED * top), key=lambda f: cost_key(f.trial))
-        rec.pick, rec.confirmed = win.trial, True
+    rec.fed = fed_rates(results, ranked)
+    if rec.fed and not outshone(rec.fed, ranked, step):
+        best_fed = max(f.samples_per_s for f in rec.fed)
+        near = [f for f in rec.fed if f.samples_per_s >= NEAR_CONFIRMED * best_fed]
+        win = min(near, key=lambda f: cost_key(f.config))
+        rec.pick, rec.confirmed, rec.pick_config = win.trial, True, win.config
         rec.fed_samples_per_s, rec.fed_stall_fraction = win.samples_per_s, win.stall_fraction
-        rec.input_bound = win.stall_fraction > FED_STALL
+        # the job is input-bound when even the best fed config leaves the device idle (the pick, within 2% of its
+        # rate, may wait a little more)
+        rec.input_bound = max(rec.fed, key=lambda f: f.samples_per_s).stall_fraction > FED_STALL
         rec.outcome = "input_bound" if rec.input_bound else "feeds"
-        rec.ratio = fit(win.trial.samples_per_s_median, step.samples_per_s, headroom).ratio
+        rec.gains = variant_gains(rec.fed)
+    rec.pick_config = rec.pick_config or rec.pick.loader_config
+    rec.ratio = fit(rank_rate(rec.pick), step.samples_per_s, headroom).ratio
+    rec.predicted_samples_per_s = predicted_fed(rec.pick, step)
+    rec.predicted_stall_fraction = max(0.0, 1 - rec.predicted_samples_per_s / step.samples_per_s) \
+        if _finite(rec.predicted_samples_per_s) else None
     _describe_pick(rec, results, step)
     return rec
+
+
+def outshone(fed: list[FedRate], ranked: list[LoaderResult], step: StepResult) -> bool:
+    """A trial that was not fed is predicted to beat the best fed rate by more than 1 - NEAR_BEST: then the
+    fed runs did not confirm the configs that matter (they came before it), and the pick rests on the
+    predictions."""
+    fed_keys = {f.trial.config_key for f in fed}
+    best_fed = max(f.samples_per_s for f in fed)
+    others = [_or0(predicted_fed(r, step)) for r in ranked if r.config_key not in fed_keys]
+    return bool(others) and max(others) * NEAR_BEST > best_fed
+
+
+def variant_gains(fed: list[FedRate]) -> list[str]:
+    """What each fed variant gained (or lost) against the config it varies, fed, in words."""
+    out = []
+    for v in (f for f in fed if f.variant):
+        base = next((f for f in fed if f.trial is v.trial and not f.variant), None)
+        if base is None or not base.samples_per_s > 0:
+            continue
+        knob = [k for k in ("pin_memory", "persistent_workers") if getattr(v.config, k) != getattr(base.config, k)]
+        what = " and ".join(f"{k}={getattr(v.config, k)}" for k in knob) or "the variant"
+        out.append(f"{what} fed {v.samples_per_s:,.0f} samples/s against {base.samples_per_s:,.0f} "
+                   f"({(v.samples_per_s / base.samples_per_s - 1) * 100:+.0f}%) on {base.config.short()}")
+    return out
 
 
 def _describe_pick(rec: Recommendation, results: list[Record], step: StepResult | None) -> None:
@@ -295,14 +476,15 @@ def epoch_restarts(trial: LoaderResult, step_sps: float) -> Effect | None:
     """Non-persistent workers start again every epoch: a fed run pays that start-up, the steady rate does not.
     Named when the epoch rate (start-up included) predicts the model idle SPLIT_POINTS more than the steady rate."""
     c = trial.config
-    if not c.get("num_workers") or c.get("persistent_workers") or not _finite(trial.startup_s_median):
-        return None
-    n = trial.epoch_samples or trial.samples_per_repeat
+    if not c.get("num_workers") or c.get("persistent_workers") or not _finite(trial.startup_s_median) \
+            or not trial.epoch_samples:
+        return None  # an epoch of unknown length: its start-up's share is not known (predicted_fed leaves it out)
+    n = trial.epoch_samples
     steady = restart_stall(trial.samples_per_s_median, 0.0, n, 0, step_sps)
     epoch = restart_stall(trial.samples_per_s_median, trial.startup_s_median, n, 1, step_sps)
     if not epoch - steady >= SPLIT_POINTS:
         return None
-    basis = "an epoch" if trial.epoch_samples else "a repeat (the epoch's length unknown; a longer one pays less)"
+    basis = "an epoch"
     return Effect("epoch_restarts",
                   f"epoch restarts: non-persistent workers start again every epoch ({trial.startup_s_median:.2f} s "
                   f"each, while the model waits), so over {basis} of {n} samples the model would idle "
@@ -394,3 +576,42 @@ def fed_effects(run: E2EResult, trial: LoaderResult | None, step: StepResult | N
 
 def _spread(values: list[float]) -> float:
     return max(values) - min(values) if values else 0.0
+
+
+# --- the answer in the user's terms -------------------------------------------------------------------------------
+
+
+def dataloader_args(c: LoaderConfig) -> str:
+    """The pick as the arguments to set in the training script."""
+    if c.format == "dali":
+        return (f"DALI pipeline: batch_size={c.batch_size}, num_threads={c.dali_num_threads}, "
+                f"prefetch_queue_depth={c.dali_prefetch_queue_depth}, decode on {c.dali_decode_device}")
+    kw = [f"batch_size={c.batch_size}", f"num_workers={c.num_workers}"]
+    if c.num_workers:
+        kw += [f"prefetch_factor={c.prefetch_factor}", f"persistent_workers={c.persistent_workers}"]
+    kw.append(f"pin_memory={c.pin_memory}")
+    where = "" if c.format in ("files", "user-dataset") else f"  ({c.format} backend)"
+    return "DataLoader(dataset, " + ", ".join(kw) + ")" + where
+
+
+def answer(rec: Recommendation) -> list[str]:
+    """The decision as a user acts on it: the DataLoader arguments to set, the rate and data wait to expect, and
+    how sure (the spread of the fed rounds, or that the rate is a prediction)."""
+    if rec.pick is None or rec.pick_config is None:
+        return []
+    out = [f"answer: {dataloader_args(rec.pick_config)}"]
+    if rec.step_samples_per_s is None:
+        out.append(f"expect: about {rank_rate(rec.pick):,.0f} samples/s from the loader over a training epoch "
+                   "(no model given: whether training waits on it is not measured; add --model)")
+        return out
+    fed = next((f for f in rec.fed if rec.confirmed and f.trial is rec.pick
+                and f.config.key() == rec.pick_config.key()), None)
+    if fed is not None:
+        rounds = fed.rounds_samples_per_s
+        out.append(f"expect: {fed.samples_per_s:,.0f} samples/s fed (rounds {min(rounds):,.0f}-{max(rounds):,.0f}), "
+                   f"training waiting on data {fed.stall_fraction * 100:.0f}% of the time")
+    elif _finite(rec.predicted_samples_per_s):
+        out.append(f"expect: about {rec.predicted_samples_per_s:,.0f} samples/s fed, training waiting on data "
+                   f"{(rec.predicted_stall_fraction or 0) * 100:.0f}% of the time (predicted from the loader and the "
+                   "step measured apart, not confirmed fed: --confirm 2 checks it)")
+    return out

@@ -18,10 +18,14 @@ def test_recommendation_line_formats_each_outcome():
     rs = [loader(90, 0), loader(130, 1, 2), loader(400, 4, 8)]
     line = report.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=100.0), 1.2))
     assert line == ("recommended: files bs=32 w=1 pf=2 decode shuffled warm (backend files) feeds the model "
-                    "(130 vs 100 samples/s, 1.30x, the cheapest with 1.2x headroom)")
+                    "(130 samples/s a training epoch vs 100, 1.30x, the cheapest with 1.2x headroom; predicted fed "
+                    "100 samples/s, the model idle 0%; not confirmed fed (--confirm 2 checks it))")
     line = report.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2))
-    assert line.startswith("INPUT-BOUND: no config sustains 1.2x the step rate of 1,000 samples/s; the best, "
-                           "files bs=32 w=4 pf=8 decode shuffled warm (backend files), is input-bound by 60%")
+    assert line.startswith("INPUT-BOUND: no config tried feeds the step rate of 1,000 samples/s; the best, "
+                           "files bs=32 w=4 pf=8 decode shuffled warm (backend files): predicted fed 400 samples/s, "
+                           "the model idle 60%")
+    line = report.recommendation_line(verdict.recommend([loader(110, 2, 2)], StepResult(samples_per_s=100.0), 1.2))
+    assert "feeds the model" in line and "none tried has 1.2x headroom" in line
     assert report.recommendation_line(verdict.recommend(rs)).startswith("recommended: files bs=32 w=4 pf=8")
     rs = [loader(1000, 8, 2, "warm"), loader(900, 4, 2, "cold", verified=False)]
     assert report.recommendation_line(verdict.recommend(rs)).endswith(

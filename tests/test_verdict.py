@@ -26,27 +26,94 @@ def test_fit_ratio_idle_and_headroom():
 
 def test_cheapest_config_that_feeds_with_headroom():
     rs = [loader(90, 0), loader(130, 1, 2), loader(125, 1, 4), loader(400, 4, 8), loader(300, 2, 2)]
-    assert cfg_of(verdict.cheapest_feeding(rs, step_sps=100, headroom=1.2)) == (1, 2)
-    assert verdict.cheapest_feeding(rs, step_sps=100, headroom=5) is None
     rec = verdict.recommend(rs, StepResult(samples_per_s=100.0), 1.2)
     assert rec.outcome == "feeds" and rec.input_bound is False and cfg_of(rec.pick) == (1, 2)
-    assert cfg_of(rec.best) == (4, 8) and rec.ratio == pytest.approx(1.3) and rec.step_samples_per_s == 100
+    assert rec.ratio == pytest.approx(1.3) and rec.step_samples_per_s == 100
+    assert rec.predicted_samples_per_s == pytest.approx(100) and rec.predicted_stall_fraction == pytest.approx(0)
     assert rec.basis == "all" and rec.binding_limit is None
     rec = verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2)
-    assert rec.outcome == "input_bound" and rec.input_bound and rec.pick is None
-    assert cfg_of(rec.best) == (4, 8) and rec.ratio == pytest.approx(0.4)
+    assert rec.outcome == "input_bound" and rec.input_bound  # the best is picked, and said to fall short
+    assert cfg_of(rec.pick) == cfg_of(rec.best) == (4, 8) and rec.ratio == pytest.approx(0.4)
+    assert rec.predicted_stall_fraction == pytest.approx(0.6)
 
 
-def test_fed_without_the_headroom_is_still_judged_input_bound():
+def test_fed_without_the_headroom_is_not_called_input_bound():
+    """1.1x the step: predicted to feed it (idle 0%), though without the 1.2x margin: not INPUT-BOUND."""
     rec = verdict.recommend([loader(110, 2, 2)], StepResult(samples_per_s=100.0), 1.2)
-    assert rec.outcome == "input_bound" and rec.pick is None and rec.ratio == pytest.approx(1.1)
+    assert rec.outcome == "feeds" and not rec.input_bound and cfg_of(rec.pick) == (2, 2)
+    assert rec.ratio == pytest.approx(1.1) and not verdict.feeds(rec.pick, StepResult(samples_per_s=100.0), 1.2)
 
 
 def test_undecoded_trials_get_no_verdict():
     rs = [loader(400, 4, 8, decode=False)]
-    assert verdict.cheapest_feeding(rs, step_sps=100) is None
     rec = verdict.recommend(rs, StepResult(samples_per_s=100.0))
     assert rec.outcome == "no_decoded" and rec.pick is None and rec.input_bound is None and rec.ratio is None
+
+
+def test_predicted_fed_rate_known_answers():
+    """No workers: serial with the step. Workers: the phases of an epoch with uneven shards (the audit's F1: 4
+    workers of 50 samples/s, 5 shards of 400 samples, a step of 150 samples/s: 1,600 samples at 150, then the
+    last worker's 400 at 50: 107 samples/s). Both capped by the CPU the two need together."""
+    step = StepResult(samples_per_s=150.0)
+    assert verdict.predicted_fed(loader(100, 0), step) == pytest.approx(1 / (1 / 100 + 1 / 150))
+    uneven = loader(200, 4, 2)
+    uneven.epoch_samples, uneven.epoch_worker_samples, uneven.startup_s_median = 2000, [800, 400, 400, 400], 0.0
+    assert verdict.predicted_fed(uneven, step) == pytest.approx(2000 / (1600 / 150 + 400 / 50))
+    uneven.startup_s_median = 1.0  # paid every epoch, the model waiting
+    assert verdict.predicted_fed(uneven, step) == pytest.approx(2000 / (1 + 1600 / 150 + 400 / 50))
+    uneven.epoch_samples, uneven.epoch_worker_samples = None, []  # length unknown: no start-up charged, one phase
+    assert verdict.predicted_fed(uneven, step) == pytest.approx(150)
+    busy = loader(200, 4, 2)  # 10 ms of CPU a sample for the loader, 5 for the step, on 2 cores: 133 samples/s
+    busy.cpu_cores_busy_median, busy.env = 2.0, {"cpu_count": 2}
+    assert verdict.predicted_fed(busy, StepResult(samples_per_s=150.0, cpu_cores_busy_median=0.75)) == \
+        pytest.approx(2 / (0.01 + 0.005))
+
+
+def test_configs_are_ranked_by_what_a_training_epoch_gets():
+    """Audit F0: a trial whose steady rate timed no reads (a shuffle buffer) is ranked by its epoch rate; M6:
+    persistent workers win where the start-up every epoch pays is large."""
+    hidden = loader(12000, 2, 4)
+    hidden.training_samples_per_s, hidden.steady_valid = 2000.0, False
+    plain = loader(5000, 0)
+    plain.training_samples_per_s = 2600.0
+    assert cfg_of(verdict.recommend([hidden, plain]).pick) == (0, None)
+    fresh, kept = loader(400, 4, 2), loader(400, 4, 2)
+    kept.config["persistent_workers"] = True
+    fresh.training_samples_per_s, kept.training_samples_per_s = 250.0, 395.0
+    rec = verdict.recommend([fresh, kept])
+    assert rec.pick is kept and rec.pick_config.persistent_workers
+
+
+def test_a_trial_predicted_to_beat_every_fed_config_keeps_the_fed_pick_from_standing():
+    step = StepResult(samples_per_s=80.0)
+    w2, w6 = loader(33, 2, 2), loader(100, 6, 2)
+    runs = [fed(w2, 33, 0.58), fed(w2, 33, 0.58, 2)]
+    rec = verdict.recommend([w2, w6, *runs], step)
+    assert not rec.confirmed and rec.pick is w6 and rec.outcome == "feeds"
+    rec = verdict.recommend([w2, *runs], step)
+    assert rec.confirmed and rec.pick is w2 and rec.outcome == "input_bound"
+
+
+def test_variants_tried_fed_and_what_they_gain():
+    t = loader(600, 4, 2)
+    t.startup_s_median, t.epoch_estimate_s = 1.0, 10.0
+    assert [(c.pin_memory, c.persistent_workers) for c in verdict.variants(t, "cuda:0")] == [(True, False),
+                                                                                             (False, True)]
+    t.startup_s_median = 0.1
+    assert verdict.variants(t, "cpu") == []
+    step = StepResult(samples_per_s=250.0)
+    pinned = LoaderConfig(**{**t.config, "pin_memory": True})
+    runs = [fed(t, 200, 0.2), fed(t, 200, 0.2, 2)]
+    vs = [E2EResult(config=pinned.__dict__, config_key=pinned.key(), samples_per_s=240, data_stall_fraction=0.04,
+                    confirm_round=k, batch_size=32, steps_per_repeat=20, repeats=3, variant_of=t.config_key)
+          for k in (1, 2)]
+    rec = verdict.recommend([t, *runs, *vs], step)
+    assert rec.confirmed and rec.pick is t and rec.pick_config.pin_memory and rec.fed_samples_per_s == 240
+    assert rec.gains == [f"pin_memory=True fed 240 samples/s against 200 (+20%) on {t.loader_config.short()}"]
+    ans = verdict.answer(rec)
+    assert ans[0] == ("answer: DataLoader(dataset, batch_size=32, num_workers=4, prefetch_factor=2, "
+                      "persistent_workers=False, pin_memory=True)")
+    assert ans[1] == "expect: 240 samples/s fed (rounds 240-240), training waiting on data 4% of the time"
 
 
 def test_no_successful_trial():
@@ -81,9 +148,10 @@ def test_latest_step_is_the_last_successful_one():
 
 
 def fed(trial, sps, stall, rnd=1, host_ms=10.0, effects=()):
-    """A confirmation run (e2e record of sweep --confirm) of a trial's config."""
+    """A confirmation run (e2e record of sweep --confirm) of a trial's config: 20 steps x 3 repeats of 32."""
     return E2EResult(config=trial.config, config_key=trial.config_key, samples_per_s=sps, data_stall_fraction=stall,
-                     confirm_round=rnd, step_host_ms_median=host_ms, effects=list(effects), batch_size=32)
+                     confirm_round=rnd, step_host_ms_median=host_ms, effects=list(effects), batch_size=32,
+                     steps_per_repeat=20, repeats=3)
 
 
 def test_confirmed_pick_is_the_cheapest_within_2pct_of_the_best_fed_rate():
@@ -113,11 +181,11 @@ def test_plain_e2e_runs_are_not_confirmations():
     assert not rec.confirmed and rec.fed == [] and rec.outcome == "feeds"
 
 
-def test_confirm_candidates_are_the_k_cheapest_feeding_else_the_k_fastest():
+def test_confirm_candidates_are_the_cheapest_feeding_then_the_fastest_predicted():
     rs = [loader(90, 0), loader(130, 1, 2), loader(125, 1, 4), loader(400, 4, 8), loader(300, 2, 2)]
     step = StepResult(samples_per_s=100.0)
     assert [cfg_of(r) for r in verdict.confirm_candidates(rs, step, 1.2, 2)] == [(1, 2), (1, 4)]
-    assert [cfg_of(r) for r in verdict.confirm_candidates(rs, step, 1.2, 6)] == [(4, 8), (2, 2), (1, 2), (1, 4),
+    assert [cfg_of(r) for r in verdict.confirm_candidates(rs, step, 1.2, 6)] == [(1, 2), (1, 4), (2, 2), (4, 8),
                                                                                 (0, None)]
     assert [cfg_of(r) for r in verdict.confirm_candidates(rs, StepResult(samples_per_s=1e4), 1.2, 2)] == \
         [(4, 8), (2, 2)]
@@ -131,8 +199,8 @@ def test_binding_limit_comes_from_the_limits_record_of_the_judged_config():
     assert cfg_of(rec.pick) == (1, 2) and rec.binding_limit == "model" and rec.limits is mine
     rec = verdict.recommend([*rs, other], StepResult(samples_per_s=100.0))
     assert rec.binding_limit is None and rec.limits is None  # no limits of the pick: none named
-    rec = verdict.recommend([*rs, other], StepResult(samples_per_s=1000.0))  # input-bound: the best's
-    assert cfg_of(rec.best) == (4, 8) and rec.binding_limit == "decode"
+    rec = verdict.recommend([*rs, other], StepResult(samples_per_s=1000.0))  # input-bound: the best is picked
+    assert cfg_of(rec.pick) == cfg_of(rec.best) == (4, 8) and rec.binding_limit == "decode"
 
 
 def test_effects_predicted_from_the_separate_measurements():
@@ -145,7 +213,7 @@ def test_effects_predicted_from_the_separate_measurements():
     e, = verdict.loader_effects(idle, step)
     assert e.name == "idle_workers" and "only 1 of 4 workers" in e.sentence and "--shards 4" in e.sentence
     restarts = loader(400, 4, 2)  # 48 samples: 0.12 s at the steady rate, 0.5 s start-up; the step needs 0.48 s
-    restarts.samples_per_repeat, restarts.startup_s_median = 48, 0.5
+    restarts.epoch_samples, restarts.startup_s_median = 48, 0.5
     e, = verdict.loader_effects(restarts, step)
     assert e.name == "epoch_restarts" and e.stall_fraction == pytest.approx(1 - 0.48 / (0.48 + 0.5))
     restarts.config["persistent_workers"] = True

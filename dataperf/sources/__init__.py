@@ -134,5 +134,6 @@ def user_dataset(factory: str) -> Data:
     """DATA for --dataset MODULE:FACTORY: the user's own torch Dataset, built in each trial."""
     from dataperf.sources.user import check_factory
 
-    check_factory(factory)
-    return Data(spec=factory, location=os.getcwd(), kind="unknown", format="user-dataset", factory=factory)
+    count = check_factory(factory)
+    return Data(spec=factory, location=os.getcwd(), kind="unknown", format="user-dataset", factory=factory,
+                count=count)

@@ -33,9 +33,16 @@ def load_factory(spec: str, option: str) -> Callable[[], Any]:
     return fn
 
 
-def check_factory(spec: str) -> None:
-    """Build the user's Dataset once before measuring, so a broken factory is one error line, not a trial."""
-    build_dataset(spec)
+def check_factory(spec: str) -> int | None:
+    """Build the user's Dataset once before measuring, so a broken factory is one error line, not a trial; its
+    length when it is a map-style dataset that has one (an epoch's samples), else None."""
+    from torch.utils.data import IterableDataset
+
+    ds = build_dataset(spec)
+    try:
+        return None if isinstance(ds, IterableDataset) else len(ds)
+    except TypeError:  # no __len__
+        return None
 
 
 def build_dataset(spec: str) -> Dataset:
