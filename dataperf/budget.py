@@ -28,9 +28,17 @@ MIN_REPEATS = 3  # fewer and a median is one repeat's luck
 TRIAL_OVERHEAD_S = 5.0
 # what a whole-epoch repeat is assumed to last before one has been timed (no repeat budget: --repeat-seconds 0)
 EPOCH_GUESS_S = 30.0
-# with a model, the part of the budget the plan keeps for the step, the limits and --confirm, before the step is
-# measured; once it is, sweep.run gives the grid what after_grid_s leaves
+# under torchrun, where the step is measured after the grid, the part of what is left that the grid leaves for
+# the step, the limits and --confirm
 MODEL_SHARE = 0.25
+# before the step is measured, the plan's guesses for the work after the grid, from the H200 (2026-12-03:
+# ResNet-50's step 20-41 s with its model build; fed runs 19-22 s); sweep.run re-costs them once the step is known
+STEP_GUESS_S = 30.0
+FED_GUESS_S = 20.0
+# the shortest repeat a budget cuts to: a steady window still holds 3 batches a worker and the repeat runs on
+# until it does (runner.time_epoch), so a shorter budget only changes how far past 3 batches a repeat goes
+MIN_REPEAT_S = 2.0
+DEFAULT_MODEL_BUDGET = "5m"  # sweep --model without --budget: a verdict within 5 minutes (--budget none: the grid)
 # the limits of the verdict's config (storage, decode, main-process and h2d probes) and the report after them:
 # 16-21 s on the H200 (2026-12-03), where a fixed quarter of 5 minutes (75 s) was less than the step, the
 # limits and four fed runs took (111 s)
@@ -101,7 +109,7 @@ class Plan:
         about = "at most" if self.opts.max_batches and self.opts.repeat_seconds else "about"
         s = (f"plan: {len(self.trials)} trials, {per}: {about} {minutes(self.expected_s)} "
              f"({self.trial_s:.0f} s a trial")
-        s += f", {self.reserve_s:.0f} s kept for the model" if self.reserve_s else ""
+        s += f", {self.reserve_s:.0f} s for the model's step, the limits and --confirm" if self.reserve_s else ""
         s += f"; budget {minutes(self.budget_s)}" if self.budget_s is not None else ""
         return s + ")"
 
@@ -110,14 +118,24 @@ def minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
 
 
+def after_grid_guess_s(model: bool, fed_runs: int) -> float:
+    """What the plan keeps for the work after the grid before the step is measured: the step, the limits and
+    --confirm's fed runs (fed_runs: configs x rounds, the variants a CUDA run adds not counted)."""
+    return STEP_GUESS_S + LIMITS_GUESS_S + fed_runs * FED_GUESS_S if model else 0.0
+
+
 def make_plan(trials: list[Trial], opts: TrialOptions, budget_s: float | None = None, model: bool = False,
-              finished: Iterable[LoaderResult] = ()) -> Plan:
-    """The plan, fitted to budget_s when given: first fewer repeats (not below MIN_REPEATS), then fewer trials
-    (thinning the axes that least often decide the pick first: prefetch, then pin/persistent, then every other
-    batch size and worker count, keeping the largest), never fewer than one trial. Under a budget the trials
-    run in cut_order, so a grid stopped by the deadline leaves out what thinning would have cut next."""
+              finished: Iterable[LoaderResult] = (), fed_runs: int = 0) -> Plan:
+    """The plan, counting the step, the limits and --confirm's fed_runs (after_grid_guess_s), fitted to budget_s
+    when given: first fewer repeats (not below MIN_REPEATS), then shorter ones (not below MIN_REPEAT_S), then
+    fewer trials (thinning the axes that least often decide the pick first: prefetch, then pin/persistent, then
+    every other batch size, and worker counts last, keeping them spread: every other from the largest), never
+    fewer than one trial. Under a budget the trials run in cut_order, so a grid stopped by the deadline leaves
+    out what thinning would have cut next."""
     finished = list(finished)
-    reserve = MODEL_SHARE * budget_s if model and budget_s is not None else 0.0
+    reserve = after_grid_guess_s(model, fed_runs)
+    if budget_s is not None:
+        reserve = min(reserve, budget_s / 2)
     plan = Plan(cut_order(trials) if budget_s is not None else list(trials), opts, trial_seconds(opts, finished),
                 reserve, budget_s)
     if budget_s is None or plan.expected_s <= budget_s:
@@ -129,6 +147,14 @@ def make_plan(trials: list[Trial], opts: TrialOptions, budget_s: float | None = 
         plan.dropped.append(f"repeats {opts.repeats} -> {repeats}")
         plan.opts = replace(opts, repeats=repeats)
         plan.trial_s = trial_seconds(plan.opts, finished)
+    rs = plan.opts.repeat_seconds
+    if plan.expected_s > budget_s and rs and rs > MIN_REPEAT_S:
+        fit_rs = ((plan.loader_budget_s or 0) / len(plan.trials) - overhead) / plan.opts.repeats
+        short = max(MIN_REPEAT_S, min(rs, fit_rs))
+        if short < rs:
+            plan.dropped.append(f"repeat seconds {rs:g} -> {short:.1f}")
+            plan.opts = replace(plan.opts, repeat_seconds=short)
+            plan.trial_s = trial_seconds(plan.opts, finished)
     for axis in THINNING:
         if plan.expected_s <= budget_s:
             break

@@ -224,15 +224,17 @@ def bench(data, out, **kw) -> None:
 @model_options("sweep")
 @click.option("--model-batch-size", type=int, default=None, help="step batch size [first --batch-size]")
 @HEADROOM
-@click.option("--confirm", "confirm_k", type=int, default=0, show_default=True, metavar="K",
-              help="with --model: feed the model from the K cheapest configs that feed it (else the K fastest), "
-                   "2 interleaved rounds each, and pick by the fed rate")
+@click.option("--confirm", "confirm_k", type=int, default=None, metavar="K",
+              help="with --model: feed the model from K configs (the cheapest predicted to feed it, then the "
+                   "fastest predicted) and, on CUDA, the first pinned, 2 interleaved rounds each, and pick by the "
+                   "fed rate [2 with --model; 0: off]")
 @click.option("--confirm-steps", type=int, default=20, show_default=True, help="fed steps per repeat of --confirm")
 @click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
 @click.option("--budget", "budget_text", default=None, metavar="DURATION",
               help="fit the sweep into this time (300, 90s, 10m, 1h): fewer repeats first (not below 3), then "
-                   "fewer trials, then fewer --confirm runs, each cut said; with --model the step is measured "
-                   "first and the grid gets what the step, the limits and --confirm leave")
+                   "shorter ones, then fewer trials (worker counts last), then fewer --confirm runs, each cut said, "
+                   "and time left at the end runs what was cut; with --model the step is measured first and the "
+                   "grid gets what the step, the limits and --confirm leave [5m with --model; none: no budget]")
 @trial_options
 def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, confirm_k, confirm_steps,
           nproc, budget_text, **kw) -> None:
@@ -243,12 +245,15 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     from dataperf import sweep as sw
 
     loader, step_kw, topts = split(kw, "sweep", "model")
-    budget_s = budget.parse_duration(budget_text) if budget_text is not None else None
+    model = step_kw["model"]
+    if budget_text is None and model:
+        budget_text = budget.DEFAULT_MODEL_BUDGET
+    budget_s = budget.parse_duration(budget_text) if budget_text not in (None, "none") else None
     preflight.writable_file(out, "--out")
     preflight.writable_file(plot, "--plot")
-    model = step_kw["model"]
     if confirm_k and not model:
         raise UserError(f"--confirm {confirm_k} feeds a model: give --model too (e.g. --model cnn-small)")
+    confirm_k = (2 if model else 0) if confirm_k is None else confirm_k
     if confirm_k < 0 or confirm_steps < 1:
         raise UserError(f"--confirm takes a count of configs (0: off) and --confirm-steps a positive count, got "
                         f"{confirm_k} and {confirm_steps}")
@@ -263,7 +268,8 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
         grid, file_opts = sw.load_grid_file(config_file)
         topts.update(file_opts)
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)  # checks the values before any rank starts
-    trials = sw.plan(datas, grid)
+    ladder = loader["num_workers"] is None and not config_file  # the default worker axis: sized by the data
+    trials = sw.plan(datas, grid, ladder=ladder)
     for d, cfg in trials:
         preflight.check_loader(d, cfg)
     sopts = None
@@ -275,14 +281,16 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
                                   seq_len=loader["seq_len"], image_size=loader["image_size"])
     ctx = distributed.init_from_env()
     confirm = sw.ConfirmOptions(confirm_k, steps=confirm_steps) if confirm_k else None
-    plan = sw.make_plan(trials, opts, out, resume and not overwrite, budget_s, model=model is not None)
+    plan = sw.make_plan(trials, opts, out, resume and not overwrite, budget_s, model=model is not None,
+                        fed_runs=confirm.k * confirm.rounds if confirm else 0)
     if ctx.rank == 0:
         report.print_plan(plan)
     with report.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
                              eta=True) as advance:
         outcome = sw.run(plan.trials, plan.opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
                          headroom=headroom, confirm_opts=confirm, bar=report.progress_bar,
-                         deadline=None if budget_s is None else started + budget_s, spare=plan.spare)
+                         deadline=None if budget_s is None else started + budget_s, spare=plan.spare,
+                         extend=ladder, budget_s=budget_s)
     if outcome.interrupted:
         if ctx.rank == 0:
             click.echo(f"interrupted: {outcome.kept} finished trials are kept in {out}; run the same command "
@@ -293,6 +301,7 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     recs, step = outcome.records, outcome.step
     report.console.print(report.loader_table(recs, step, headroom))
     report.print_failures(recs)
+    report.print_trial_notes(recs)
     for line in [report.idle_warning(recs), *report.verdict_caveats(recs, step)]:
         if line:
             report.console.print(line)
@@ -590,6 +599,7 @@ def report_cmd(results, headroom, plot) -> None:
     if loaders:
         report.console.print(report.loader_table(recs, step, headroom))
     report.print_failures(recs)
+    report.print_trial_notes(recs)
     for line in [report.idle_warning(recs), *report.verdict_caveats(recs, step)]:
         if line:
             report.console.print(line)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
@@ -16,8 +17,24 @@ from dataperf.distributed import DistContext
 from dataperf.errors import UserError
 from dataperf.formats import backends
 from dataperf.limits import LimitsOptions, measure_limits
-from dataperf.records import E2EResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
-from dataperf.runner import TrialOptions, describe_failure, run_trial, worker_ladder
+from dataperf.records import (
+    DecisionResult,
+    E2EResult,
+    LimitsResult,
+    LoaderConfig,
+    LoaderResult,
+    Record,
+    StepResult,
+)
+from dataperf.runner import (
+    STEADY_BATCHES,
+    TrialOptions,
+    describe_failure,
+    next_rung,
+    run_trial,
+    worker_cap,
+    worker_ladder,
+)
 from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, measure_step
 
@@ -206,10 +223,14 @@ def check_ranks(datas: list[Data], nproc: int) -> None:
                             "--shard-mb smaller)")
 
 
-def plan(datas: list[Data | Path], grid: Grid) -> list[tuple[Data, LoaderConfig]]:
+def plan(datas: list[Data | Path], grid: Grid, ladder: bool = False) -> list[tuple[Data, LoaderConfig]]:
+    """Every config of the grid on every dataset. With `ladder` (the worker axis is the default ladder, not the
+    user's list), no more workers than the data can give STEADY_BATCHES batches each (worker_cap): such a trial
+    could only fail."""
     out = []
     for d in map(as_data, datas):
-        out += [(d, c) for c in grid.configs(d.format)]
+        out += [(d, c) for c in grid.configs(d.format)
+                if not ladder or c.num_workers <= (worker_cap(d, c.batch_size) or c.num_workers)]
     if not out:
         raise UserError("the sweep grid is empty; give at least one value for every axis")
     return out
@@ -229,23 +250,25 @@ def prepare_out(out: Path, resume: bool, overwrite: bool) -> None:
 
 
 def make_plan(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, resume: bool,
-              budget_s: float | None, model: bool) -> budget.Plan:
+              budget_s: float | None, model: bool, fed_runs: int = 0) -> budget.Plan:
     """The plan of a sweep: its trials not yet in --out (with --resume), timed from the finished ones there,
-    fitted to budget_s (budget.make_plan)."""
+    with the step, the limits and fed_runs of --confirm counted, fitted to budget_s (budget.make_plan)."""
     finished = [r for r in records.load(out) if isinstance(r, LoaderResult)] if resume and out.exists() else []
     done = ok_ids(finished)
     pending = [t for t in trials if trial_id(*t) not in done]
-    return budget.make_plan(pending, opts, budget_s, model=model, finished=finished)
+    return budget.make_plan(pending, opts, budget_s, model=model, finished=finished, fed_runs=fed_runs)
 
 
 @dataclass
 class GridRun:
-    """The grid's trials as run: their results, planned trials the budget left no time for, and spare trials
-    (cut from the plan to fit the budget) run because time was left."""
+    """The grid's trials as run: their results, the planned trials the budget left no time for (`left`, in the
+    order they would have run), and spare trials (cut from the plan to fit the budget) run because time was
+    left."""
 
     results: list[LoaderResult]
     not_started: int = 0
     added: int = 0
+    left: list[tuple[Data, LoaderConfig]] = field(default_factory=list)
 
 
 def run_sweep(
@@ -259,7 +282,8 @@ def run_sweep(
 ) -> GridRun:
     """Run every trial not in skip; each record is appended to out the moment it is finished. With grid_s
     (seconds), no trial starts that is expected to end past it (the first always runs), and the spare trials
-    follow while time is left. Ranks agree on stopping: rank 0's clock decides."""
+    follow while time is left; what did not start is kept in `left`. Ranks agree on stopping: rank 0's clock
+    decides."""
     run = GridRun([])
     t0 = time.monotonic()
     todo = [(t, False) for t in trials] + [(t, True) for t in spare or []]
@@ -271,6 +295,7 @@ def run_sweep(
         if grid_s is not None and run.results:
             late = time.monotonic() - t0 + budget.trial_seconds(opts, run.results) > grid_s
             if (opts.gather(late)[0] if opts.gather else late):
+                run.left = [t for t, _ in todo[i:] if not (skip and trial_id(*t) in skip)]
                 run.not_started = sum(1 for t, x in todo[i:] if not x and not (skip and trial_id(*t) in skip))
                 return run
         trial_opts = opts
@@ -286,6 +311,57 @@ def run_sweep(
         if on_result:
             on_result(r)
     return run
+
+
+MIN_GAIN = 0.05  # a worker count past the top of the ladder is tried while the top beat the rung below by this
+
+
+def edge_trial(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], step: StepResult | None,
+               headroom: float) -> tuple[tuple[Data, LoaderConfig] | None, str]:
+    """The next worker count to try when the best config is the largest count tried with its other settings and
+    the answer is not settled there: with a model, it does not feed it; without one, it still beat the count
+    below by MIN_GAIN. The next rung of the ladder, if the data can give it STEADY_BATCHES batches a worker and
+    it is within the workers a command accepts. (None, why not) when there is nothing to try; ("", ...) when it
+    is settled."""
+    from dataperf import preflight
+
+    ok = [r for r in verdict.judged(recs).trials if step is None or r.config.get("decode")]
+    if not ok:
+        return None, ""
+    best = verdict.by_prediction(recs, step)[0] if step is not None else ok[0]
+    cfg = best.loader_config
+    if cfg.format in records.ONE_STREAM:
+        return None, ""
+    same = [r for r in ok if replace(r.loader_config, num_workers=0, prefetch_factor=None,
+                                      persistent_workers=False).key()
+            == replace(cfg, num_workers=0, prefetch_factor=None, persistent_workers=False).key()]
+    top = max(r.config["num_workers"] for r in same)
+    if cfg.num_workers != top:
+        return None, ""
+    if step is not None:
+        if verdict.feeds(best, step, headroom):
+            return None, ""
+    else:
+        below = [r for r in same if r.config["num_workers"] < top]
+        if not below or verdict.rank_rate(best) < (1 + MIN_GAIN) * max(map(verdict.rank_rate, below)):
+            return None, ""
+    data = next((d for d, _ in trials if data_id(d.spec) == data_id(best.data)), None)
+    if data is None:
+        return None, ""
+    nxt = next_rung(top)
+    if step is not None and top > 0 and verdict.rank_rate(best) > 0:
+        # workers scale the rate until something else binds: jump to the rung that would give the model's rate
+        # with headroom at the top's rate a worker, but no further than 4x the top in one step
+        need = math.ceil(headroom * step.samples_per_s * top / verdict.rank_rate(best))
+        while nxt < min(need, 4 * top):
+            nxt = next_rung(nxt)
+    cap = worker_cap(data, cfg.batch_size)
+    if nxt > preflight.max_workers():
+        return None, f"{top} workers is the most dataperf runs on this machine"
+    if cap is not None and nxt > cap:
+        return None, (f"{nxt} workers cannot each get {STEADY_BATCHES} batches of this data at batch "
+                      f"{cfg.batch_size} (at most {cap})")
+    return (data, replace(cfg, num_workers=nxt, prefetch_factor=cfg.prefetch_factor or None)), ""
 
 
 @dataclass
@@ -307,6 +383,9 @@ class SweepOutcome:
     grid_s: float | None = None  # the seconds --budget left the grid, after the step and what follows the grid
     cuts: list[str] = field(default_factory=list)  # what the --budget cut while running (fed runs of --confirm)
     wall_s: float = 0.0  # the whole sweep, step to verdict
+    extended: list[int] = field(default_factory=list)  # worker counts tried past the ladder (edge_trial)
+    filled: int = 0  # trials the budget had left out, run with the time left after the verdict's work
+    decision: DecisionResult | None = None
 
     @property
     def all_failed(self) -> bool:
@@ -333,33 +412,36 @@ def no_bar(label: str, total: int | None) -> AbstractContextManager[Callable[[in
 def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: float, copts: ConfirmOptions,
             datas: dict[str, Data], opts: TrialOptions, out: Path, bar: Bar | None = None,
             left_s: float | None = None) -> tuple[list[E2EResult], str | None]:
-    """The fed loop (e2e) on the K configs verdict.confirm_candidates names, in interleaved rounds (A B, then
-    B A, ...), each run recorded with its round and compared with its loader trial and the step alone at its
-    batch size (e2e.compare: the prediction and the effects, a starved training process among them); run_e2e's
-    warm-up covers the batches the workers queue ahead. The verdict then picks by the fed rate (verdict.recommend).
-    With left_s (--budget), only the runs that fit it (budget.fit_confirm); the second value says what was cut."""
+    """The fed loop (e2e) on the K configs verdict.confirm_candidates names and on the variants of the first
+    (verdict.variants: pin_memory on CUDA, persistent workers where start-up is over 5% of an epoch), in
+    interleaved rounds (A B, then B A, ...), each run recorded with its round and compared with its loader trial
+    and the step alone at its batch size (e2e.compare: the prediction and the effects, a starved training process
+    among them); run_e2e's warm-up covers the batches the workers queue ahead. The verdict then picks by the fed
+    rate (verdict.recommend). With left_s (--budget), only the runs that fit it (budget.fit_confirm); the second
+    value says what was cut."""
     from dataperf.e2e import compare, run_e2e
 
     cands = verdict.confirm_candidates(recs, step, headroom, copts.k)
+    fed: list[tuple[LoaderResult, LoaderConfig]] = [(t, t.loader_config) for t in cands]
+    if cands:
+        fed[1:1] = [(cands[0], v) for v in verdict.variants(cands[0], sopts.device)]
     rounds, cut = copts.rounds, None
-    if left_s is not None and cands:
+    if left_s is not None and fed:
         once, seen = [], {step.batch_size}
-        for t in cands:  # a step measured alone at each other batch size, once
-            b = t.loader_config.batch_size
-            once.append(0.0 if b in seen else budget.step_remeasure_s(b, step, sopts))
-            seen.add(b)
-        fit = budget.fit_confirm([budget.fed_run_s(t.loader_config, step, copts.steps, copts.repeats, copts.warmup,
+        for _, cfg in fed:  # a step measured alone at each other batch size, once
+            once.append(0.0 if cfg.batch_size in seen else budget.step_remeasure_s(cfg.batch_size, step, sopts))
+            seen.add(cfg.batch_size)
+        fit = budget.fit_confirm([budget.fed_run_s(cfg, step, copts.steps, copts.repeats, copts.warmup,
                                                    t.samples_per_s_median, t.startup_s_median)
-                                  for t in cands], copts.rounds, left_s, once)
-        cands, rounds, cut = cands[:fit.k], fit.rounds, fit.cut
+                                  for t, cfg in fed], copts.rounds, left_s, once)
+        fed, rounds, cut = fed[:fit.k], fit.rounds, fit.cut
     alone = {step.batch_size: step}
     runs: list[E2EResult] = []
-    if not cands:
+    if not fed:
         return runs, cut
-    with (bar or no_bar)(f"confirm ({len(cands)} configs x {rounds} rounds, fed)", len(cands) * rounds) as advance:
+    with (bar or no_bar)(f"confirm ({len(fed)} configs x {rounds} rounds, fed)", len(fed) * rounds) as advance:
         for rnd in range(1, rounds + 1):
-            for t in cands if rnd % 2 else cands[::-1]:
-                cfg = t.loader_config
+            for t, cfg in fed if rnd % 2 else fed[::-1]:
                 if cfg.batch_size not in alone:
                     alone[cfg.batch_size] = measure_step(replace(sopts, batch_size=cfg.batch_size))
                 try:
@@ -372,6 +454,7 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
                     r = E2EResult(data=t.data, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                                   status="failed", error=describe_failure(e))
                 r.confirm_round = rnd
+                r.variant_of = t.config_key if cfg.key() != t.config_key else None
                 records.append(out, r)
                 runs.append(r)
                 advance(1)
@@ -396,16 +479,18 @@ def verdict_limits(recs: list[Record], step: StepResult | None, headroom: float,
 
 
 def after_grid(measured: StepResult | None, step: StepOptions | None, trials: list[tuple[Data, LoaderConfig]],
-               conf: ConfirmOptions | None, deadline: float) -> float:
-    """Seconds --budget keeps for what follows the grid: costed from the measured step (budget.after_grid_s);
-    under torchrun, where the step is measured after the grid, the plan's share of what is left."""
+               conf: ConfirmOptions | None, deadline: float, k: int | None = None) -> float:
+    """Seconds --budget keeps for what follows the grid: costed from the measured step (budget.after_grid_s),
+    for k of --confirm's configs (default: all K); under torchrun, where the step is measured after the grid,
+    the plan's share of what is left."""
     if step is None:
         return 0.0
     if measured is None:
         return budget.MODEL_SHARE * max(deadline - time.monotonic(), 0.0)
     if conf is None:
         return budget.LIMITS_GUESS_S
-    return budget.after_grid_s(measured, trials, conf.k, conf.rounds, conf.steps, conf.repeats, conf.warmup, step)
+    return budget.after_grid_s(measured, trials, conf.k if k is None else k, conf.rounds, conf.steps, conf.repeats,
+                               conf.warmup, step)
 
 
 def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, ctx: DistContext | None = None,
@@ -413,16 +498,20 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         on_result: Callable[[LoaderResult | None], None] | None = None, headroom: float = 1.2,
         confirm_opts: ConfirmOptions | None = None, lopts: LimitsOptions | None = None,
         bar: Bar | None = None, deadline: float | None = None,
-        spare: list[tuple[Data, LoaderConfig]] | None = None) -> SweepOutcome:
+        spare: list[tuple[Data, LoaderConfig]] | None = None, extend: bool = False,
+        budget_s: float | None = None) -> SweepOutcome:
     """The whole sweep on this rank: rank 0 holds --out's lock and clears or keeps it; a single process measures
     the model's step first (a model that cannot run fails before the grid, and its time is known before the
     grid's share is), under torchrun rank 0 measures it after the grid (the other ranks would load its cores
     and wait for it at a barrier); every rank skips the finished trials, rank 0 appends each record as it
-    finishes, then confirms end to end (confirm_opts) and measures the limits of the verdict's config; the
-    verdict is over every current record. With a deadline (time.monotonic() by which the verdict is due:
-    --budget), the grid gets what is left after the step and after_grid, spare trials fill what it leaves
-    (run_sweep), and --confirm runs what still fits. Ctrl-C is answered with an outcome saying how many finished
-    trials are kept, not an exception."""
+    finishes. In one process, with `extend` (the worker axis is the default ladder), the next worker count is
+    tried while the best is the largest tried and the answer is not settled there (edge_trial). Then rank 0
+    confirms end to end (confirm_opts), measures the limits of the verdict's config, and appends the decision
+    record; the verdict is over every current record. With a deadline (time.monotonic() by which the verdict is
+    due: --budget), every trial is bounded by it, the grid gets what is left after the step and after_grid,
+    spare trials fill what it leaves (run_sweep), --confirm runs what still fits, and trials left out run with
+    whatever time is left at the end (a budget is spent, not returned). Ctrl-C is answered with an outcome saying
+    how many finished trials are kept, not an exception."""
     t0 = time.monotonic()
     ctx = ctx or DistContext()
     with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
@@ -431,7 +520,8 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         if ctx.barrier:
             ctx.barrier()  # no rank reads --out before rank 0 has cleared it
         skip = finished_ids(out) if resume else set()
-        opts = replace(opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather)
+        opts = replace(opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather,
+                       deadline=deadline)
         outcome = SweepOutcome()
         conf = confirm_opts if confirm_opts is not None and confirm_opts.k > 0 else None
         try:
@@ -442,7 +532,9 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
             if deadline is not None:  # every rank has one (run_sweep gathers the stop); rank 0's decides
                 grid_s = outcome.grid_s = deadline - time.monotonic() - after_grid(outcome.step, step, trials, conf,
                                                                                     deadline)
-            grid = run_sweep(trials, opts, out, skip, on_result, grid_s, spare)
+            alone = ctx.world_size == 1
+            # in one process the worker counts past the ladder come before the spare trials the budget cut
+            grid = run_sweep(trials, opts, out, skip, on_result, grid_s, None if alone and extend else spare)
             outcome.results, outcome.not_started, outcome.added = grid.results, grid.not_started, grid.added
             ctx.close()
             if ctx.rank != 0:
@@ -450,21 +542,143 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
             if step is not None and outcome.step is None:  # torchrun: measured now that the other ranks are done
                 outcome.step = measure_step(step)
                 records.append(out, outcome.step)
+            reserve = after_grid(outcome.step, step, trials, conf, deadline) if deadline is not None else 0.0
+            if extend and alone:  # worker counts before fed runs: a fed run confirms only what was measured
+                least = after_grid(outcome.step, step, trials, conf, deadline, k=1) if deadline is not None else 0.0
+                _extend(outcome, trials, opts, out, headroom, on_result, deadline, least)
+                if grid.left:
+                    grid.left += spare or []
+                elif spare:
+                    left_s = None if deadline is None else deadline - time.monotonic() - reserve
+                    more = run_sweep(spare, opts, out, skip, None, left_s, None)
+                    outcome.results += more.results
+                    outcome.added += len(more.results)
+                    grid.left = more.left
+            datas = {d.spec: d for d, _ in trials}
             if outcome.step is not None:
-                datas = {d.spec: d for d, _ in trials}
                 if conf is not None:
                     left = None if deadline is None else deadline - time.monotonic() - budget.LIMITS_GUESS_S
                     outcome.confirmations, cut = confirm(records.current(records.load(out)), outcome.step, step,
                                                          headroom, conf, datas, opts, out, bar, left)
                     outcome.cuts += [cut] if cut else []
-                outcome.limits = verdict_limits(records.current(records.load(out)), outcome.step, headroom, datas,
-                                                opts, out, lopts, bar)
+                if deadline is None or deadline - time.monotonic() > budget.LIMITS_GUESS_S / 2:
+                    outcome.limits = verdict_limits(records.current(records.load(out)), outcome.step, headroom,
+                                                    datas, opts, out, lopts, bar)
+                else:
+                    outcome.cuts.append("limits: not measured, no time left in the budget")
+            if deadline is not None and alone:
+                if extend:
+                    _extend(outcome, trials, opts, out, headroom, on_result, deadline, 0.0)
+                _fill(outcome, grid.left, opts, out, on_result, deadline)
+                if outcome.step is not None and conf is not None:  # a trial run since may beat what was fed
+                    recs = records.current(records.load(out))
+                    rec = verdict.recommend(recs, outcome.step, headroom)
+                    ranked = verdict.by_prediction(recs, outcome.step)
+                    if rec.fed and verdict.outshone(rec.fed, ranked, outcome.step):
+                        more, cut = confirm(recs, outcome.step, step, headroom, conf, datas, opts, out, bar,
+                                            deadline - time.monotonic())
+                        outcome.confirmations += more
+                        outcome.cuts += [cut] if cut else []
         except KeyboardInterrupt:
             outcome.interrupted = True
             outcome.kept = len(finished_ids(out)) if ctx.rank == 0 else 0
             return outcome
         outcome.records = records.current(records.load(out))
-        outcome.recommendation = verdict.recommend(outcome.records, outcome.step or verdict.latest_step(
+        outcome.recommendation = rec = verdict.recommend(outcome.records, outcome.step or verdict.latest_step(
             outcome.records), headroom)
-    outcome.wall_s = time.monotonic() - t0
+        if rec.outcome in ("input_bound", "best_without_model") and ctx.world_size == 1:
+            step_of = outcome.step if rec.step_samples_per_s is not None else None
+            why = lower_bound(outcome.records, trials, step_of, headroom, extend)
+            rec.lower_bound, rec.lower_bound_why = bool(why), why
+        outcome.wall_s = time.monotonic() - t0
+        outcome.decision = decision_record("sweep", rec, outcome.records, outcome.wall_s, budget_s)
+        records.append(out, outcome.decision)
     return outcome
+
+
+def _extend(outcome: SweepOutcome, trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path,
+            headroom: float, on_result: Callable[[LoaderResult | None], None] | None, deadline: float | None,
+            reserve_s: float) -> None:
+    """Run edge_trial's next worker count while there is one (and, under a budget, time for it beside what
+    follows the grid)."""
+    while True:
+        recs = records.current(records.load(out))
+        nxt, _ = edge_trial(recs, trials, outcome.step, headroom)
+        if nxt is None:
+            return
+        if deadline is not None:
+            need = budget.trial_seconds(opts, [r for r in recs if isinstance(r, LoaderResult)])
+            if time.monotonic() + need + reserve_s > deadline:
+                return
+        r = run_trial(*nxt, opts)
+        records.append(out, r)
+        outcome.results.append(r)
+        outcome.extended.append(nxt[1].num_workers)
+        if on_result:
+            on_result(r)
+        if r.status != "ok":
+            return
+
+
+def lower_bound(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], step: StepResult | None,
+                headroom: float, extend: bool) -> str:
+    """Why the answer is a lower bound ("" when it is settled): the best config is the largest worker count
+    tried, it does not feed the model (without one: it still gained on the count below), and the next count was
+    not tried: the budget ended first, the worker counts were the user's, or the data or the machine cannot run
+    it."""
+    nxt, why = edge_trial(recs, trials, step, headroom)
+    if nxt is not None:
+        n = nxt[1].num_workers
+        return (f"{n} workers were not tried (the budget ended first)" if extend else
+                f"the best is the largest of the --num-workers given; try {n} and more")
+    return why
+
+
+def _fill(outcome: SweepOutcome, left: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path,
+          on_result: Callable[[LoaderResult | None], None] | None, deadline: float) -> None:
+    """Trials the budget left out, run with the time left once the verdict's work is done: those nearest the
+    verdict's config in workers first (a prefetch or pin variant of the pick tells more than one of a config far
+    from it), in plan order among equals."""
+    rec = verdict.recommend(records.current(records.load(out)), outcome.step)
+    near = (rec.pick or rec.best).config.get("num_workers", 0) if (rec.pick or rec.best) else 0
+    for data, cfg in sorted(left, key=lambda t: abs(t[1].num_workers - near)):
+        done = [r for r in records.load(out) if isinstance(r, LoaderResult)]
+        if time.monotonic() + budget.trial_seconds(opts, done) > deadline:
+            return
+        r = run_trial(data, cfg, opts)
+        records.append(out, r)
+        outcome.results.append(r)
+        outcome.filled += 1
+        outcome.not_started = max(0, outcome.not_started - 1)
+        if on_result:
+            on_result(r)
+
+
+def decision_record(command: str, rec: verdict.Recommendation, recs: list[Record], wall_s: float,
+                    budget_s: float | None) -> DecisionResult:
+    """The recommendation as a record (DecisionResult): the pick, the verdict, the rates it expects, and each
+    fed config's predicted rate beside its measured one."""
+    pick, cfg = rec.pick, rec.pick_config
+    step = verdict.latest_step(recs)
+    d = DecisionResult(command=command, data=pick.data if pick else "", config=asdict(cfg) if cfg else {},
+                       config_key=cfg.key() if cfg else "", outcome=rec.outcome, input_bound=rec.input_bound,
+                       binding_limit=rec.binding_limit or "", model=step.model if step else "",
+                       device=step.device if step else "", confirmed=rec.confirmed,
+                       lower_bound=rec.lower_bound, lower_bound_why=rec.lower_bound_why,
+                       trials=len(verdict.ok_loaders(recs)), wall_s=wall_s, budget_s=budget_s,
+                       answer="\n".join(verdict.answer(rec)))
+    if step is not None:
+        d.step_samples_per_s = step.samples_per_s
+    if rec.predicted_samples_per_s is not None:
+        d.predicted_samples_per_s = rec.predicted_samples_per_s
+        d.predicted_stall_fraction = rec.predicted_stall_fraction
+    win = next((f for f in rec.fed if f.trial is pick and cfg is not None and f.config.key() == cfg.key()), None)
+    if win is not None:
+        d.fed_samples_per_s, d.fed_stall_fraction = win.samples_per_s, win.stall_fraction
+        d.fed_samples_per_s_rounds = win.rounds_samples_per_s
+    if rec.outcome == "no_trials":
+        d.status, d.error = "failed", "no trial succeeded: nothing to decide on"
+    if step is not None:
+        d.predictions = [{"config": f.config.key(), "predicted": verdict.predicted_fed(f.trial, step),
+                          "measured": f.samples_per_s} for f in rec.fed if not f.variant]
+    return d

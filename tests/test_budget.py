@@ -5,7 +5,7 @@ import pytest
 from dataperf import budget
 from dataperf.errors import UserError
 from dataperf.records import LoaderConfig, LoaderResult, StepResult
-from dataperf.runner import TrialOptions, worker_ladder
+from dataperf.runner import TrialOptions
 from dataperf.sources import Data
 from dataperf.step import StepOptions
 from dataperf.sweep import Grid, plan
@@ -15,7 +15,7 @@ OPTS = TrialOptions(repeats=5, repeat_seconds=5.0)
 
 
 def grid_trials(**axes):
-    return plan([DATA], Grid(**{"num_workers": worker_ladder(16), "prefetch_factor": [2, 4, 8], **axes}))
+    return plan([DATA], Grid(**{"num_workers": [0, 1, 2, 4, 8, 16], "prefetch_factor": [2, 4, 8], **axes}))
 
 
 def test_durations_parse_with_units_and_refuse_nonsense():
@@ -44,20 +44,32 @@ def test_a_budget_drops_repeats_first_then_thins_prefetch_then_workers():
     assert generous.trials == budget.cut_order(trials) and not generous.dropped
     p = budget.make_plan(trials, OPTS, budget_s=360)  # 16 x 20 s at 3 repeats = 5.3 min: fits
     assert p.opts.repeats == 3 and p.dropped == ["repeats 5 -> 3"] and p.trials == budget.cut_order(trials)
-    p = budget.make_plan(trials, OPTS, budget_s=200)  # then only prefetch 2: 6 trials x 20 s
-    assert p.opts.repeats == 3 and p.expected_s <= 200
+    p = budget.make_plan(trials, OPTS, budget_s=120)  # 2 s repeats: 16 x 11 s, over; only prefetch 2: 6 trials
+    assert p.opts.repeats == 3 and p.opts.repeat_seconds == budget.MIN_REPEAT_S and p.expected_s <= 120
     assert {c.prefetch_factor for _, c in p.trials} == {None, 2}
     assert {c.num_workers for _, c in p.trials} == {0, 1, 2, 4, 8, 16}
-    assert p.dropped[1].startswith("prefetch factor: [2, 4, 8] -> [2]")
-    p = budget.make_plan(trials, OPTS, budget_s=90)  # then every other worker count, the largest kept
-    assert {c.num_workers for _, c in p.trials} == {1, 4, 16} and p.expected_s <= 90
+    assert p.dropped[2].startswith("prefetch factor: [2, 4, 8] -> [2]")
+    p = budget.make_plan(trials, OPTS, budget_s=50)  # then every other worker count, the largest kept
+    assert {c.num_workers for _, c in p.trials} == {1, 4, 16} and p.expected_s <= 50
     assert budget.make_plan(trials, OPTS, budget_s=1).trials  # never nothing
 
 
 def test_a_model_keeps_part_of_the_budget_for_the_step_limits_and_confirmation():
-    p = budget.make_plan(grid_trials(), OPTS, budget_s=400, model=True)
-    assert p.reserve_s == pytest.approx(100) and p.loader_budget_s == pytest.approx(300)
-    assert p.expected_s <= 400 and "kept for the model" in p.describe()
+    """Before the step is measured the plan counts guesses for it, the limits and each fed run of --confirm
+    (sweep.run re-costs them from the step once measured); and so does a plan without a budget."""
+    keep = budget.STEP_GUESS_S + budget.LIMITS_GUESS_S + 4 * budget.FED_GUESS_S
+    p = budget.make_plan(grid_trials(), OPTS, budget_s=400, model=True, fed_runs=4)
+    assert p.reserve_s == pytest.approx(keep) and p.loader_budget_s == pytest.approx(400 - keep)
+    assert p.expected_s <= 400 and "for the model's step, the limits and --confirm" in p.describe()
+    unbudgeted = budget.make_plan(grid_trials(), OPTS, model=True, fed_runs=4)
+    assert unbudgeted.expected_s == pytest.approx(len(unbudgeted.trials) * unbudgeted.trial_s + keep)
+    assert budget.make_plan(grid_trials(), OPTS, budget_s=100, model=True, fed_runs=4).reserve_s == 50  # half
+
+
+def test_after_repeats_a_budget_shortens_them_down_to_two_seconds():
+    p = budget.make_plan(grid_trials(), OPTS, budget_s=250)  # 16 x 20 s at 3 repeats: over; 3 x 3 s fits
+    assert p.opts.repeats == 3 and p.dropped[:2] == ["repeats 5 -> 3", "repeat seconds 5 -> 3.5"]
+    assert p.opts.repeat_seconds == pytest.approx((250 / 16 - budget.TRIAL_OVERHEAD_S) / 3) and len(p.trials) == 16
 
 
 def test_finished_trials_replace_the_guess():
@@ -82,7 +94,7 @@ def test_cut_trials_are_kept_as_spares_the_last_cut_first():
     trials = grid_trials()
     tight = budget.make_plan(trials, OPTS, budget_s=60)
     assert sorted(c.key() for _, c in tight.trials + tight.spare) == sorted(c.key() for _, c in trials)
-    cut = [d for d in tight.dropped if not d.startswith("repeats")]
+    cut = [d for d in tight.dropped if not d.startswith("repeat")]
     assert cut[0].startswith("prefetch") and cut[-1].startswith(("num workers", "the last"))
     assert tight.spare[0][1].prefetch_factor in (None, 2) and tight.spare[-1][1].prefetch_factor in (4, 8)
 
@@ -134,8 +146,8 @@ def test_under_a_budget_trials_run_in_the_order_thinning_would_keep_them():
     assert sorted(order) == sorted((c.num_workers, c.prefetch_factor) for _, c in trials)
     assert all(pf in (4, 8) for _, pf in order[6:])
     assert budget.make_plan(trials, OPTS).trials == trials
-    p = budget.make_plan(trials, OPTS, budget_s=40)  # 2 trials of 20 s fit: the two thinning keeps longest
-    assert [(c.num_workers, c.prefetch_factor) for _, c in p.trials] == [(16, 2), (1, 2)]
+    p = budget.make_plan(trials, OPTS, budget_s=40)  # 3 trials of 11 s fit: the three thinning keeps longest
+    assert [(c.num_workers, c.prefetch_factor) for _, c in p.trials] == [(16, 2), (1, 2), (4, 2)]
 
 
 def test_a_candidate_without_a_start_up_figure_costs_none_and_other_batch_sizes_cost_a_step():

@@ -171,7 +171,7 @@ def test_d22_same_dataset_twice_is_measured_once(tmp_path, datasets, monkeypatch
     monkeypatch.chdir(img.parent)
     r = run(["sweep", img, img.name, f"./{img.name}", "--num-workers", "0", *FAST, "--out", tmp_path / "t.jsonl"])
     assert r.exit_code == 0, r.output
-    assert len(records.load(tmp_path / "t.jsonl")) == 1
+    assert [x.kind for x in records.load(tmp_path / "t.jsonl")] == ["loader", "decision"]
 
 
 def test_d23_more_ranks_than_shards_is_named(tmp_path, datasets):
