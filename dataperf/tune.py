@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dataperf import limits, preflight, records, verdict
 from dataperf.limits import LimitsOptions, measure_limits
-from dataperf.records import LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.records import DecisionResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
 from dataperf.runner import TrialOptions, run_trial, worker_cap, worker_ladder
 from dataperf.sources import Data, as_data
 from dataperf.step import StepOptions, measure_step
@@ -75,6 +76,10 @@ class TuneOutcome:
     step: StepResult | None = None  # with a model: its step at the pick's batch size
     # with a model: the verdict on the pick (feeds or input-bound, by how much, its binding limit)
     recommendation: verdict.Recommendation | None = None
+    # each rate predicted on the way beside what was measured: {"config", "predicted", "measured"}
+    predictions: list[dict] = field(default_factory=list)
+    pick_config: LoaderConfig | None = None  # the config to set: the pick's, or the fed variant that won
+    records: list[Record] = field(default_factory=list)  # with a model: what the verdict judged (fed runs included)
 
 
 def _ok(v: float | None) -> bool:
@@ -143,7 +148,7 @@ class Tuner:
                  trial: Callable[..., LoaderResult] = run_trial,
                  limits_of: Callable[..., LimitsResult] = measure_limits,
                  step_of: Callable[[StepOptions], StepResult] = measure_step, lopts: LimitsOptions | None = None,
-                 bar: Bar | None = None):
+                 bar: Bar | None = None, fed_k: int = 2):
         # a real run resolves DATA once; tests that replace the measurements may pass any placeholder
         self.data = as_data(data) if trial is run_trial else data
         self.base, self.opts, self.fixed_target, self.sopts = base.explicit(), opts, target, sopts
@@ -153,6 +158,7 @@ class Tuner:
         self.on_trial, self.on_prediction = on_trial, on_prediction
         self.trial, self.limits_of, self.step_of, self.lopts = trial, limits_of, step_of, lopts
         self.bar = bar or no_bar
+        self.fed_k = fed_k  # with a model: configs the fed loop confirms at the end (0: none)
         self.res = TuneOutcome()
         self.seen: dict[str, LoaderResult] = {}  # search trials by config key
         self.steps: dict[int, StepResult] = {}  # the model's step by batch size
@@ -183,7 +189,7 @@ class Tuner:
 
     def met(self, r: LoaderResult, rate: float | None = None) -> bool:
         t = self.target_at(r.loader_config.batch_size)
-        return t is not None and r.status == "ok" and (rate or r.samples_per_s_median) >= t
+        return t is not None and r.status == "ok" and (rate or verdict.rank_rate(r)) >= t
 
     def search_opts(self, cfg: LoaderConfig) -> TrialOptions:
         """Short repeats for the search: enough batches for every worker's steady window, at most 3 repeats."""
@@ -211,14 +217,14 @@ class Tuner:
             best = self.best()
             r = self._run(cfg, phase, why, self.search_opts(cfg))
             if r.status == "ok" and best is not None:
-                r_why = f"{r.samples_per_s_median / best.samples_per_s_median * 100 - 100:+.0f}% vs the best so far"
+                r_why = f"{verdict.rank_rate(r) / verdict.rank_rate(best) * 100 - 100:+.0f}% vs the best so far"
                 self.res.steps[-1].why += f"; {r_why}"
             self.seen[cfg.key()] = r
         return self.seen[cfg.key()]
 
     def best(self) -> LoaderResult | None:
         ok = [r for r in self.seen.values() if r.status == "ok"]
-        return max(ok, key=lambda r: r.samples_per_s_median) if ok else None
+        return max(ok, key=verdict.rank_rate) if ok else None
 
     # --- the search ---------------------------------------------------------------------------------------
 
@@ -230,7 +236,7 @@ class Tuner:
     def worker_choices(self, batch: int) -> list[int]:
         """The worker ladder up to max_workers, cut at the number that can have work (added when it is not on
         the ladder): more workers than that would idle."""
-        ladder = worker_ladder(self.max_workers) if self.max_workers > 0 else [0]
+        ladder = worker_ladder(self.max_workers, dense=False) if self.max_workers > 0 else [0]
         cap = self.cap(batch)
         if cap is not None and cap < ladder[-1] and cap not in ladder:
             ladder.append(cap)
@@ -271,15 +277,15 @@ class Tuner:
                 if axis == "num_workers":
                     nxt = replace(nxt, prefetch_factor=c.prefetch_factor if nxt.num_workers else None,
                                   persistent_workers=self.base.persistent_workers and nxt.num_workers > 0)
-                was = best.samples_per_s_median
+                was = verdict.rank_rate(best)
                 r = self.search(nxt, axis if axis != "num_workers" else "workers",
                                 f"one {'up' if direction > 0 else 'down'} from {c.short()}")
                 if r.status != "ok":
                     break
                 if targeted:
-                    if not (self.met(r) if direction < 0 else r.samples_per_s_median >= was * (1 + self.min_gain)):
+                    if not (self.met(r) if direction < 0 else verdict.rank_rate(r) >= was * (1 + self.min_gain)):
                         break
-                elif r.samples_per_s_median >= was * (1 + self.min_gain):
+                elif verdict.rank_rate(r) >= was * (1 + self.min_gain):
                     frm, misses = None, 0
                 elif direction > 0 and misses < patience:
                     frm, misses = r, misses + 1
@@ -300,13 +306,14 @@ class Tuner:
         the second fastest): on 2 cores a lucky search trial at batch 32 [3126, 2793, 3231] left batch 128
         (2990) third and out of a top two, and the grid's best was not confirmed. With a target, the two
         cheapest that met it (the fastest other one beside a single one; the fastest two when none did)."""
-        ok = sorted((r for r in self.seen.values() if r.status == "ok"), key=lambda r: -r.samples_per_s_median)
+        ok = sorted((r for r in self.seen.values() if r.status == "ok"), key=lambda r: -verdict.rank_rate(r))
         if not self.targeted:
             if not ok:
                 return ok
             top = ok[0]
-            low = top.samples_per_s_min if math.isfinite(top.samples_per_s_min) else top.samples_per_s_median
-            near = [r for r in ok[1:] if r.samples_per_s_median >= low]
+            spread = top.samples_per_s_min / top.samples_per_s_median if top.samples_per_s_median > 0 else 1.0
+            low = verdict.rank_rate(top) * (spread if math.isfinite(spread) else 1.0)
+            near = [r for r in ok[1:] if verdict.rank_rate(r) >= low]
             return [top, *(near or ok[1:2])[:MAX_CANDIDATES - 1]]
         met = sorted((r for r in ok if self.met(r)), key=verdict.cost_key)
         return (met + [r for r in ok if r not in met])[:2]
@@ -319,7 +326,7 @@ class Tuner:
             for c in cands if k % 2 else cands[::-1]:
                 r = self._run(c.loader_config, "confirm", f"round {k} of {self.rounds}", self.opts)
                 if r.status == "ok":
-                    rates[c.config_key].append(r.samples_per_s_median)
+                    rates[c.config_key].append(verdict.rank_rate(r))
                     last[c.config_key] = r
         med = {key: statistics.median(v) for key, v in rates.items() if v}
         if not med:
@@ -338,19 +345,44 @@ class Tuner:
         return win, med[win.config_key]
 
     def run(self) -> TuneOutcome:
+        t0 = time.monotonic()
         try:
-            return self._run_all()
+            self._run_all()
         except _Failed as e:
             self.res.stop_reason = str(e)
-            return self.res
+        self._record(self.decision(time.monotonic() - t0))
+        return self.res
+
+    def decision(self, wall_s: float) -> DecisionResult:
+        """The outcome as a decision record (sweep.decision_record's), with the prediction's error beside it."""
+        from dataperf.sweep import decision_record
+
+        res = self.res
+        rec = res.recommendation
+        if rec is None:  # no model: the fastest confirmed (or nothing)
+            rec = verdict.Recommendation("best_without_model" if res.pick else "no_trials", pick=res.pick,
+                                         best=res.pick, pick_config=res.pick_config,
+                                         predicted_samples_per_s=res.pick_samples_per_s)
+        d = decision_record("tune", rec, res.records or self.trials(), wall_s, None)
+        d.predictions = res.predictions + d.predictions
+        return d
 
     def _run_all(self) -> TuneOutcome:
         p = self.res.prediction = self.predict()
         first = replace(self.base, num_workers=p.num_workers, batch_size=p.batch_size, prefetch_factor=None,
                         persistent_workers=self.base.persistent_workers and p.num_workers > 0).explicit()
-        self.search(first, "predict", p.why)
+        r = self.search(first, "predict", p.why)
+        if r.status == "ok":
+            self.res.predictions.append({"config": first.key(), "predicted": p.samples_per_s,
+                                         "measured": verdict.rank_rate(r)})
+        for w in sorted((w for w in self.worker_choices(first.batch_size) if w < first.num_workers), reverse=True):
+            if self.best() is not None:
+                break  # the predicted config failed: fewer workers until one runs (a pick is always measured)
+            self.search(replace(first, num_workers=w, prefetch_factor=None, persistent_workers=False),
+                        "workers", f"the predicted {first.num_workers} workers failed: {w}")
         if self.best() is None:
-            raise _Failed("the predicted config failed; see its error above")
+            raise _Failed("every trial failed, the predicted config and every smaller worker count; see the errors "
+                          "above")
         targeted = self.targeted
         sizes = [b for b in (self.base.batch_size * 2**k for k in range(12)) if b <= self.max_batch]
         start: str | None = None
@@ -393,7 +425,9 @@ class Tuner:
                                             advance=advance)
         self._record(res.limits)
         if res.step is not None:
-            res.recommendation = verdict.recommend([pick, res.limits], res.step, self.headroom)
+            self.fed_check(res)
+        res.pick_config = res.recommendation.pick_config if res.recommendation and res.recommendation.confirmed \
+            else cfg
         others = [c.loader_config.short() for c in cands if c.config_key != pick.config_key]
         against = f" against {' and '.join(others)}" if others else ""
         rounds = f"median of {self.rounds} interleaved rounds{against}"
@@ -407,6 +441,25 @@ class Tuner:
             res.stop_reason = (f"target of {res.target_samples_per_s:,.0f} samples/s not met: the best, "
                                f"{cfg.short()}, gives {rate:,.0f} ({rounds}); binding limit: "
                                f"{res.limits.binding_limit or 'none measured'}")
+
+
+    def trials(self) -> list[LoaderResult]:
+        """Every trial the search and the confirmation made, the last of each config."""
+        last = {t.result.config_key: t.result for t in self.res.steps}
+        return list(last.values())
+
+    def fed_check(self, res: TuneOutcome) -> None:
+        """With a model: the verdict over the search, and the fed loop (sweep --confirm's) on its two candidates
+        in interleaved rounds, so the pick is the cheapest within 2% of the best fed rate, as sweep's is."""
+        from dataperf.sweep import ConfirmOptions, confirm
+
+        recs: list[Record] = [*self.trials(), res.limits, res.step]
+        if self.out is not None and self.fed_k and isinstance(self.data, Data):
+            runs, _ = confirm(recs, res.step, self.sopts, self.headroom, ConfirmOptions(self.fed_k),
+                              {self.data.spec: self.data}, self.opts, self.out, self.bar)
+            recs += runs
+        res.recommendation = verdict.recommend(recs, res.step, self.headroom)
+        res.records = recs
 
 
 class _Failed(Exception):
