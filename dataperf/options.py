@@ -134,7 +134,8 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                                               f"installed one), {','.join(BACKENDS)}"}),
     "batch_size": ("--batch-size", {"type": int}, {"callback": int_list, "help": "comma list"}),
     "num_workers": ("--num-workers", {"type": int},
-                    {"callback": int_list, "help": "comma list [0,1,2,4,.. up to 2x cores]"}),
+                    {"callback": int_list, "help": "comma list [0,1,2,3,4,6,8,12,.. up to the cores, as many as the "
+                                                     "data can give 3 batches each]"}),
     "worker_type": ("--worker-type", {"type": click.Choice(["process", "thread"]),
                                       "help": "where the backend offers both [its own kind]"},
                     {"callback": str_list, "help": "comma list: process,thread (each backend runs those it "
