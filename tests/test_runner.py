@@ -310,3 +310,28 @@ def test_n5_a_trial_failing_in_a_worker_leaves_nothing_to_the_next_trials_worker
                         "--out", str(tmp_path / "s.jsonl")], capture_output=True, text=True, timeout=600)
     assert p.returncode == 2 and "every trial failed (4)" in p.stderr and "corrupt tar shard" in p.stderr, p.stderr
     assert "can only test a child process" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_uneven_shards_tail_is_predicted_and_kept_out_of_start_up(tmp_path, monkeypatch):
+    """Audit F1, a known answer: 500 samples in 5 shards on 4 workers, each sample 10 ms (paced): the worker with
+    two shards reads 200 samples, the others 100, so an epoch lasts 2.0 s against 1.25 s at the all-workers
+    rate (400 samples/s), a 0.75 s tail. Time-budgeted repeats (inside an epoch) never see it; the estimate
+    predicts it, and whole-epoch repeats measure it without booking it as start-up (it read 3.16 s of "start-up"
+    for persistent workers). The training rate of both agrees with the whole epoch's: 250 samples/s."""
+    monkeypatch.setenv("PACED_T", "0.01")
+    root = tmp_path / "wds5"
+    write_dataset(root, "image", "webdataset", 500, seed=2, image=ImageSpec(16, 16, 80), shards=5)
+    cfg = LoaderConfig(format="webdataset", batch_size=4, num_workers=4, persistent_workers=True, decode=True,
+                       transform="paced:sleep_transform", image_size=8, shuffle_buffer=10)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, footprint=False)
+    cut = run_trial(root, cfg, replace(opts, repeat_seconds=0.5))
+    whole = run_trial(root, cfg, replace(opts, repeat_seconds=None))
+    assert cut.status == whole.status == "ok", (cut.error, whole.error)
+    assert not cut.whole_epochs and whole.whole_epochs
+    for r in (cut, whole):
+        assert r.samples_per_s_median == pytest.approx(400, rel=0.06)
+        assert r.tail_s == pytest.approx(0.75, rel=0.1) and sorted(r.epoch_worker_samples) == [100, 100, 100, 200]
+        assert r.epoch_estimate_s == pytest.approx(2.0 + r.startup_s_median, rel=0.1)
+        assert r.training_samples_per_s == pytest.approx(250, rel=0.1), r.training_basis
+        assert any(n.startswith("uneven work: 5 shards for 4 workers") for n in r.notes)
+    assert whole.startup_s_median < 0.3 and whole.epoch_samples_per_s_median == pytest.approx(250, rel=0.1)

@@ -356,3 +356,30 @@ def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, data
     assert r.exit_code == 0, r.output
     assert [x.kind for x in records.load(out)] == ["loader", "decision"] and "1 trials not started" in r.output, \
         r.output
+
+
+def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(tmp_path, monkeypatch):
+    """A known answer on 2 cores: samples of 50 ms (paced: 20 samples/s a worker) and a step of 4 samples every
+    100 ms (40 samples/s). The ladder ends at the cores, 2 workers, which give the model's rate with no headroom:
+    the best is at the top and does not feed, so the sweep tries 3 (the count that would feed with the 1.2x
+    headroom at 20 samples/s a worker), which feeds (60 samples/s). The fed pick runs near 40 samples/s and the
+    verdict says it feeds; before, it stopped at the ladder's top and called this input-bound."""
+    from dataperf import runner
+
+    monkeypatch.setenv("PACED_T", "0.05")
+    monkeypatch.setenv("PACED_STEP_S", "0.1")
+    monkeypatch.setenv("PACED_N", "100000")
+    monkeypatch.setattr(runner, "cores", lambda: 2)
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", "--dataset", "paced:sleep_map", "--model", "paced:fixed_step_model",
+                                 "--input", "image", "--batch-size", "4", "--image-size", "8", "--prefetch-factor", "2",
+                                 "--repeats", "3", "--repeat-seconds", "1", "--min-batches", "3", "--no-collect",
+                                 "--budget", "none", "--confirm-steps", "8", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    recs = records.load(out)
+    workers = [x.config["num_workers"] for x in recs if isinstance(x, LoaderResult)]
+    assert workers == [0, 1, 2, 3], workers
+    d = recs[-1]
+    assert d.kind == "decision" and d.confirmed and d.config["num_workers"] in (2, 3), d.answer
+    assert d.fed_samples_per_s >= 0.85 * 40 and "past the ladder, 3 workers were tried" in r.output
+    assert "answer: DataLoader(dataset, batch_size=4" in r.output
