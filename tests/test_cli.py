@@ -2,8 +2,9 @@
 
 from click.testing import CliRunner
 
-from dataperf import records
+from dataperf import records, verdict
 from dataperf.cli import cli
+from dataperf.records import LoaderConfig
 
 FAST = ["--repeats", "3", "--min-batches", "3", "--warmup-batches", "1"]
 
@@ -45,10 +46,13 @@ def test_report_gives_the_verdict_from_saved_results(tmp_path, datasets):
     loaders = [x for x in recs if x.kind == "loader"]
     step = next(x for x in recs if x.kind == "step")
     assert loaders and all(x.config["decode"] for x in loaders)
-    feeds = [x for x in loaders if x.samples_per_s_median >= 1.2 * step.samples_per_s]
+    decision = recs[-1]  # the sweep's own verdict (fed, --confirm 2 by default with a model)
+    assert decision.kind == "decision" and decision.step_samples_per_s == step.samples_per_s
     r = CliRunner().invoke(cli, ["report", str(out), "--plot", str(tmp_path / "h.png")])
     assert r.exit_code == 0, r.output
-    assert ("recommended:" in r.output) == bool(feeds) and ("INPUT-BOUND" in r.output) == (not feeds), r.output
+    # the saved file gives the verdict the sweep gave
+    assert ("INPUT-BOUND" in r.output) == decision.input_bound != ("recommended:" in r.output), r.output
+    assert f"answer: {verdict.dataloader_args(LoaderConfig(**decision.config))}" in r.output
     assert (tmp_path / "h.png").is_file()
     assert "step cnn-small" in r.output
 
