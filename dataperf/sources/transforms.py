@@ -66,6 +66,11 @@ def build(spec: str | None, size: int) -> Callable[[Any], torch.Tensor] | None:
 def check(spec: str | None) -> None:
     """Build the transform once, before measuring: a bad MODULE:FACTORY is an error line, not a failed trial."""
     if spec is not None and spec not in PRESETS:
+        if ":" not in spec:
+            from dataperf.errors import UserError
+
+            raise UserError(f"unknown --transform preset {spec!r}; choose {', '.join(PRESETS)}, or give your own as "
+                            "MODULE:FACTORY")
         build(spec, 224)
 
 

@@ -43,6 +43,9 @@ def test_bench_with_transform_preset(user_data):
 def test_bad_transform_factory_is_error_line(user_data):
     r = CliRunner().invoke(cli, ["bench", str(user_data["imagefolder"]), "--transform", "nomod_xyz:make"])
     assert r.exit_code == 2 and r.output.startswith("error: cannot import module")
+    r = CliRunner().invoke(cli, ["bench", str(user_data["imagefolder"]), "--transform", "imagenet-tran"])
+    assert r.exit_code == 2 and r.output == ("error: unknown --transform preset 'imagenet-tran'; choose resize, "
+                                             "imagenet-train, imagenet-val, or give your own as MODULE:FACTORY\n")
 
 
 N12_TRANSFORMS = """
