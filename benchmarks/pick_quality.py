@@ -552,6 +552,7 @@ from torch.utils.data import DataLoader
 
 from dataperf.models import load_model, loss_of
 
+
 {dataset}
 
 
@@ -581,19 +582,22 @@ if __name__ == "__main__":
 IMAGENET_TRAIN = ("transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(), "
                   "transforms.ToTensor(),\n        "
                   "transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])")
-DATASETS = {
-    "paced": "from paced import sleep_map as dataset",
-    "files": ("from torchvision import datasets, transforms\n\n\ndef dataset():\n"
-              f"    return datasets.ImageFolder({{data!r}}, {IMAGENET_TRAIN})"),
-    "webdataset": ("import glob\n\nimport webdataset as wds\nfrom torchvision import transforms\n\n\ndef dataset():\n"
+DATASETS = {  # each import inside dataset(), so the written script's imports stay sorted (ruff clean)
+    "paced": "def dataset():\n    from paced import sleep_map\n\n    return sleep_map()",
+    "files": ("def dataset():\n    from torchvision import datasets, transforms\n\n"
+              f"    t = {IMAGENET_TRAIN}\n    return datasets.ImageFolder({{data!r}}, t)"),
+    "webdataset": ("def dataset():\n    import glob\n\n    import webdataset as wds\n"
+                   "    from torchvision import transforms\n\n"
                    "    urls = sorted(glob.glob({data!r} + '/*.tar'))\n"
                    f"    t = {IMAGENET_TRAIN}\n"
-                   "    return (wds.WebDataset(urls, shardshuffle=100).shuffle(1000)"
-                   ".decode('pil')\n            .to_tuple('jpg', 'cls').map_tuple(t, int))"),
-    "tokens": ("import numpy as np\n\n\nclass Windows(torch.utils.data.Dataset):\n"
+                   "    return (wds.WebDataset(urls, shardshuffle=100).shuffle(1000).decode('pil')\n"
+                   "            .to_tuple('jpg', 'cls').map_tuple(t, int))"),
+    "tokens": ("class Windows(torch.utils.data.Dataset):\n"
                "    def __init__(self, path: str, n: int) -> None:\n        self.path, self.n = path, n\n\n"
-               "    def __len__(self) -> int:\n        return len(np.memmap(self.path, np.uint16, 'r')) // self.n\n\n"
-               "    def __getitem__(self, i: int):\n        t = np.memmap(self.path, np.uint16, 'r')\n"
+               "    def __len__(self) -> int:\n        import numpy as np\n\n"
+               "        return len(np.memmap(self.path, np.uint16, 'r')) // self.n\n\n"
+               "    def __getitem__(self, i: int):\n        import numpy as np\n\n"
+               "        t = np.memmap(self.path, np.uint16, 'r')\n"
                "        return torch.from_numpy(t[i * self.n:(i + 1) * self.n].astype(np.int64)), 0\n\n\n"
                "def dataset():\n    return Windows({data!r}, {seq_len})"),
 }
