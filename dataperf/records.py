@@ -695,9 +695,11 @@ class DecisionResult(TrialRecord):
     lower_bound: bool = False
     lower_bound_why: str = ""
     trials: int = 0  # loader trials the decision rests on
+    trials_not_run: int = 0  # planned trials left out (the budget ran out): a budget not spent is a defect then
     wall_s: float = float("nan")  # the command, start to decision
     budget_s: float | None = None
-    # each rate the command predicted on the way and what was then measured: {"config", "predicted", "measured"}
+    # each rate the command predicted on the way and what was then measured: {"config", "predicted", "measured",
+    # "kind"}: kind "fed" (the fed rate of a config, measured fed) or "loader" (the loader alone, measured alone)
     predictions: list[dict[str, Any]] = field(default_factory=list)
     answer: str = ""  # the decision in the user's terms: the DataLoader arguments, the rate and wait to expect
 

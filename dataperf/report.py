@@ -299,8 +299,8 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
         fed = (f"fed {fmt(rec.fed_samples_per_s)} samples/s with the {idle} {rec.fed_stall_fraction * 100:.0f}% "
                f"of the time (step alone {fmt(step_sps)} samples/s)")
         if rec.outcome == "input_bound":
-            return (f"INPUT-BOUND, confirmed end to end: the best of {len(rec.fed)} configs fed, {chosen}, "
-                    f"{fed}{basis}{_lower(rec)}")
+            head = "NOT SETTLED" if rec.lower_bound else "INPUT-BOUND, confirmed end to end"
+            return f"{head}: the best of {len(rec.fed)} configs fed, {chosen}, {fed}{basis}{_lower(rec)}"
         return (f"recommended: {chosen}, confirmed end to end: {fed}; the cheapest within "
                 f"{(1 - verdict.NEAR_CONFIRMED) * 100:.0f}% of the best fed rate of {len(rec.fed)} configs{basis}")
     if rec.outcome == "best_without_model":
@@ -309,7 +309,8 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
     predicted = (f"predicted fed {fmt(rec.predicted_samples_per_s)} samples/s, the model idle "
                  f"{(rec.predicted_stall_fraction or 0) * 100:.0f}%; not confirmed fed (--confirm 2 checks it)")
     if rec.outcome == "input_bound":
-        return (f"INPUT-BOUND: no config tried feeds the step rate of {fmt(step_sps)} samples/s; the best, "
+        head = "NOT SETTLED" if rec.lower_bound else "INPUT-BOUND"
+        return (f"{head}: no config tried feeds the step rate of {fmt(step_sps)} samples/s; the best, "
                 f"{_named(pick)}: {predicted}{basis}{_lower(rec)}")
     margin = (f"the cheapest with {rec.headroom:g}x headroom" if rec.ratio >= rec.headroom else
               f"none tried has {rec.headroom:g}x headroom, so the loader's own swings may starve it")
@@ -318,7 +319,8 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
 
 
 def _lower(rec: verdict.Recommendation) -> str:
-    return f"; a lower bound: {rec.lower_bound_why}" if rec.lower_bound else ""
+    """INPUT-BOUND is said only when the configs that could feed the model were measured and fell short."""
+    return (f"; a lower bound, not a verdict: {rec.lower_bound_why}" if rec.lower_bound else "")
 
 
 def _idle_name(device: str) -> str:

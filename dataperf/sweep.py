@@ -592,6 +592,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
             rec.lower_bound, rec.lower_bound_why = bool(why), why
         outcome.wall_s = time.monotonic() - t0
         outcome.decision = decision_record("sweep", rec, outcome.records, outcome.wall_s, budget_s)
+        outcome.decision.trials_not_run = outcome.not_started
         records.append(out, outcome.decision)
     return outcome
 
@@ -678,7 +679,9 @@ def decision_record(command: str, rec: verdict.Recommendation, recs: list[Record
         d.fed_samples_per_s_rounds = win.rounds_samples_per_s
     if rec.outcome == "no_trials":
         d.status, d.error = "failed", "no trial succeeded: nothing to decide on"
+    if rec.lower_bound and rec.input_bound:
+        d.input_bound = None  # not settled: the configs that could feed the model were not all measured
     if step is not None:
         d.predictions = [{"config": f.config.key(), "predicted": verdict.predicted_fed(f.trial, step),
-                          "measured": f.samples_per_s} for f in rec.fed if not f.variant]
+                          "measured": f.samples_per_s, "kind": "fed"} for f in rec.fed if not f.variant]
     return d

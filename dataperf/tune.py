@@ -373,8 +373,9 @@ class Tuner:
                         persistent_workers=self.base.persistent_workers and p.num_workers > 0).explicit()
         r = self.search(first, "predict", p.why)
         if r.status == "ok":
+            # a loader rate (the limits' prediction) against the loader trial, not a fed rate
             self.res.predictions.append({"config": first.key(), "predicted": p.samples_per_s,
-                                         "measured": verdict.rank_rate(r)})
+                                         "measured": verdict.rank_rate(r), "kind": "loader"})
         for w in sorted((w for w in self.worker_choices(first.batch_size) if w < first.num_workers), reverse=True):
             if self.best() is not None:
                 break  # the predicted config failed: fewer workers until one runs (a pick is always measured)

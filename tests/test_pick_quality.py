@@ -124,8 +124,10 @@ def test_budget_goals():
     ok = pq.score("budget", d, ran(250.0), GRID, key_of, {}, 500.0, 300.0)
     assert ok["goals"]["within budget"] and ok["goals"]["used >= 80% of budget"]
     assert ok["budget_used"] == pytest.approx(250 / 300)
-    short = pq.score("budget", d, ran(200.0), GRID, key_of, {}, 500.0, 300.0)
+    short = pq.score("budget", replace(d, trials_not_run=2), ran(200.0), GRID, key_of, {}, 500.0, 300.0)
     assert short["goals"]["within budget"] and not short["goals"]["used >= 80% of budget"]
+    done = pq.score("budget", d, ran(200.0), GRID, key_of, {}, 500.0, 300.0)  # nothing left to run: may end early
+    assert done["goals"]["used >= 80% of budget"] and done["trials_not_run"] == 0
     assert not pq.score("budget", d, ran(301.0), GRID, key_of, {}, 500.0, 300.0)["goals"]["within budget"]
 
 

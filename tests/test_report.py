@@ -24,6 +24,11 @@ def test_recommendation_line_formats_each_outcome():
     assert line.startswith("INPUT-BOUND: no config tried feeds the step rate of 1,000 samples/s; the best, "
                            "files bs=32 w=4 pf=8 decode shuffled warm (backend files): predicted fed 400 samples/s, "
                            "the model idle 60%")
+    rec = verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2)
+    rec.lower_bound, rec.lower_bound_why = True, "8 workers were not tried (the budget ended first)"
+    assert report.recommendation_line(rec).startswith("NOT SETTLED: no config tried feeds")
+    assert report.recommendation_line(rec).endswith("a lower bound, not a verdict: 8 workers were not tried (the "
+                                                    "budget ended first)")
     line = report.recommendation_line(verdict.recommend([loader(110, 2, 2)], StepResult(samples_per_s=100.0), 1.2))
     assert "feeds the model" in line and "none tried has 1.2x headroom" in line
     assert report.recommendation_line(verdict.recommend(rs)).startswith("recommended: files bs=32 w=4 pf=8")

@@ -254,13 +254,6 @@ def transform_preset(t: dict[str, Any] | None) -> tuple[str | None, int | None]:
     return None, None
 
 
-def _workers(w: int, cores: int, cap: int | None) -> list[int]:
-    """runner's ladder up to the cores (or the script's count, when higher), capped by what the data can give
-    3 batches a worker; 0 only as the script's own baseline (with 0 workers loading is serial with the step)."""
-    ladder = runner.worker_ladder(max(cores, w), cap)
-    return [x for x in ladder if x > 0 or w == 0]
-
-
 def _data_cap(data: Data | None, loader: dict[str, Any], bs: int) -> int | None:
     if data is not None and data.count:
         return runner.worker_cap(data, bs)
@@ -290,9 +283,10 @@ def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: f
     path, dtype = loader.get("data_path"), loader.get("dataset_type")
     data, why = _resolve(path, dtype)
     cap = _data_cap(data, loader, bs)
-    ladder = _workers(w, cores or runner.cores(), cap)
-    flags = ["--batch-size", str(bs), "--num-workers", ",".join(map(str, ladder)),
-             "--prefetch-factor", f"{pf},{2 * pf}", "--decode"]
+    # no --num-workers: the sweep's own ladder is sized by the cores and the data, and only its own ladder goes
+    # on past its top while the best is the largest count tried and does not feed the model (a list given here
+    # would stop there: on 2 cores a paced job that needed 6 workers got a sweep of 1 and 2, 0.42 of the best)
+    flags = ["--batch-size", str(bs), "--prefetch-factor", f"{pf},{2 * pf}", "--decode"]
     if loader.get("pin_memory"):
         flags += ["--pin-memory", "on"]
     if loader.get("persistent_workers"):
@@ -323,6 +317,10 @@ def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: f
     if cap is not None and w > cap:
         notes.append(f"your {w} workers cannot each get {runner.STEADY_BATCHES} batches of an epoch of this data at "
                      f"batch {bs}, so the sweep tries at most {cap}")
+    elif w > (cores or runner.cores()):
+        notes.append(f"your {w} workers are more than the {cores or runner.cores()} cores: the sweep's ladder stops at "
+                     "the cores and goes on past them only while more workers still gain; add --num-workers "
+                     f"{w} to time your own count too")
     if data is None:
         return "", notes
     if dtype and not dtype.startswith(KNOWN_DATASETS):

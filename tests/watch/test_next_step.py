@@ -108,13 +108,13 @@ def test_imagefolder_read_in_place_train_loader_runs_as_printed(tmp_path, imagef
     assert flag(args, "--batch-size") == str(BS), "the train loader's batch, not val's"
     assert flag(args, "--transform") == "imagenet-train" and flag(args, "--image-size") == "32"
     cap = TRAIN // (BS * 3)
-    assert [int(w) for w in flag(args, "--num-workers").split(",")] == [1, cap]
+    assert "--num-workers" not in args, "the sweep sizes its ladder by the cores and the data, and goes past it"
     assert any("your 4 workers cannot each get 3 batches" in n for n in notes), notes
     (model,) = [n for n in notes if "for a verdict" in n]
     assert "--model torchvision.models:tinynet --input image --confirm 2" in model and "20% slower" in model
     assert not any("transform" in n for n in notes if "for a verdict" not in n), "the transform is passed"
     trials = run_as_printed(tmp_path, cmd)
-    assert {t.config["num_workers"] for t in trials} == {1, cap}
+    assert max(t.config["num_workers"] for t in trials) <= cap
 
 
 def test_zero_workers_serial_with_the_step(tmp_path, imagefolder):
@@ -124,7 +124,7 @@ def test_zero_workers_serial_with_the_step(tmp_path, imagefolder):
                  "--pin-memory")
     cmd, notes = next_block(p.stderr)
     args = shlex.split(cmd)
-    assert flag(args, "--num-workers") == "0,1,2"
+    assert "--num-workers" not in args
     assert flag(args, "--transform") == "imagenet-val" and flag(args, "--image-size") == "32"
     assert flag(args, "--pin-memory") == "on"
     (fed,) = [n for n in notes if "when fed" in n]
@@ -145,8 +145,8 @@ def test_webloader_batched_real_batch_size_and_transform_note(tmp_path, shards):
     (tf,) = [n for n in notes if "transform" in n and "for a verdict" not in n]
     assert "not visible" in tf and "--transform yourpkg.data:build_transform" in tf
     cap = SHARDS * PER_SHARD // (WDS_BATCH * 3)
-    assert [int(w) for w in flag(args, "--num-workers").split(",")] == [1, cap]
-    run_as_printed(tmp_path, cmd)
+    assert "--num-workers" not in args
+    assert max(t.config["num_workers"] for t in run_as_printed(tmp_path, cmd)) <= cap
 
 
 def test_transform_without_preset_is_noted(tmp_path, imagefolder):
@@ -167,4 +167,4 @@ def test_dataset_without_path_gets_no_command(tmp_path):
     assert not any(ln.startswith("next:") for ln in p.stderr.splitlines())
     (none,) = [ln for ln in p.stderr.splitlines() if ln.startswith("note: no next command")]
     assert "keeps no path" in none
-    assert "dataperf sweep --dataset yourpkg.data:build --batch-size 4 --num-workers 0,1,2 " in none
+    assert "dataperf sweep --dataset yourpkg.data:build --batch-size 4 --prefetch-factor " in none

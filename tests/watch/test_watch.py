@@ -118,7 +118,7 @@ def test_known_stall_workers_exit_code_and_passthrough(tmp_path, script):
     # the job's dataset keeps its working folder as its root, which sweep cannot read: no command, a note
     assert r.next_step == ""
     (none,) = [n for n in r.next_notes if n.startswith("no next command")]
-    assert f"--batch-size {BS} --num-workers 1," in none
+    assert f"--batch-size {BS} --prefetch-factor " in none
     procs = r.collectors["processes"]
     roles = {row["role"].replace(" (exited)", "") for row in procs["per_process"]}
     assert {"job main", "job worker"} <= roles
