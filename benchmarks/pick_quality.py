@@ -79,6 +79,7 @@ PLACEHOLDER = "yourpkg."  # watch's stand-ins for the user's own functions (your
 MIN_PATH_S = 60.0  # a path is not started with less time left than this before --deadline-s
 PACED_T, PACED_MODEL_SPS = 0.06, 80.0  # 16.7 samples/s a worker; the model eats 80 samples/s at any batch
 HEADROOM = 1.2
+PERSISTENT = {"both": (False, True), "off": (False,)}
 IMAGES_PER_S = 390.0  # `shards make --like imagenet` on 16 cores (200,000 in 8.5 min, 2026-12-03): estimates
 # per fed run beyond its window (fork, warm-up of workers x prefetch batches, model build): estimates only
 RUN_OVERHEAD_S = {"paced": 3.0, "imagenet": 6.0, "wds-uneven": 6.0, "tokens": 4.0, "cold": 6.0}
@@ -288,13 +289,14 @@ def on_scenario(cfg: dict[str, Any], base: LoaderConfig, cuda: bool) -> tuple[Lo
     return c, differ
 
 
-def grid_configs(base: LoaderConfig, workers: list[int], prefetch: list[int], cuda: bool) -> list[LoaderConfig]:
+def grid_configs(base: LoaderConfig, workers: list[int], prefetch: list[int], cuda: bool,
+                 persistent: tuple[bool, ...] = (False, True)) -> list[LoaderConfig]:
     """The full grid on the scenario's config; no workers collapses prefetch and persistence."""
     out: dict[str, LoaderConfig] = {}
     for w in workers:
         for pf in prefetch:
             for pin in ((False, True) if cuda else (False,)):
-                for persist in (False, True):
+                for persist in persistent:
                     c, _ = on_scenario({"num_workers": w, "prefetch_factor": pf, "pin_memory": pin,
                                         "persistent_workers": persist}, base, cuda)
                     out.setdefault(c.key(), c)
@@ -339,7 +341,7 @@ class Grid:
         self.topts = TrialOptions(drop_caches=sc.drop_caches, collect=False)
         self.cap = worker_cap(self.data, sc.batch_size)
         self.workers = worker_ladder(a.max_workers, self.cap)
-        self.configs = grid_configs(self.base, self.workers, a.prefetch, sc.cuda)
+        self.configs = grid_configs(self.base, self.workers, a.prefetch, sc.cuda, PERSISTENT[a.persistent])
         self.probes: dict[tuple[str, int, int], tuple[float, float]] = {}
 
     def key(self, cfg: dict[str, Any]) -> tuple[str, LoaderConfig, list[str]]:
@@ -798,7 +800,8 @@ def bench(a: argparse.Namespace, say: Say) -> int:
     elif not sc.factory and not Path(str(sc.data)).exists():
         say(f"dry run: {sc.data} does not exist yet; it would be made first (the worker cap is then read from it)")
         ladder = worker_ladder(a.max_workers)
-        return print_plan(sc, a, say, ladder, len(grid_configs(LoaderConfig(), ladder, a.prefetch, sc.cuda)))
+        return print_plan(sc, a, say, ladder, len(grid_configs(LoaderConfig(), ladder, a.prefetch, sc.cuda,
+                                                                PERSISTENT[a.persistent])))
     grid = Grid(sc, a, out, say)
     print_plan(sc, a, say, grid.workers, len(grid.configs))
     if a.dry_run:
@@ -814,7 +817,8 @@ def bench(a: argparse.Namespace, say: Say) -> int:
     else:
         truth_path.unlink(missing_ok=True)
         say(f"truth grid: {len(grid.configs)} configs x {a.rounds} rounds (workers {grid.workers}, cap "
-            f"{grid.cap}; prefetch {a.prefetch}; pin {'off/on' if sc.cuda else 'off (CPU)'}; persistent off/on)")
+            f"{grid.cap}; prefetch {a.prefetch}; pin {'off/on' if sc.cuda else 'off (CPU)'}; "
+            f"persistent {a.persistent})")
         t0 = time.monotonic()
         fed = grid.run(grid.configs, a.rounds, truth_path, clock.cap(a.grid_cap_s) if a.grid_cap_s else None, "grid")
         grid_wall = time.monotonic() - t0
@@ -974,6 +978,9 @@ def main() -> int:
     ap.add_argument("--model", default=None, help="another model for the scenario [paced: paced:fixed_step_model; "
                     "images: torchvision.models:resnet50; tokens: gpt-medium]")
     ap.add_argument("--prefetch", type=lambda s: [int(x) for x in s.split(",")], default=[2, 4])
+    ap.add_argument("--persistent", choices=list(PERSISTENT), default="both",
+                    help="persistent workers in the truth grid [both]; off halves a short lease's grid (a pick with "
+                         "them is then fed in extra rounds beside the best)")
     ap.add_argument("--max-workers", type=int, default=None, help="the ladder's top [the cores; paced: 4x the "
                     "cores, preflight's limit, since paced samples sleep]")
     ap.add_argument("--rounds", type=int, default=2)
