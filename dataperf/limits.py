@@ -473,10 +473,9 @@ def probe_worker(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Limit
         out.iterable = isinstance(ds, IterableDataset)
         out.dataset_len = None if out.iterable else len(ds)
         measured = max(lopts.probe_batches, math.ceil(lopts.probe_samples / cfg.batch_size))
-        probe = _Probe(ds, collate_for(data, ds, collate), cfg.batch_size, STABLE_BLOCKS * measured + 1,
-                       STABLE_BLOCKS * lopts.probe_s)
+        probe = _Probe(ds, collate_for(data, ds, collate), cfg.batch_size, 2 * measured + 1, 2 * lopts.probe_s)
         dl = DataLoader(probe, batch_size=None, collate_fn=_identity, num_workers=1, prefetch_factor=2)
-        seen, timed = 0, []
+        seen, timed, block = 0, [], max(1, measured // 2)
         for b in dl:
             t = b.pop("probe")
             seen += 1
@@ -485,13 +484,13 @@ def probe_worker(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Limit
                 first = (t, b["nbytes"])
                 continue
             timed.append((t, b["nbytes"]))
-            if len(timed) >= measured and _stable(timed, measured, out, lopts.probe_s):
+            if len(timed) >= 2 * block and _stable(timed, block, out, lopts.probe_s):
                 break
         else:
-            if len(timed) >= measured:
-                _stable(timed[:len(timed) // measured * measured], measured, out, 0.0)  # the data ran out: say so
+            if len(timed) >= 2 * block:
+                _stable(timed[:len(timed) // block * block], block, out, 0.0)  # the data ran out: say so
         del dl
-        for t, n in timed[-2 * measured:] if len(timed) >= 2 * measured else timed:
+        for t, n in timed[-2 * block:] if len(timed) >= 2 * block else timed:
             _add(out, t, n)
         if seen == 1:  # one batch in all: measured anyway, and said to include the warm-up
             _add(out, *first)
@@ -505,23 +504,22 @@ def probe_worker(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Limit
     return out
 
 
-STABLE_BLOCKS = 4  # the decode probe reads up to this many blocks (of probe_samples) until two agree
+STABLE_BLOCKS = 4  # the decode probe reads up to this many half-blocks (of probe_samples) until two agree
 STABLE = 0.05  # two consecutive blocks' CPU time a sample within this of each other: the rate is stable
 
 
 def _stable(timed: list[tuple[dict[str, Any], int]], block: int, out: WorkerProbe, probe_s: float) -> bool:
-    """Whether the decode probe can stop: the last two whole blocks of `block` batches agree on CPU time a sample
-    within STABLE (on the H200 one block read 172 samples/s a core in one run and 257 in another), or one block
-    was all the probe's time allowed. The block figures go in a note."""
+    """Whether the decode probe can stop: the last two whole blocks of `block` batches (half the probe's samples
+    each) agree on CPU time a sample within STABLE (on the H200 one probe read 172 samples/s a core in one run and
+    257 in another), or the probe has read STABLE_BLOCKS of them, or twice its time. The figures go in a note."""
     if len(timed) % block:
         return False
     per = [sum(t["fetch_cpu_s"] for t, _ in timed[i:i + block]) / max(1, sum(t["n"] for t, _ in timed[i:i + block]))
            for i in range(0, len(timed), block)]
     wall = sum(t["fetch_wall_s"] + t["collate_wall_s"] for t, _ in timed)
     settled = len(per) >= 2 and abs(per[-1] - per[-2]) <= STABLE * per[-1]
-    if settled or len(per) >= STABLE_BLOCKS or wall >= probe_s * STABLE_BLOCKS or (len(per) == 1 and wall >= probe_s):
-        why = ("two agreed within 5%" if settled else "its time or data ran out after one" if len(per) == 1 else
-               "no two agreed within 5%: the last two are used")
+    if settled or len(per) >= STABLE_BLOCKS or wall >= 2 * probe_s:
+        why = "the last two agreed within 5%" if settled else "no two agreed within 5%: the last two are used"
         out.notes.append(f"decode probe: {len(per)} block(s) of {block} batches read "
                          f"{', '.join(f'{1 / x:,.0f}' if x > 0 else '-' for x in per)} samples/s a core; {why}")
         return True

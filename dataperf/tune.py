@@ -403,8 +403,14 @@ class Tuner:
             self.search(replace(c, prefetch_factor=2 * (c.prefetch_factor or 2)), "prefetch",
                         f"deeper prefetch on {c.short()}")
         cands = self.candidates()
-        pick, rate = self.confirm(cands)
-        self.finish(pick, rate, cands)
+        if self.sopts is not None and self.fed_k and self.out is not None:
+            # the fed loop confirms (fed_check): loader-alone rounds first would only double the time (on the H200
+            # they took tune past 5 minutes, the fed rounds included)
+            pick = max(cands, key=verdict.rank_rate)
+            self.finish(pick, verdict.rank_rate(pick), cands)
+        else:
+            pick, rate = self.confirm(cands)
+            self.finish(pick, rate, cands)
         return self.res
 
     def finish(self, pick: LoaderResult, rate: float, cands: list[LoaderResult]) -> None:

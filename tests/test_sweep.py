@@ -10,7 +10,7 @@ from dataperf import sweep as sw
 from dataperf.cli import cli
 from dataperf.errors import UserError
 from dataperf.limits import LimitsOptions
-from dataperf.records import LoaderResult
+from dataperf.records import LoaderConfig, LoaderResult, StepResult
 from dataperf.runner import TrialOptions
 from dataperf.step import StepOptions
 
@@ -383,3 +383,45 @@ def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(t
     assert d.kind == "decision" and d.confirmed and d.config["num_workers"] in (2, 3), d.answer
     assert d.fed_samples_per_s >= 0.85 * 40 and "past the ladder, 3 workers were tried" in r.output
     assert "answer: DataLoader(dataset, batch_size=4" in r.output
+
+
+def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
+    """96 samples at batch 8 give 4 workers 3 batches each: past a best at 2 workers that does not feed, the jump
+    (to 4x) is clamped to 4, the data's most, rather than given up (the H200's 16,000 images at batch 256 stopped
+    at 16 with 'at most 20')."""
+    data = sources.as_data(datasets["image-files"])
+    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
+                     training_samples_per_s=100.0)
+    slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
+                        training_samples_per_s=50.0)
+    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    assert nxt is not None and nxt[1].num_workers == 4 and why == ""
+    t.config = {**cfg.__dict__, "num_workers": 4}
+    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    assert nxt is None and "cannot each get 3 batches" in why and "(at most 4)" in why
+
+
+def test_on_cuda_the_pinned_variant_is_fed_first(datasets, tmp_path, monkeypatch):
+    """Where the budget leaves one fed config, it is the pinned one a GPU script runs."""
+    data = sources.as_data(datasets["image-files"])
+    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
+                     training_samples_per_s=100.0, startup_s_median=0.0)
+    fed = []
+    monkeypatch.setattr("dataperf.e2e.run_e2e", lambda d, c, *a, **k: fed.append(c) or (_ for _ in ()).throw(
+        RuntimeError("not run here")))
+    sw.confirm([t], StepResult(samples_per_s=50.0, batch_size=8, device="cuda"),
+               StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8), 1.2, sw.ConfirmOptions(1, rounds=1),
+               {data.spec: data}, TrialOptions(), tmp_path / "c.jsonl")
+    assert [c.pin_memory for c in fed] == [True, False]
+
+
+def test_a_budget_counts_from_the_process_start():
+    import psutil
+
+    from dataperf.cli import process_start
+
+    started = process_start()
+    assert started <= time.monotonic() - (time.time() - psutil.Process().create_time()) + 0.5
+    assert time.monotonic() - started >= time.time() - psutil.Process().create_time() - 0.5

@@ -234,4 +234,4 @@ def test_tune_finds_the_workers_that_feed_a_model_of_known_rate(tmp_path, monkey
     assert d.config["num_workers"] >= 2 and d.fed_samples_per_s >= 0.85 * 40, (d.config, d.answer)
     first = d.predictions[0]  # the limits' prediction of the first config, and that config measured
     assert first["predicted"] == pytest.approx(first["measured"], rel=0.15), d.predictions
-    assert "prediction: " in r.output and "[   confirm]" in r.output and "answer: DataLoader(" in r.output
+    assert "prediction: " in r.output and "confirmed end to end" in r.output and "answer: DataLoader(" in r.output
