@@ -56,7 +56,7 @@ class TrialOptions:
     ebpf: bool = False
     raw_dir: Path | None = None
     throttle_mib_s: float | None = None  # simulated slow storage (diagnose's fetch what-if, tests)
-    sample_cost_s: float | None = None  # a fixed sleep per sample (known-answer tests, planted slowdowns)
+    sample_cost_s: float | None = None  # a fixed wall time per sample, paced on deadlines (known answers, slowdowns)
     seek_s: float | None = None  # files: a simulated seek, slept by a read not next in storage order (tests)
     seed: int = 0
     rank: int = 0
