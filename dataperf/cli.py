@@ -184,6 +184,7 @@ def shards_inspect(data, verify) -> None:
 
 
 BUDGET_START_ENV = "DATAPERF_BUDGET_START"  # --nproc: when the launching command started (time.monotonic())
+_main_started: float | None = None  # main() sets it: when this command's process started
 
 
 def process_start() -> float:
@@ -247,8 +248,9 @@ def bench(data, out, **kw) -> None:
 def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, confirm_k, confirm_steps,
           nproc, budget_text, **kw) -> None:
     """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
-    # --budget counts from here, or under --nproc from the launching command (one host: one monotonic clock)
-    started = float(os.environ.get(BUDGET_START_ENV) or process_start())
+    # --budget counts from the process's start (main()), or under --nproc from the launching command (one host:
+    # one monotonic clock), or, called in-process (tests), from here
+    started = float(os.environ.get(BUDGET_START_ENV) or _main_started or time.monotonic())
     from dataperf import budget, distributed, preflight, report
     from dataperf import sweep as sw
 
@@ -595,6 +597,7 @@ def report_cmd(results, headroom, plot) -> None:
     printers = {"e2e": report.print_e2e, "lengths": report.print_lengths, "profile": report.print_profile,
                 "diagnose": report.print_diagnose}
     rec = verdict.recommend(recs, step, headroom)
+    verdict.saved_bound(rec, recs)
     for r in recs:
         confirmation = r.kind == "e2e" and r.confirm_round is not None  # shown in the verdict's fed table
         if r.kind in printers and r.status == "ok" and not confirmation:
@@ -662,4 +665,6 @@ def watch(cmd, pid, out, label, ebpf, nsys) -> None:
 
 
 def main() -> None:
+    global _main_started
+    _main_started = process_start()  # only the command's own process: a caller that imports cli keeps its clock
     cli(prog_name="dataperf")

@@ -12,7 +12,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
-from dataperf.records import ONE_STREAM, E2EResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.records import (
+    ONE_STREAM,
+    DecisionResult,
+    E2EResult,
+    LimitsResult,
+    LoaderConfig,
+    LoaderResult,
+    Record,
+    StepResult,
+)
 
 NEAR_BEST = 0.95  # without a model: configs within 5% of the best rate count as equally fast
 NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's candidates): within 2% of the best is as fast
@@ -407,6 +416,16 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
         if _finite(rec.predicted_samples_per_s) else None
     _describe_pick(rec, results, step)
     return rec
+
+
+def saved_bound(rec: Recommendation, results: list[Record]) -> None:
+    """A lower bound rests on the sweep's plan (the worker counts it could still have tried), which a results file
+    does not hold: take it from the sweep's own decision record where that decided on these same records (the
+    same pick, the same number of trials), so that `report` gives the verdict the sweep gave."""
+    saved = [r for r in results if isinstance(r, DecisionResult) and r.command == "sweep"]
+    if saved and rec.pick_config is not None and saved[-1].config_key == rec.pick_config.key() \
+            and saved[-1].trials == len(ok_loaders(results)):
+        rec.lower_bound, rec.lower_bound_why = saved[-1].lower_bound, saved[-1].lower_bound_why
 
 
 def outshone(fed: list[FedRate], ranked: list[LoaderResult], step: StepResult) -> bool:

@@ -51,7 +51,10 @@ def test_report_gives_the_verdict_from_saved_results(tmp_path, datasets):
     r = CliRunner().invoke(cli, ["report", str(out), "--plot", str(tmp_path / "h.png")])
     assert r.exit_code == 0, r.output
     # the saved file gives the verdict the sweep gave
-    assert ("INPUT-BOUND" in r.output) == decision.input_bound != ("recommended:" in r.output), r.output
+    if decision.input_bound is None:  # w=0 and 1 of 2 cores fell short: a lower bound (CI's machine), never a verdict
+        assert "NOT SETTLED" in r.output and "INPUT-BOUND" not in r.output and "recommended:" not in r.output, r.output
+    else:
+        assert ("INPUT-BOUND" in r.output) == decision.input_bound != ("recommended:" in r.output), r.output
     assert f"answer: {verdict.dataloader_args(LoaderConfig(**decision.config))}" in r.output
     assert (tmp_path / "h.png").is_file()
     assert "step cnn-small" in r.output

@@ -1,6 +1,6 @@
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 from click.testing import CliRunner
@@ -400,6 +400,36 @@ def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
     t.config = {**cfg.__dict__, "num_workers": 4}
     nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
     assert nxt is None and "cannot each get 3 batches" in why and "(at most 4)" in why
+
+
+def test_a_fed_best_below_the_largest_count_tried_is_settled(datasets):
+    """Predicted, 1 worker beats 0 and does not feed: the edge is 1 and the answer a lower bound. Fed, 0 workers
+    beat 1 (CI's 2 cores: 517 against 231 samples/s, the workers took the model's CPU): more workers fed less,
+    so the verdict is settled, not a lower bound."""
+    from dataperf import verdict
+    from dataperf.records import E2EResult
+
+    data = sources.as_data(datasets["image-files"])
+    base = LoaderConfig(format="files", batch_size=8, num_workers=0, decode=True).explicit()
+    w0 = LoaderResult(data=data.spec, config=base.__dict__, config_key=base.key(), samples_per_s_median=300.0,
+                      training_samples_per_s=300.0, steady_valid=True)
+    c1 = replace(base, num_workers=1, prefetch_factor=2)
+    w1 = LoaderResult(data=data.spec, config=c1.__dict__, config_key=c1.key(), samples_per_s_median=600.0,
+                      training_samples_per_s=600.0, steady_valid=True)
+    step = StepResult(samples_per_s=1000.0)
+    trials = [(data, base), (data, c1)]
+    rec = verdict.recommend([w0, w1], step, 1.2)
+    assert "try 2 and more" in sw.lower_bound([w0, w1], trials, step, 1.2, False, rec)
+    runs = [E2EResult(data=data.spec, config=t.config, config_key=t.config_key, samples_per_s=sps,
+                      data_stall_fraction=stall, confirm_round=k, batch_size=8, steps_per_repeat=20, repeats=3)
+            for t, sps, stall in [(w0, 517.0, 0.2), (w1, 231.0, 0.3)] for k in (1, 2)]
+    rec = verdict.recommend([w0, w1, *runs], step, 1.2)
+    assert rec.confirmed and rec.input_bound and rec.pick.config["num_workers"] == 0
+    assert sw.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec) == ""
+    runs = [replace(r, samples_per_s=900.0 - r.samples_per_s) for r in runs]  # fed, 1 worker is best: the edge
+    rec = verdict.recommend([w0, w1, *runs], step, 1.2)
+    assert rec.pick.config["num_workers"] == 1
+    assert "try 2 and more" in sw.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec)
 
 
 def test_on_cuda_the_pinned_variant_is_fed_first(datasets, tmp_path, monkeypatch):

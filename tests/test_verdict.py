@@ -3,7 +3,7 @@
 import pytest
 
 from dataperf import verdict
-from dataperf.records import E2EResult, LimitsResult, LoaderConfig, LoaderResult, StepResult
+from dataperf.records import DecisionResult, E2EResult, LimitsResult, LoaderConfig, LoaderResult, StepResult
 
 
 def loader(sps, workers, pf=None, cache="warm", decode=True, verified=True):
@@ -261,3 +261,19 @@ def test_effects_measured_in_a_fed_run():
     assert verdict.fed_effects(gpu, dali, None) == []
     gpu.compute_ms_median = 120.0
     assert [e.name for e in verdict.fed_effects(gpu, dali, None)] == ["shared_gpu"]
+
+
+def test_report_takes_the_lower_bound_from_the_sweeps_own_decision():
+    """A results file does not hold the plan a lower bound rests on: the sweep's decision record gives it, but only
+    while it decided on the same records (same pick, same trial count)."""
+    w1, w2 = loader(100, 1, 2), loader(150, 2, 2)
+    step = StepResult(samples_per_s=1000.0)
+    rec = verdict.recommend([w1, w2], step)
+    assert rec.input_bound and not rec.lower_bound
+    d = DecisionResult(command="sweep", config_key=rec.pick_config.key(), trials=2, lower_bound=True,
+                       lower_bound_why="the best is the largest of the --num-workers given; try 3 and more")
+    verdict.saved_bound(rec, [w1, w2, d])
+    assert rec.lower_bound and "try 3" in rec.lower_bound_why
+    later = verdict.recommend([w1, w2, d, loader(400, 3, 2)], step)  # a trial appended since: the record is stale
+    verdict.saved_bound(later, [w1, w2, d, loader(400, 3, 2)])
+    assert not later.lower_bound
