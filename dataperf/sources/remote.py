@@ -202,19 +202,26 @@ def read_range(url: str, start: int, stop: int) -> bytes:
                     raise OSError(f"cannot read bytes {start}-{stop - 1} of {url}: {_why(e)}") from None
         if r.status != 206:
             why = "the server ignores Range requests" if r.status == 200 else f"HTTP {r.status} {r.reason}"
-            raise OSError(f"cannot read bytes {start}-{stop - 1} of {url}: {why}")
+            raise NoRanges(f"cannot read bytes {start}-{stop - 1} of {url}: {why}")
     if len(body) != stop - start:
         raise OSError(f"{url}: asked for bytes {start}-{stop - 1}, got {len(body)} bytes")
     return body
 
 
+class NoRanges(OSError):
+    """The server answered a Range request, but not with the range (200: the whole file, or an error status)."""
+
+
 def check_ranges(url: str) -> None:
-    """Refuse, before measuring, a file whose server cannot serve byte ranges."""
+    """Refuse, before measuring, a file whose server cannot serve byte ranges; a server that stopped answering
+    is told apart (advice to change servers would be wrong for it)."""
     try:
         read_range(url, 0, 1)
-    except OSError as e:
+    except NoRanges as e:
         raise UserError(f"{e}; serve it from a server that answers HTTP Range requests (any static file "
                         "server, S3), or copy the file locally") from None
+    except OSError as e:
+        raise UserError(f"{e}; the server stopped answering: check that it is up and serves {url}") from None
 
 
 class RangeFile(io.RawIOBase):

@@ -139,3 +139,39 @@ def test_server_without_range_support(token_dir, name, ok):
         r = CliRunner().invoke(cli, ["bench", spec, "--seq-len", str(SEQ)])
     assert r.exit_code == 2 and r.output.startswith("error:") and "Range" in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1
+
+
+def test_a_server_that_dies_during_the_range_probe_is_not_told_to_serve_ranges(token_dir):
+    """HEAD answers, then the 1-byte Range GET gets its 206 status and no body before the connection closes:
+    the error says the server stopped answering, not that it lacks Range support (reliability nit n24)."""
+    import http.server
+    import threading
+
+    size = (token_dir / "train.bin").stat().st_size
+
+    class Dies(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+
+        def do_GET(self):
+            self.send_response(206)
+            self.send_header("Content-Length", "1")
+            self.end_headers()
+            self.close_connection = True  # no body: the client's read ends early
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dies)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        r = CliRunner().invoke(cli, ["bench", f"http://127.0.0.1:{srv.server_address[1]}/train.bin",
+                                     "--seq-len", str(SEQ)])
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    assert r.exit_code == 2 and r.output.startswith("error:") and "stopped answering" in r.output, r.output
+    assert "serve it from a server that answers" not in r.output and len(r.output.strip().splitlines()) == 1
