@@ -8,6 +8,7 @@ import pytest
 
 from dataperf import records
 from dataperf.distributed import strip_nproc
+from tests.sigint import default_sigint
 
 
 def test_strip_nproc():
@@ -89,7 +90,7 @@ def test_n6_ctrl_c_under_nproc_is_130_with_one_hint_and_nothing_from_the_agent(t
                           "--num-workers", "0,1", "--prefetch-factor", "2", "--batch-size", "4", "--repeats", "5",
                           "--repeat-seconds", "1", "--min-batches", "3", "--warmup-batches", "1", "--no-collect",
                           "--out", str(out)], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=default_sigint)
     assert p.stdout is not None
     for line in p.stdout:  # rank 0's plan: the ranks are running
         if line.startswith("plan:"):

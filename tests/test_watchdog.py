@@ -18,6 +18,7 @@ import pytest
 
 from dataperf import watchdog
 from dataperf.errors import TrialError
+from tests.sigint import default_sigint
 
 ENDS_S = 300  # "it ends": generous on a box loaded by others, never a bound on how fast
 GONE_S = 60  # for the processes of a finished command to be gone
@@ -112,7 +113,8 @@ def start(cwd: Path, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), os.environ.get("PYTHONPATH", "")]),
                PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, "-m", "dataperf", *args], cwd=cwd, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=default_sigint)
 
 
 def finish(p: subprocess.Popen) -> tuple[int, str, str]:

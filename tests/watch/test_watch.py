@@ -21,6 +21,7 @@ import pytest
 
 from dataperf import records
 from dataperf.records import WatchResult
+from tests.sigint import default_sigint
 
 SAMPLE_S, STEP_S, BS, W, STEPS = 0.2, 0.1, 3, 2, 9
 ANALYTIC_STALL = 1 - STEP_S / (BS * SAMPLE_S / W)
@@ -178,7 +179,7 @@ def test_ctrl_c_reaches_the_job_and_its_exit_code_comes_back(tmp_path):
                    "except KeyboardInterrupt:\n    print('job got SIGINT', flush=True)\n    sys.exit(7)\n")
     proc = subprocess.Popen([sys.executable, "-m", "dataperf", "watch", "--out", str(tmp_path / "w.jsonl"), "--",
                              sys.executable, str(job)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env(), cwd=tmp_path)
+                            env=env(), cwd=tmp_path, preexec_fn=default_sigint)
     assert proc.stdout.readline().strip() == "ready"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
