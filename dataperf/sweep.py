@@ -635,8 +635,7 @@ def lower_bound(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], ste
     below), and the next count was not tried: the budget ended first, the worker counts were the user's, or the
     data or the machine cannot run it. A fed best below the largest count tried is settled: more workers fed
     less (CI's 2 cores: 0 workers fed 517 samples/s, 1 fed 231)."""
-    fed_best = max(rec.fed, key=lambda f: f.samples_per_s).trial if rec.confirmed and rec.fed else None
-    nxt, why = edge_trial(recs, trials, step, headroom, fed_best)
+    nxt, why = edge_trial(recs, trials, step, headroom, verdict.fastest(rec.fed).trial if rec.confirmed else None)
     if nxt is not None:
         n = nxt[1].num_workers
         return (f"{n} workers were not tried (the budget ended first)" if extend else

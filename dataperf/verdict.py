@@ -399,14 +399,14 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     rec.outcome = "input_bound" if rec.input_bound else "feeds"
     rec.fed = fed_rates(results, ranked)
     if rec.fed and not outshone(rec.fed, ranked, step):
-        best_fed = max(f.samples_per_s for f in rec.fed)
-        near = [f for f in rec.fed if f.samples_per_s >= NEAR_CONFIRMED * best_fed]
+        top_fed = fastest(rec.fed)
+        near = [f for f in rec.fed if f.samples_per_s >= NEAR_CONFIRMED * top_fed.samples_per_s]
         win = min(near, key=lambda f: cost_key(f.config))
         rec.pick, rec.confirmed, rec.pick_config = win.trial, True, win.config
         rec.fed_samples_per_s, rec.fed_stall_fraction = win.samples_per_s, win.stall_fraction
         # the job is input-bound when even the best fed config leaves the device idle (the pick, within 2% of its
         # rate, may wait a little more)
-        rec.input_bound = max(rec.fed, key=lambda f: f.samples_per_s).stall_fraction > FED_STALL
+        rec.input_bound = top_fed.stall_fraction > FED_STALL
         rec.outcome = "input_bound" if rec.input_bound else "feeds"
         rec.gains = variant_gains(rec.fed)
     rec.pick_config = rec.pick_config or rec.pick.loader_config
@@ -418,14 +418,19 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     return rec
 
 
+def fastest(fed: list[FedRate]) -> FedRate:
+    """The config that fed the model fastest (pooled over its rounds)."""
+    return max(fed, key=lambda f: f.samples_per_s)
+
+
 def saved_bound(rec: Recommendation, results: list[Record]) -> None:
     """A lower bound rests on the sweep's plan (the worker counts it could still have tried), which a results file
     does not hold: take it from the sweep's own decision record where that decided on these same records (the
     same pick, the same number of trials), so that `report` gives the verdict the sweep gave."""
-    saved = [r for r in results if isinstance(r, DecisionResult) and r.command == "sweep"]
-    if saved and rec.pick_config is not None and saved[-1].config_key == rec.pick_config.key() \
-            and saved[-1].trials == len(ok_loaders(results)):
-        rec.lower_bound, rec.lower_bound_why = saved[-1].lower_bound, saved[-1].lower_bound_why
+    d = next((r for r in reversed(results) if isinstance(r, DecisionResult) and r.command == "sweep"), None)
+    if d and rec.pick_config is not None and d.config_key == rec.pick_config.key() \
+            and d.trials == len(ok_loaders(results)):
+        rec.lower_bound, rec.lower_bound_why = d.lower_bound, d.lower_bound_why
 
 
 def outshone(fed: list[FedRate], ranked: list[LoaderResult], step: StepResult) -> bool:
@@ -433,9 +438,8 @@ def outshone(fed: list[FedRate], ranked: list[LoaderResult], step: StepResult) -
     fed runs did not confirm the configs that matter (they came before it), and the pick rests on the
     predictions."""
     fed_keys = {f.trial.config_key for f in fed}
-    best_fed = max(f.samples_per_s for f in fed)
     others = [_or0(predicted_fed(r, step)) for r in ranked if r.config_key not in fed_keys]
-    return bool(others) and max(others) * NEAR_BEST > best_fed
+    return bool(others) and max(others) * NEAR_BEST > fastest(fed).samples_per_s
 
 
 def variant_gains(fed: list[FedRate]) -> list[str]:
