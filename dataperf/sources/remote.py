@@ -212,16 +212,21 @@ class NoRanges(OSError):
     """The server answered a Range request, but not with the range (200: the whole file, or an error status)."""
 
 
+def range_error(e: OSError, url: str) -> UserError:
+    """A failed ranged read as one error line: a server without Range support is told to change servers, one that
+    stopped answering is not (that advice would be wrong for it)."""
+    if isinstance(e, NoRanges):
+        return UserError(f"{e}; serve it from a server that answers HTTP Range requests (any static file "
+                         "server, S3), or copy the file locally")
+    return UserError(f"{e}; the server stopped answering: check that it is up and serves {url}")
+
+
 def check_ranges(url: str) -> None:
-    """Refuse, before measuring, a file whose server cannot serve byte ranges; a server that stopped answering
-    is told apart (advice to change servers would be wrong for it)."""
+    """Refuse, before measuring, a file whose server cannot serve byte ranges."""
     try:
         read_range(url, 0, 1)
-    except NoRanges as e:
-        raise UserError(f"{e}; serve it from a server that answers HTTP Range requests (any static file "
-                        "server, S3), or copy the file locally") from None
     except OSError as e:
-        raise UserError(f"{e}; the server stopped answering: check that it is up and serves {url}") from None
+        raise range_error(e, url) from None
 
 
 class RangeFile(io.RawIOBase):

@@ -111,7 +111,7 @@ def open_array(data: Data, f: DataFile, dtype: str | None) -> Any:
 def check(data: Data) -> None:
     """Everything that would fail later, found before measuring: dtype, file sizes, extras, text field, and
     for remote files that the server serves byte ranges."""
-    from dataperf.sources.remote import RANGE_FORMATS, NoRanges, check_ranges
+    from dataperf.sources.remote import RANGE_FORMATS, check_ranges, range_error
 
     arrs = []
     for f in data.files:
@@ -137,11 +137,8 @@ def check(data: Data) -> None:
                 raise UserError(f"{f.path} is empty (0 bytes), not a .npy file; leave it out of DATA") from None
             except ValueError as e:
                 raise UserError(f"{f.path} is not a plain .npy array ({e})") from None
-            except NoRanges as e:
-                raise UserError(f"{e}; serve it from a server that answers HTTP Range requests") from None
             except OSError as e:
-                raise UserError(f"{e}; the server stopped answering: check that it is up" if data.remote else
-                                f"cannot read {f.path}: {e}") from None
+                raise (range_error(e, f.path) if data.remote else UserError(f"cannot read {f.path}: {e}")) from None
             if arr.ndim not in (1, 2) or arr.dtype.kind not in "iu":
                 raise UserError(f"{f.path} holds a {arr.ndim}-d {arr.dtype} array; token .npy must be 1-d (a "
                                 "flat stream) or 2-d (one sequence per row) of integer ids")
