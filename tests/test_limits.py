@@ -228,11 +228,18 @@ def test_usable_cores_are_every_core_with_or_without_a_model(monkeypatch):
 def test_the_decode_ceiling_bounds_the_rate_measured_beside_a_model(tmp_path):
     """A transform that burns 20 ms of CPU a sample, 2 workers on the 2 cores: the loader cannot beat 2 / 20 ms =
     100 samples/s, whatever else runs (load only lowers it), and the ceiling measured with a model's step given
-    must not sit below it (it read 50 with a core taken off for the model: the trial near twice its ceiling)."""
+    must not sit below it (it read 50 with a core taken off for the model: the trial near twice its ceiling).
+
+    The ceiling is CPU time, which load does not stretch: cores / (20 ms + read and decode) is known to within the
+    decode's share (at most 100, at least 75 here; the defect gave at most 50). The trial's steady rate is
+    wall-clock arrivals seen by a main process that load can delay, and over 1-s repeats it has read 4% above the
+    physical 100 (CI, 2026-12-04: 104 beside a ceiling of 96); it must stay below 1.3x the ceiling, where the
+    defect put it near 2x."""
     import os
     import random
 
     from PIL import Image
+
 
     root = tmp_path / "img"
     root.mkdir()
@@ -246,4 +253,6 @@ def test_the_decode_ceiling_bounds_the_rate_measured_beside_a_model(tmp_path):
     step = StepResult(model="paced", samples_per_s=1000.0, batch_size=4, step_ms_median=4.0)
     res = limits.measure_limits(root, cfg, opts, step=step, best=best, lopts=FAST)
     assert res.usable_cores == len(os.sched_getaffinity(0))
-    assert best.samples_per_s_median <= 1.05 * res.decode_samples_per_s, (best.samples_per_s_median, res.decode_how)
+    cores_over_spin = res.usable_cores / limits_cases.SPIN_CPU_S
+    assert 0.75 * cores_over_spin <= res.decode_samples_per_s <= cores_over_spin * (1 + 1e-9), res.decode_how
+    assert best.samples_per_s_median <= 1.3 * res.decode_samples_per_s, (best.samples_per_s_median, res.decode_how)
