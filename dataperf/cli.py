@@ -32,7 +32,7 @@ OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
 
 def error_line(e: BaseException) -> tuple[str, int]:
-    """The one `error:` line and exit code for an exception that ends a command (see README, exit codes): a
+    """The one `error:` line and exit code for an exception that ends a command (see docs/commands.md, exit codes): a
     library's text that spans lines is joined with spaces, and object reprs (`<_io.BytesIO object at 0x..>`,
     which name nothing a user has) are left out."""
     msg, code = _error(e)
@@ -120,7 +120,8 @@ def shards() -> None:
 @click.option("--shards", "n_shards", type=int, default=None,
               help="exact shard count instead of --shard-mb (at least workers x ranks: extra workers idle)")
 @click.option("--like", type=click.Choice(["imagenet"]), default=None,
-              help="photo-like JPEGs with ImageNet-1k train's size distribution (README), instead of --image-size")
+              help="photo-like JPEGs with ImageNet-1k train's size distribution (docs/synthetic-data.md), instead "
+                   "of --image-size")
 @click.option("--jobs", type=int, default=None, help="processes making --like images [the cores]")
 @click.option("--image-size", type=int, default=None, help="JPEG width and height in pixels [256]")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG quality")

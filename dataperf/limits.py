@@ -3,7 +3,7 @@ and the one that binds: storage, decode, main_process, workers, h2d, model.
 
 Each ceiling is what one part of the path from storage to the model could deliver if every other part were
 free, so the lowest one is the rate no tuning of the others can pass, and a measured config's rate as a share
-of it says how much is left to gain (README "Measurement", limits). The measurement only measures: it returns
+of it says how much is left to gain (docs/measurement/limits.md). The measurement only measures: it returns
 a LimitsResult, and `rows`/`describe` turn one into what a report prints.
 """
 

@@ -184,7 +184,7 @@ class LoaderResult(TrialRecord):
     # phases (all workers busy, then fewer); [] when unknown
     epoch_worker_samples: list[float] = field(default_factory=list)
     whole_epochs: bool = False  # every repeat ran to the end of the data
-    # what a training epoch gets from this config (README "Measurement", training rate): the whole-epoch rate when
+    # what a training epoch gets from this config (docs/measurement/trial.md, training rate): the whole-epoch rate when
     # the repeats were whole epochs; else an epoch's samples over epoch_estimate_s; the repeats' rate where the
     # steady rate is not valid (a shuffle buffer that hid the reads, too few batches a worker); the steady rate
     # when the epoch's size is unknown. The verdict ranks configs by it.
@@ -192,7 +192,7 @@ class LoaderResult(TrialRecord):
     training_basis: str = ""  # which of those, in words
     steady_valid: bool = True  # False where a note says the steady rate is not what training sees (buffer, batches)
     trial_s: float = float("nan")  # the whole trial's wall time: preparing, warm-up, repeats, baseline
-    # measurement definitions (issue 11; README "Measurement" defines each)
+    # measurement definitions (issue 11; docs/measurement/ defines each)
     epoch_samples_per_s_median: float = float("nan")  # a repeat's samples / repeat_s, start-up included
     epoch_samples_per_s_repeats: list[float] = field(default_factory=list)
     # repeat time beyond what the steady rate needs for its samples and, in a whole epoch, beyond its tail
@@ -280,7 +280,7 @@ class E2EResult(TrialRecord):
     loader_samples_per_s: float | None = None
     step_samples_per_s: float | None = None
     predicted_stall_fraction: float | None = None
-    # stall definitions (issue 11, README "Measurement"): data_stall_fraction is the device-idle share
+    # stall definitions (docs/measurement/workflows.md, e2e stall): data_stall_fraction is the device-idle share
     host_wait_fraction: float = float("nan")  # host time in next(loader) / wall
     host_wait_fraction_repeats: list[float] = field(default_factory=list)
     gpu_idle_fraction: float | None = None  # CUDA: 1 - sum(h2d + compute events) / wall; None on CPU
@@ -714,7 +714,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
 @dataclass
 class LimitsResult(Record):
     """The ceilings that bound one loader config, each in samples/s with how it was measured (or why not), and
-    the lowest, which binds (dataperf.limits; README "Measurement", limits). NaN: not measured."""
+    the lowest, which binds (dataperf.limits; docs/measurement/limits.md). NaN: not measured."""
 
     kind: str = "limits"
     data: str = ""

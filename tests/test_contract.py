@@ -1,5 +1,5 @@
-"""The one contract of every command (README, exit codes): 0 ok, 1 a regression or unmet target, 2 with exactly
-one `error:` line for a user mistake, found before measuring wherever it can be, 130 on Ctrl-C."""
+"""The one contract of every command (docs/commands.md, exit codes): 0 ok, 1 a regression or unmet target, 2 with
+exactly one `error:` line for a user mistake, found before measuring wherever it can be, 130 on Ctrl-C."""
 
 from __future__ import annotations
 

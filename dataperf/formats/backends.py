@@ -145,7 +145,7 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
             _lazy("dataperf.formats.litdata_backend", "prepare")),
     Backend("streaming", "streaming", "mosaicml-streaming 0.11-0.13 pin numpy<2.2 and every release imports "
             "torchvision and transformers<5, so it cannot share dataperf's environment; run in its own, built by "
-            "`bash scripts/streaming_env.sh` (README, backends)", "MDS shards (converted once)",
+            "`bash scripts/streaming_env.sh` (docs/backends.md)", "MDS shards (converted once)",
             ("process",), KNOBS, False, 0, _lazy("dataperf.formats.streaming_backend", "build"),
             _lazy("dataperf.formats.streaming_backend", "prepare")),
 ]}

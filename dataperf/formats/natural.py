@@ -7,7 +7,7 @@ Content is a dead-leaves picture (opaque shapes with power-law sizes occluding e
 whose spectrum falls as 1/f, with the sharp object edges photos have), each leaf filled with its own colour
 and a 1/f-spectrum texture, plus a little sensor grain. Every image draws from its own generator seeded by
 (seed, index), so the output for a seed is the same whatever the number of processes that make it.
-README "Synthetic data like ImageNet" gives the targets and where their numbers come from.
+docs/synthetic-data.md gives the targets and where their numbers come from.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageDraw
 
-# --- the size distribution (README: targets and sources) ------------------------------------------------
+# --- the size distribution (docs/synthetic-data.md: targets and sources) --------------------------------------
 LONG_SIDE = 500  # Flickr's "medium" size: most ImageNet photos were collected with a 500-pixel longer side
 P_LONG_SIDE_500 = 0.79
 P_SMALLER = 0.15  # longer side below 500 (small originals); the rest (0.06) are larger originals
@@ -145,7 +145,8 @@ def make(seed: int, index: int, quality: int) -> Like:
     w, h = image_size(rng)
     label = int(rng.integers(0, CLASSES))
     buf = io.BytesIO()
-    # 4:4:4: most ImageNet JPEGs are not chroma subsampled (README), and subsampling would halve chroma decode
+    # 4:4:4: most ImageNet JPEGs are not chroma subsampled (docs/synthetic-data.md), and subsampling would halve
+    # chroma decode
     Image.fromarray(render(rng, w, h)).save(buf, format="JPEG", quality=quality, subsampling=0)
     return Like(w, h, label, buf.getvalue())
 

@@ -2,7 +2,7 @@
 back through streaming.StreamingDataset in a torch DataLoader (process workers).
 
 mosaicml-streaming 0.13 needs numpy<2.2, torchvision and transformers at import, which cannot sit beside
-dataperf's torch pin in one environment; it runs where it is installed on its own (README, backends)."""
+dataperf's torch pin in one environment; it runs where it is installed on its own (docs/backends.md)."""
 
 from __future__ import annotations
 

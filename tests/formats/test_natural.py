@@ -1,5 +1,5 @@
 """`shards make --like imagenet`: the size distribution, JPEG bytes and image statistics against their targets
-(README "Synthetic data like ImageNet"), and the same bytes whatever the number of processes."""
+(docs/synthetic-data.md), and the same bytes whatever the number of processes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The streaming backend on the tiny datasets. mosaicml-streaming cannot join dataperf's environment (README,
-backends), so these skip there; `bash scripts/streaming_env.sh` builds its own environment and runs them."""
+"""The streaming backend on the tiny datasets. mosaicml-streaming cannot join dataperf's environment
+(docs/backends.md), so these skip there; `bash scripts/streaming_env.sh` builds its own environment and runs them."""
 
 import importlib.util
 

@@ -51,7 +51,7 @@ class Slow(torch.nn.Module):
 dist = int(os.environ.get("WORLD_SIZE", "1")) > 1
 model = Slow()
 sampler = None
-if dist:  # no DDP: an all-reduce would charge one rank's data wait to the other's step (see the README)
+if dist:  # no DDP: an all-reduce would charge one rank's data wait to the other's step (see docs/watch.md)
     torch.distributed.init_process_group("gloo")
     sampler = torch.utils.data.distributed.DistributedSampler(Sleepy(os.getcwd()), shuffle=False)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
