@@ -1,3 +1,4 @@
+import limits_cases
 import pytest
 
 from dataperf import limits
@@ -26,12 +27,18 @@ def test_names_prep_on_cpu_heavy_samples_without_workers(datasets):
     """A transform burning SPIN_CPU_S (20 ms) of thread CPU a sample and no workers: the loader gives at most
     50 samples/s from page cache, against a model taking thousands, while a cold read of a 2-3 KB file costs a
     small fraction of 20 ms: prep, far ahead of fetch (CPU time does not shrink under load, and a loaded CPU
-    only stretches it). The one loading stream is the binding limit, so the advice is more workers."""
+    only stretches it). The one loading stream is the binding limit, so the advice is more workers.
+
+    The warm loader's rate has a known ceiling whatever the load: one stream, 4 x 20 ms of CPU a batch, at most 50
+    samples/s. How much of the split prep takes depends also on the model's step, which load stretches without
+    bound (its share read 0.34-0.38 beside two other suites and two busy loops, 2026-12-04), so no share is
+    asserted, only the order prep >= fetch that names the bottleneck."""
     cfg = LoaderConfig(format="files", batch_size=4, num_workers=0, transform="limits_cases:spin")
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False)
     r, lim = diagnose(datasets["image-files"], cfg, StepOptions(model="tiny_models:tiny"), opts, lopts=FAST)
     assert r.bottleneck == "prep", r.sentence
-    assert r.prep_stall_fraction > 0.5
+    assert r.warm_samples_per_s <= 1 / limits_cases.SPIN_CPU_S * (1 + 1e-9), r.warm_samples_per_s
+    assert r.prep_stall_fraction >= r.fetch_stall_fraction and r.prep_stall_fraction > 0
     assert r.binding_limit == lim.binding_limit == "workers", limits.rows(lim)
     assert r.sentence.startswith("bottleneck: workers: 1 loading stream (num_workers=0)")
     assert any(a.startswith("more DataLoader workers") for a in r.advice), r.advice
