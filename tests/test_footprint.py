@@ -192,7 +192,7 @@ def test_copy_on_read_flagged_for_python_objects_not_for_numpy():
 
 
 class Hoarding(Dataset):
-    """Each worker keeps a fresh MiB of its own per sample (as a shuffle buffer or a cache fills): private
+    """Each worker keeps 2 fresh MiB of its own per sample (as a shuffle buffer or a cache fills): private
     memory that grows over its life without a page of the parent's being touched."""
 
     def __init__(self, n: int = 64):
@@ -202,7 +202,7 @@ class Hoarding(Dataset):
         return self.n
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        self.kept.append(np.ones(MIB, dtype=np.uint8))  # every page written: resident, private
+        self.kept.append(np.ones(2 * MIB, dtype=np.uint8))  # every page written: resident, private
         time.sleep(0.1)
         return torch.tensor(i)
 
@@ -212,11 +212,14 @@ def hoarding_epoch() -> dict:
 
 
 def test_memory_a_worker_allocates_itself_is_growth_but_not_copy_on_read():
-    """32 MiB a worker, a third of it between the middle and the last third of its life: private growth well
-    past the flag's size, none of it copied from the parent (its shared pages do not fall)."""
+    """64 MiB a worker, about a third of it between the middle and the last third of its life (43 MiB over the
+    two): private growth past the flag's size, none of it copied from the parent (its shared pages do not fall).
+    How much of it falls between the thirds depends on when each worker starts and when its sibling exits, which
+    load moves: at 1 MiB a sample (21 MiB expected) it read 12 MiB beside two other suites and two busy loops
+    (2026-12-04), so the growth is held above the flag itself, with 5x its size allocated between the thirds."""
     r = fresh("hoarding_epoch")
     assert r["workers_seen"] == 2
-    assert r["worker_private_growth_bytes"] > 2 * GROWTH_FLAG_MIB * MIB
+    assert r["worker_private_growth_bytes"] > GROWTH_FLAG_MIB * MIB
     assert r["worker_copied_bytes"] < GROWTH_FLAG_MIB * MIB and not r["copy_on_read"]
 
 
