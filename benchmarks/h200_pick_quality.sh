@@ -21,7 +21,7 @@
 # .whlcore holds the webdataset and braceexpand wheels the H200 lacks (installed with --no-index --no-deps
 # --target); the files scenario does not read shards, so without them it still runs, and says so.
 # Env overrides: OUT, SCENARIO (imagenet), DATA (/tmp/pick_quality), COUNT (16000), AMP (bf16|none), PREFETCH
-# (2), PERSISTENT (both|off), BUDGET (3m), PATHS (sweep,budget,tune,watch), CONFIRM (unset: the sweeps' own default), RUN_S (8),
+# (2), PERSISTENT (both|off), PIN (both|on), MIN_WORKERS (0), MAX_WORKERS (the cores), BUDGET (3m), PATHS (sweep,budget,tune,watch), CONFIRM (unset: the sweeps' own default), RUN_S (8),
 # MAKE_CAP_S (150), GRID_CAP_S (360), PATH_CAP_S (330), DEADLINE_S (1230), TRUTH_FROM.
 set -uo pipefail
 OUT=${OUT:-/tmp/pq}
@@ -45,6 +45,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
 args=(--scenario "${SCENARIO:-imagenet}" --data "${DATA:-/tmp/pick_quality}" --count "${COUNT:-16000}"
       --amp "${AMP:-bf16}" --prefetch "${PREFETCH:-2}" --persistent "${PERSISTENT:-both}" --budget "${BUDGET:-3m}"
+      --pin "${PIN:-both}" --min-workers "${MIN_WORKERS:-0}" ${MAX_WORKERS:+--max-workers "$MAX_WORKERS"}
       --paths "${PATHS:-sweep,budget,tune,watch}" --run-s "${RUN_S:-8}" --make-cap-s "${MAKE_CAP_S:-150}"
       --grid-cap-s "${GRID_CAP_S:-360}" --path-cap-s "${PATH_CAP_S:-330}" --deadline-s "${DEADLINE_S:-1230}"
       ${CONFIRM:+--confirm "$CONFIRM"} ${TRUTH_FROM:+--truth-from "$TRUTH_FROM"})

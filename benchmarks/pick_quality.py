@@ -80,6 +80,7 @@ MIN_PATH_S = 60.0  # a path is not started with less time left than this before 
 PACED_T, PACED_MODEL_SPS = 0.06, 80.0  # 16.7 samples/s a worker; the model eats 80 samples/s at any batch
 HEADROOM = 1.2
 PERSISTENT = {"both": (False, True), "off": (False,)}
+PINS = {"both": (False, True), "on": (True,)}
 IMAGES_PER_S = 390.0  # `shards make --like imagenet` on 16 cores (200,000 in 8.5 min, 2026-12-03): estimates
 # per fed run beyond its window (fork, warm-up of workers x prefetch batches, model build): estimates only
 RUN_OVERHEAD_S = {"paced": 3.0, "imagenet": 6.0, "wds-uneven": 6.0, "tokens": 4.0, "cold": 6.0}
@@ -290,12 +291,13 @@ def on_scenario(cfg: dict[str, Any], base: LoaderConfig, cuda: bool) -> tuple[Lo
 
 
 def grid_configs(base: LoaderConfig, workers: list[int], prefetch: list[int], cuda: bool,
-                 persistent: tuple[bool, ...] = (False, True)) -> list[LoaderConfig]:
+                 persistent: tuple[bool, ...] = (False, True), pins: tuple[bool, ...] = (False, True)
+                 ) -> list[LoaderConfig]:
     """The full grid on the scenario's config; no workers collapses prefetch and persistence."""
     out: dict[str, LoaderConfig] = {}
     for w in workers:
         for pf in prefetch:
-            for pin in ((False, True) if cuda else (False,)):
+            for pin in (pins if cuda else (False,)):
                 for persist in persistent:
                     c, _ = on_scenario({"num_workers": w, "prefetch_factor": pf, "pin_memory": pin,
                                         "persistent_workers": persist}, base, cuda)
@@ -340,8 +342,9 @@ class Grid:
         self.base, self.sopts = shape_for_model(self.data, cfg, self.sopts)
         self.topts = TrialOptions(drop_caches=sc.drop_caches, collect=False)
         self.cap = worker_cap(self.data, sc.batch_size)
-        self.workers = worker_ladder(a.max_workers, self.cap)
-        self.configs = grid_configs(self.base, self.workers, a.prefetch, sc.cuda, PERSISTENT[a.persistent])
+        self.workers = [w for w in worker_ladder(a.max_workers, self.cap) if w >= a.min_workers]
+        self.configs = grid_configs(self.base, self.workers, a.prefetch, sc.cuda, PERSISTENT[a.persistent],
+                                    PINS[a.pin])
         self.probes: dict[tuple[str, int, int], tuple[float, float]] = {}
 
     def key(self, cfg: dict[str, Any]) -> tuple[str, LoaderConfig, list[str]]:
@@ -799,9 +802,9 @@ def bench(a: argparse.Namespace, say: Say) -> int:
         summary["made"] = sc.made
     elif not sc.factory and not Path(str(sc.data)).exists():
         say(f"dry run: {sc.data} does not exist yet; it would be made first (the worker cap is then read from it)")
-        ladder = worker_ladder(a.max_workers)
+        ladder = [w for w in worker_ladder(a.max_workers) if w >= a.min_workers]
         return print_plan(sc, a, say, ladder, len(grid_configs(LoaderConfig(), ladder, a.prefetch, sc.cuda,
-                                                                PERSISTENT[a.persistent])))
+                                                                PERSISTENT[a.persistent], PINS[a.pin])))
     grid = Grid(sc, a, out, say)
     print_plan(sc, a, say, grid.workers, len(grid.configs))
     if a.dry_run:
@@ -817,14 +820,15 @@ def bench(a: argparse.Namespace, say: Say) -> int:
     else:
         truth_path.unlink(missing_ok=True)
         say(f"truth grid: {len(grid.configs)} configs x {a.rounds} rounds (workers {grid.workers}, cap "
-            f"{grid.cap}; prefetch {a.prefetch}; pin {'off/on' if sc.cuda else 'off (CPU)'}; "
+            f"{grid.cap}; prefetch {a.prefetch}; pin {'/'.join(map(str, PINS[a.pin])) if sc.cuda else 'off (CPU)'}; "
             f"persistent {a.persistent})")
         t0 = time.monotonic()
         fed = grid.run(grid.configs, a.rounds, truth_path, clock.cap(a.grid_cap_s) if a.grid_cap_s else None, "grid")
         grid_wall = time.monotonic() - t0
     best = best_of(fed)
     summary["truth"] = {"wall_s": grid_wall, "rounds": a.rounds, "workers": grid.workers, "worker_cap": grid.cap,
-                        "prefetch": a.prefetch, "from": str(a.truth_from) if a.truth_from else None,
+                        "prefetch": a.prefetch, "pin": a.pin,
+                        "min_workers": a.min_workers, "from": str(a.truth_from) if a.truth_from else None,
                         "best": best.row() if best else None,
                         "table": [f.row() for f in sorted(fed.values(), key=lambda f: -f.rate if f.wall_s else 0)]}
     print_truth(fed, best, sc, grid, say, summary)
@@ -983,6 +987,13 @@ def main() -> int:
                          "them is then fed in extra rounds beside the best)")
     ap.add_argument("--max-workers", type=int, default=None, help="the ladder's top [the cores; paced: 4x the "
                     "cores, preflight's limit, since paced samples sleep]")
+    ap.add_argument("--min-workers", type=int, default=0,
+                    help="the grid's lowest worker count [0]; a short lease leaves out counts far from the best "
+                         "(they only idle more, so the verdict rule, decided by the least idle, is unchanged; "
+                         "a pick below it is fed in extra rounds beside the best)")
+    ap.add_argument("--pin", choices=list(PINS), default="both",
+                    help="pin_memory in the truth grid on CUDA [both]; on: pinned only (an unpinned pick is then "
+                         "fed in extra rounds beside the best)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=1, help="fed repeats in each round of a config")
     ap.add_argument("--run-s", type=float, default=None, help="a fed run's window cap [paced 6, else 8]")
