@@ -173,6 +173,20 @@ def test_confirmed_pick_is_the_cheapest_within_2pct_of_the_best_fed_rate():
     assert rec.confirmed and rec.outcome == "input_bound" and rec.input_bound and cfg_of(rec.pick) == (8, 2)
 
 
+def test_a_trial_not_fed_outshines_the_fed_best_only_by_its_prediction_against_the_fed_ones():
+    """Predictions 20% above every fed run (the H200: w=16 predicted 1,815, fed 1,506; w=20 predicted 1,764):
+    the unfed w=20 is predicted below the fed w=16, so the fed pick stands; predicted 6% above it, it does not."""
+    w16, w20 = loader(1815, 16, 2), loader(1764, 20, 2)
+    step = StepResult(samples_per_s=2186.0)
+    runs = [fed(w16, 1506, 0.28), fed(w16, 1506, 0.28, 2)]
+    rec = verdict.recommend([w16, w20, *runs], step)
+    assert not verdict.outshone(rec.fed, verdict.by_prediction([w16, w20], step), step)
+    assert rec.confirmed and cfg_of(rec.pick) == (16, 2) and rec.fed_samples_per_s == 1506 and rec.input_bound
+    w20.samples_per_s_median = w20.samples_per_s_min = w20.samples_per_s_max = 1815 / 0.94
+    rec = verdict.recommend([w16, w20, *runs], step)
+    assert not rec.confirmed and cfg_of(rec.pick) == (20, 2)  # the pick rests on the predictions: w=20 to feed
+
+
 def test_plain_e2e_runs_are_not_confirmations():
     w4 = loader(600, 4, 2)
     run = fed(w4, 10, 0.9)
