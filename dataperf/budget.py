@@ -204,7 +204,8 @@ def cut_order(trials: list[Trial]) -> list[Trial]:
     """The trials, those thinning would cut last first: each ranked by the thinning step that removes it (the
     axes of THINNING in turn, round after round, until one trial is left or none can go), the survivors first.
     In the grid's order, a deadline drops the largest worker counts, which most often decide the pick; in this
-    order it drops what the plan itself would have dropped next. Ties keep the grid's order."""
+    order it drops what the plan itself would have dropped next. Among the trials one step removes, the larger
+    worker counts first (on the H200 a 5-minute sweep ran 1 worker and never 12), then the grid's order."""
     alive = list(trials)
     removed_at: dict[int, int] = {}  # id(config) -> thinning step that removed it
     step = 0
@@ -218,7 +219,7 @@ def cut_order(trials: list[Trial]) -> list[Trial]:
             alive = kept
         if len(alive) == before:
             break
-    return sorted(trials, key=lambda t: -removed_at.get(id(t[1]), step + 1))
+    return sorted(trials, key=lambda t: (-removed_at.get(id(t[1]), step + 1), -t[1].num_workers))
 
 
 def _values(trials: list[Trial], axis: str) -> list:

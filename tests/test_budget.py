@@ -139,15 +139,19 @@ def test_under_a_budget_trials_run_in_the_order_thinning_would_keep_them():
     """A deadline stops the grid at its last trials: in the grid's order those are the largest worker counts,
     which most often decide the pick. In cut_order the survivors of thinning come first (workers 16, then 1,
     then 4: every other value from the largest, round after round), prefetch 2 before 4 and 8, and what the plan
-    itself would drop next comes last. Without a budget the grid's order stands."""
+    itself would drop next comes last; among what one step drops, the larger worker counts first (8, 2, 0).
+    Without a budget the grid's order stands."""
     trials = grid_trials()  # workers 0,1,2,4,8,16 x prefetch 2,4,8
     order = [(c.num_workers, c.prefetch_factor) for _, c in budget.cut_order(trials)]
-    assert order[:6] == [(16, 2), (1, 2), (4, 2), (0, None), (2, 2), (8, 2)]
+    assert order[:6] == [(16, 2), (1, 2), (4, 2), (8, 2), (2, 2), (0, None)]
     assert sorted(order) == sorted((c.num_workers, c.prefetch_factor) for _, c in trials)
     assert all(pf in (4, 8) for _, pf in order[6:])
     assert budget.make_plan(trials, OPTS).trials == trials
     p = budget.make_plan(trials, OPTS, budget_s=40)  # 3 trials of 11 s fit: the three thinning keeps longest
     assert [(c.num_workers, c.prefetch_factor) for _, c in p.trials] == [(16, 2), (1, 2), (4, 2)]
+    # the 16-core ladder: a deadline after six trials has run 12 workers, not 1
+    h200 = grid_trials(num_workers=[0, 1, 2, 3, 4, 6, 8, 12, 16], prefetch_factor=[2])
+    assert [c.num_workers for _, c in budget.cut_order(h200)] == [16, 0, 4, 8, 2, 12, 6, 3, 1]
 
 
 def test_a_candidate_without_a_start_up_figure_costs_none_and_other_batch_sizes_cost_a_step():
