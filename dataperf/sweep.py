@@ -614,9 +614,9 @@ def _extend(outcome: SweepOutcome, trials: list[tuple[Data, LoaderConfig]], opts
         nxt, _ = edge_trial(recs, trials, outcome.step, headroom)
         if nxt is None:
             return
-        if deadline is not None:
+        if deadline is not None:  # with _fill's margin: a trial the deadline cuts is a failed record, not a figure
             need = budget.trial_seconds(opts, [r for r in recs if isinstance(r, LoaderResult)])
-            if time.monotonic() + need + reserve_s > deadline:
+            if time.monotonic() + FILL_MARGIN * need + reserve_s > deadline:
                 return
         r = run_trial(*nxt, opts)
         records.append(out, r)

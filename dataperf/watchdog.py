@@ -130,9 +130,11 @@ class Watchdog:
         if self.fires > 1:
             return f"stalled for {now - last:.0f} s, and stopping the loader stalled too (threads stuck: {waiting})"
         if stalled:
-            return (f"stalled for {now - last:.0f} s (--stall-timeout {self.stall_s:g}): {waiting}; if that can "
-                    "really take so long, raise --stall-timeout")
-        return f"ran past its deadline (sweep --budget), stalled for {now - last:.0f} s: {waiting}"
+            return (f"stalled for {now - last:.0f} s (--stall-timeout {self.stall_s:g}): {waiting} (blocked: a lock, "
+                    "a dead mount, a read that never ends?); if that can really take so long, raise --stall-timeout")
+        # not a stall: the budget's time ran out mid-trial (the H200: 20 workers, the last batch 0 s before)
+        return (f"ran past its deadline (sweep --budget), {now - last:.0f} s after its last batch: {waiting}; the "
+                "budget cut it, nothing was stuck")
 
     def _watch(self) -> None:
         with self._wake:
@@ -216,8 +218,7 @@ def loader_wait(batches: Any, it: Any) -> str:
         info = getattr(it, "_task_info", {}).get(idx)
         if info is not None and len(info) == 1 and info[0] < len(workers):
             w = info[0]
-            return (f"DataLoader worker {w} (pid {workers[w].pid}) has not returned batch {idx} (its Dataset "
-                    "blocked: a lock, a dead mount, a read that never ends?)")
+            return f"DataLoader worker {w} (pid {workers[w].pid}) has not returned batch {idx}"
         return f"waiting on {len(workers)} DataLoader workers"
     dataset = getattr(batches, "dataset", None)
     if dataset is not None:

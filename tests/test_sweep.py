@@ -455,3 +455,22 @@ def test_a_budget_counts_from_the_process_start():
     started = process_start()
     assert started <= time.monotonic() - (time.time() - psutil.Process().create_time()) + 0.5
     assert time.monotonic() - started >= time.time() - psutil.Process().create_time() - 0.5
+
+
+def test_a_worker_count_past_the_ladder_starts_only_with_the_fill_margin_left(monkeypatch, tmp_path):
+    """The H200: 20 workers started with the budget's last seconds, ran past the deadline and became a failed
+    record (so the answer stayed a lower bound). The edge trial, like _fill's, needs FILL_MARGIN x its expected
+    length left; trial time and the trial itself are stand-ins here (nothing timed)."""
+    cfg = LoaderConfig(num_workers=20)
+    ran: list[LoaderConfig] = []
+    monkeypatch.setattr(sw, "edge_trial", lambda *a, **k: ((None, cfg), "") if not ran else (None, ""))
+    monkeypatch.setattr(sw.budget, "trial_seconds", lambda *a, **k: 100.0)
+    monkeypatch.setattr(sw, "run_trial", lambda d, c, o: ran.append(c) or LoaderResult(config=asdict(c),
+                                                                                        config_key=c.key()))
+    out = tmp_path / "r.jsonl"
+    out.touch()
+    outcome = sw.SweepOutcome()
+    sw._extend(outcome, [], TrialOptions(), out, 1.2, None, time.monotonic() + 0.99 * sw.FILL_MARGIN * 100, 0.0)
+    assert ran == [] and outcome.extended == []
+    sw._extend(outcome, [], TrialOptions(), out, 1.2, None, time.monotonic() + 1.2 * sw.FILL_MARGIN * 100, 0.0)
+    assert ran == [cfg] and outcome.extended == [20]

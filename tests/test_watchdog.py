@@ -262,3 +262,14 @@ def test_n8_a_ctrl_c_anywhere_in_a_sweep_is_exit_130(user_code, after_s):
     assert rc == 130 and "Traceback" not in err and "Exception ignored" not in err, out + err
     assert [ln for ln in err.splitlines() if ln.startswith("interrupted")], err
     assert left_in_session(p.pid) == []
+
+
+def test_a_trial_cut_by_the_budget_is_not_called_stuck():
+    """Past the budget's deadline with batches still coming, the error says the budget cut it; the guesses at
+    what blocks (a lock, a dead mount) belong to a stall only (the H200: '20 workers ... stalled for 0 s ...
+    its Dataset blocked')."""
+    with watchdog.Watchdog(stall_s=None, deadline=time.monotonic() + 0.5):
+        with pytest.raises(TrialError) as e:
+            with watchdog.waiting(lambda: "DataLoader worker 4 (pid 1) has not returned batch 4"):
+                time.sleep(ENDS_S)
+    assert "the budget cut it, nothing was stuck" in str(e.value) and "dead mount" not in str(e.value)
