@@ -235,7 +235,7 @@ def eta_s(plan: Plan, done: list[LoaderResult], left: int) -> float:
 
 def fed_run_s(cfg: LoaderConfig, step: StepResult, steps: int, repeats: int, warmup: int,
               loader_samples_per_s: float | None = None, startup_s: float = 0.0) -> float:
-    """One fed run's expected seconds (e2e's loop): its warm-up, raised to the batches the workers queue ahead,
+    """One fed run's expected seconds (e2e's loop): its warm-up, at most the batches the workers queue ahead,
     and its timed steps, at the slower of the step and (when measured) the loader, plus start-up."""
     rates = [x for x in (step.samples_per_s, loader_samples_per_s) if x and x == x and x > 0]
     if not rates:

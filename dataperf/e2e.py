@@ -14,7 +14,7 @@ import torch
 
 from dataperf import cache, verdict
 from dataperf.errors import UserError
-from dataperf.fed import EpochStream, shape_for_model, train_loop
+from dataperf.fed import EpochStream, shape_for_model, train_loop, warm_up
 from dataperf.formats import backends
 from dataperf.records import E2EResult, LoaderConfig, LoaderResult, StepResult, percentile, summarize
 from dataperf.runner import TrialOptions, run_trial
@@ -52,10 +52,14 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
             cache.prepare(prep.paths, "warm")
         queued = in_flight_samples(cfg) // cfg.batch_size
         if queued > warmup:  # else the first timed steps eat the workers' head start and read no stall
-            res.notes.append(f"warm-up raised from {warmup} to {queued} steps: the batches the loader queues "
-                             "ahead (workers x prefetch), so the timed steps see its steady state")
-            warmup = queued
-        train_loop(stream, tr, warmup)
+            ran = warm_up(stream, tr, max(warmup, cfg.num_workers), queued)
+            res.notes.append(f"warm-up raised from {warmup} to {ran} steps of at most {queued} (the batches the "
+                             "loader queues ahead: workers x prefetch)"
+                             + (", ended once the steps had waited on data as long as one step computes: "
+                                "nothing was queued any more"
+                                if ran < queued else "") + "; so the timed steps see its steady state")
+        else:
+            train_loop(stream, tr, warmup)
         stream.restarts = 0
         walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []
         reads, samples, resident, wall_s, busy_ms = [], [], [], [], []

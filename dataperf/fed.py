@@ -63,6 +63,26 @@ class EpochStream:
             return next(self.it)
 
 
+def warm_up(stream: EpochStream, tr: Trainer, least: int, most: int) -> int:
+    """Untimed steps until the batches the loader queued ahead are spent, so the timed steps see its steady state:
+    at most `most` (all it can queue: workers x prefetch), no fewer than `least` (every worker's first batch
+    in), and after that, once the steps have waited on data as long as one step computes, nothing was queued
+    any more and the warm-up ends. Waits summed, not a run of waiting steps: workers deliver in waves (two
+    workers: a wait, a ready batch, a wait, ...), and a ready batch's scheduling hiccup is a few ms, never a
+    step's worth. A loader that feeds the model never makes a step wait and gets all `most`, as before; one that
+    cannot stops early (the H200: up to 80 warm-up steps of 256 at 20 workers x prefetch 4, more than an epoch).
+    Each step is synced: the wait is what the model, done, waited for. Returns the steps run."""
+    waited_s, busy_s = 0.0, []
+    for n in range(1, most + 1):
+        t, wall = train_loop(stream, tr, 1)
+        busy_s.append(max(wall - t.wait_s[0], 0.0))
+        if n > least:
+            waited_s += t.wait_s[0]
+            if waited_s >= sum(busy_s) / len(busy_s):
+                return n
+    return most
+
+
 def train_loop(stream: EpochStream, tr: Trainer, steps: int,
                on_step: Callable[[], None] | None = None, sync_each_step: bool = False) -> tuple[StepTimes, float]:
     """Run `steps` real steps fed by the loader; returns times and wall seconds.

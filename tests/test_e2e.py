@@ -111,13 +111,33 @@ def test_in_flight_samples():
     assert in_flight_samples(LoaderConfig(format="dali", batch_size=8, dali_prefetch_queue_depth=3)) == 24
 
 
+def test_warmup_ends_once_nothing_is_queued_and_the_timed_steps_read_the_analytic_rate(paced, one_thread):
+    """2 workers x prefetch 4 can queue 8 batches. Input-bound (2 workers x 4 samples x 50 ms: a batch every
+    100 ms, the two workers' in a pair; the model busy 50 ms a step of 4): once every worker's first batch is in
+    (2 steps) every other step waits 100 ms, past the 50 ms a step computes, and the warm-up ends before 8; the
+    timed steps read 40 samples/s and 50% idle. Fed (the model busy 200 ms a step: 20 samples/s): no step
+    waits, so all 8 warm up and the model's rate is read."""
+    paced(T=0.05, N=4000, STEP_S=0.05)
+    cfg = LoaderConfig(format="user-dataset", batch_size=4, num_workers=2, prefetch_factor=4)
+    sopts = StepOptions(model="paced:fixed_step_model", batch_size=4, image_size=8)
+    r = run_e2e(user_dataset("paced:sleep_map"), cfg, sopts, steps=10, repeats=3, warmup=1, predict=False)
+    note = next(n for n in r.notes if n.startswith("warm-up raised from 1 to "))
+    assert int(note.split()[5]) < 8 and "nothing was queued any more" in note, note
+    assert r.samples_per_s == pytest.approx(40, rel=0.05), r.samples_per_s_repeats
+    assert r.data_stall_fraction == pytest.approx(0.5, abs=0.05), r.data_stall_fraction_repeats
+    paced(STEP_S=0.2)
+    r = run_e2e(user_dataset("paced:sleep_map"), cfg, sopts, steps=10, repeats=3, warmup=1, predict=False)
+    assert "warm-up raised from 1 to 8 steps of at most 8" in " ".join(r.notes), r.notes
+    assert r.samples_per_s == pytest.approx(20, rel=0.05), r.samples_per_s_repeats
+
+
 def test_warmup_covers_the_batches_the_workers_queue_ahead(datasets):
     """2 workers x prefetch 4 hold 8 batches ready when the loop starts: a warm-up of 1 would let the first
     timed steps eat that head start and read no stall, so it is raised to 8 and said; 1 worker x 1 is not."""
     tiny = StepOptions(model="tests.tiny_models:tiny", image_size=8)
     cfg = LoaderConfig(format="files", batch_size=4, num_workers=2, prefetch_factor=4, image_size=8)
     r = run_e2e(datasets["image-files"], cfg, tiny, steps=3, repeats=2, warmup=1, predict=False)
-    assert "warm-up raised from 1 to 8 steps" in " ".join(r.notes)
+    assert "warm-up raised from 1 to " in " ".join(r.notes) and "of at most 8 (" in " ".join(r.notes)
     r = run_e2e(datasets["image-files"], LoaderConfig(format="files", batch_size=4, num_workers=1, prefetch_factor=1,
                                                       image_size=8), tiny, steps=3, repeats=2, warmup=1, predict=False)
     assert not any("warm-up raised" in n for n in r.notes)
