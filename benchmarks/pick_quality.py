@@ -290,6 +290,11 @@ def on_scenario(cfg: dict[str, Any], base: LoaderConfig, cuda: bool) -> tuple[Lo
     return c, differ
 
 
+def grid_workers(a: argparse.Namespace, cap: int | None = None) -> list[int]:
+    """The truth grid's worker counts: the ladder up to --max-workers and the data's cap, from --min-workers."""
+    return [w for w in worker_ladder(a.max_workers, cap) if w >= a.min_workers]
+
+
 def grid_configs(base: LoaderConfig, workers: list[int], prefetch: list[int], cuda: bool,
                  persistent: tuple[bool, ...] = (False, True), pins: tuple[bool, ...] = (False, True)
                  ) -> list[LoaderConfig]:
@@ -342,7 +347,7 @@ class Grid:
         self.base, self.sopts = shape_for_model(self.data, cfg, self.sopts)
         self.topts = TrialOptions(drop_caches=sc.drop_caches, collect=False)
         self.cap = worker_cap(self.data, sc.batch_size)
-        self.workers = [w for w in worker_ladder(a.max_workers, self.cap) if w >= a.min_workers]
+        self.workers = grid_workers(a, self.cap)
         self.configs = grid_configs(self.base, self.workers, a.prefetch, sc.cuda, PERSISTENT[a.persistent],
                                     PINS[a.pin])
         self.probes: dict[tuple[str, int, int], tuple[float, float]] = {}
@@ -802,7 +807,7 @@ def bench(a: argparse.Namespace, say: Say) -> int:
         summary["made"] = sc.made
     elif not sc.factory and not Path(str(sc.data)).exists():
         say(f"dry run: {sc.data} does not exist yet; it would be made first (the worker cap is then read from it)")
-        ladder = [w for w in worker_ladder(a.max_workers) if w >= a.min_workers]
+        ladder = grid_workers(a)
         return print_plan(sc, a, say, ladder, len(grid_configs(LoaderConfig(), ladder, a.prefetch, sc.cuda,
                                                                 PERSISTENT[a.persistent], PINS[a.pin])))
     grid = Grid(sc, a, out, say)
@@ -819,8 +824,9 @@ def bench(a: argparse.Namespace, say: Say) -> int:
         say(f"truth grid reused from {a.truth_from} (same data, cores and model; its wall time {grid_wall:.0f} s)")
     else:
         truth_path.unlink(missing_ok=True)
+        pins = "/".join("on" if p else "off" for p in PINS[a.pin]) if sc.cuda else "off (CPU)"
         say(f"truth grid: {len(grid.configs)} configs x {a.rounds} rounds (workers {grid.workers}, cap "
-            f"{grid.cap}; prefetch {a.prefetch}; pin {'/'.join(map(str, PINS[a.pin])) if sc.cuda else 'off (CPU)'}; "
+            f"{grid.cap}; prefetch {a.prefetch}; pin {pins}; "
             f"persistent {a.persistent})")
         t0 = time.monotonic()
         fed = grid.run(grid.configs, a.rounds, truth_path, clock.cap(a.grid_cap_s) if a.grid_cap_s else None, "grid")

@@ -614,10 +614,8 @@ def _extend(outcome: SweepOutcome, trials: list[tuple[Data, LoaderConfig]], opts
         nxt, _ = edge_trial(recs, trials, outcome.step, headroom)
         if nxt is None:
             return
-        if deadline is not None:  # with _fill's margin: a trial the deadline cuts is a failed record, not a figure
-            need = budget.trial_seconds(opts, [r for r in recs if isinstance(r, LoaderResult)])
-            if time.monotonic() + FILL_MARGIN * need + reserve_s > deadline:
-                return
+        if deadline is not None and not _time_for_a_trial(opts, recs, deadline, reserve_s):
+            return
         r = run_trial(*nxt, opts)
         records.append(out, r)
         outcome.results.append(r)
@@ -646,6 +644,13 @@ def lower_bound(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], ste
 FILL_MARGIN = 1.5  # a trial run with the budget's leftover time must fit this multiple of its expected length
 
 
+def _time_for_a_trial(opts: TrialOptions, recs: list[Record], deadline: float, reserve_s: float = 0.0) -> bool:
+    """Whether FILL_MARGIN x a trial's expected length (from the finished trials) still fits before the deadline,
+    reserve_s kept: a trial the deadline cuts is a failed record (seen on the H200), not a figure."""
+    need = budget.trial_seconds(opts, [r for r in recs if isinstance(r, LoaderResult)])
+    return time.monotonic() + FILL_MARGIN * need + reserve_s <= deadline
+
+
 def _fill(outcome: SweepOutcome, left: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path,
           on_result: Callable[[LoaderResult | None], None] | None, deadline: float) -> None:
     """Trials the budget left out, run with the time left once the verdict's work is done: those nearest the
@@ -654,9 +659,8 @@ def _fill(outcome: SweepOutcome, left: list[tuple[Data, LoaderConfig]], opts: Tr
     rec = verdict.recommend(records.current(records.load(out)), outcome.step)
     near = (rec.pick or rec.best).config.get("num_workers", 0) if (rec.pick or rec.best) else 0
     for data, cfg in sorted(left, key=lambda t: abs(t[1].num_workers - near)):
-        done = [r for r in records.load(out) if isinstance(r, LoaderResult)]
-        if time.monotonic() + FILL_MARGIN * budget.trial_seconds(opts, done) > deadline:
-            return  # a margin: a trial the deadline cuts is a failed record (seen on the H200), not a figure
+        if not _time_for_a_trial(opts, records.load(out), deadline):
+            return
         r = run_trial(data, cfg, opts)
         records.append(out, r)
         outcome.results.append(r)

@@ -208,10 +208,10 @@ def _gpu(rec: WatchResult, log: ProcLog, samples_per_step: float) -> None:
     cu = [c for c in log.cuda if c.get("n", 0) > 1 and c.get("wall_ms")]
     if not cu:
         return
-    busy_ms = sum(c["busy_ms"] for c in cu) / len(cu)
+    busy_ms = sum(c["busy_ms"] for c in cu)
     if busy_ms > 0 and samples_per_step > 0:
-        rec.model_samples_per_s = samples_per_step / (busy_ms / 1000)
-    rec.gpu_idle_fraction = max(0.0, 1 - sum(c["busy_ms"] for c in cu) / sum(c["wall_ms"] for c in cu))
+        rec.model_samples_per_s = samples_per_step * len(cu) / (busy_ms / 1000)
+    rec.gpu_idle_fraction = max(0.0, 1 - busy_ms / sum(c["wall_ms"] for c in cu))
     rec.gpu_idle_fraction_repeats = [max(0.0, 1 - sum(c["busy_ms"] for c in b) / sum(c["wall_ms"] for c in b))
                                      for b in _blocks(cu, BLOCKS)]
 
