@@ -68,11 +68,11 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def trial_seconds(opts: TrialOptions, finished: Iterable[LoaderResult] = ()) -> float:
-    """One trial's expected duration: runner.estimate_trial_s once trials have finished, else the options'
-    repeats at their budget plus TRIAL_OVERHEAD_S (an epoch guess for whole-epoch repeats)."""
+def trial_seconds(opts: TrialOptions, finished: Iterable[LoaderResult] = (), cfg: LoaderConfig | None = None) -> float:
+    """One trial's expected duration (of cfg, where given): runner.estimate_trial_s once trials have finished,
+    else the options' repeats at their budget plus TRIAL_OVERHEAD_S (an epoch guess for whole-epoch repeats)."""
     done = [r for r in finished if r.status == "ok" and r.repeat_s]
-    est = estimate_trial_s(opts, done)
+    est = estimate_trial_s(opts, done, cfg)
     if done and est is not None:
         return est
     return opts.repeats * (opts.repeat_seconds or EPOCH_GUESS_S) + TRIAL_OVERHEAD_S

@@ -376,19 +376,46 @@ def _release(e: BaseException) -> None:
     gc.collect()
 
 
-def estimate_trial_s(opts: TrialOptions, finished: Iterable[LoaderResult] = ()) -> float | None:
+def estimate_trial_s(opts: TrialOptions, finished: Iterable[LoaderResult] = (),
+                     cfg: LoaderConfig | None = None) -> float | None:
     """How long a trial with these options will take, for planning a sweep: its repeats, plus what a trial
     spends outside them (preparing, warm-up, the harness baseline) as the median over finished trials of
-    trial_s - sum(repeat_s), 0 before any finished. A repeat lasts its budget, or the finished trials' median
-    repeat where that is longer (a repeat runs on until every worker delivered STEADY_BATCHES: with many
-    workers and large batches that outlasts a short budget); without a budget a repeat is up to an epoch,
-    known only from finished trials (None before any finished)."""
+    trial_s - sum(repeat_s), 0 before any finished. Without cfg a repeat lasts its budget, or the finished
+    trials' median repeat where that is longer; without a budget a repeat is up to an epoch, known only from
+    finished trials (None before any finished). With cfg, a repeat is costed for that config (repeat_floor_s):
+    a repeat runs on until every worker delivered STEADY_BATCHES, so 16 workers of batch 256 outlast a 2-s
+    budget by 3x (the H200, 2026-12-04: 11 s planned a trial, 27-43 s measured)."""
     done = [r for r in finished if r.status == "ok" and r.repeat_s and r.trial_s == r.trial_s]
     extra = summarize([r.trial_s - sum(r.repeat_s) for r in done])["median"] if done else 0.0
     seen = summarize([x for r in done for x in r.repeat_s])["median"] if done else None
     if not opts.repeat_seconds and seen is None:
         return None
-    return opts.repeats * max(opts.repeat_seconds or 0.0, seen or 0.0) + extra
+    repeat = max(opts.repeat_seconds or 0.0, seen or 0.0)
+    own = repeat_floor_s(cfg, opts, done) if cfg is not None else None
+    if own is not None:
+        repeat = max(opts.repeat_seconds, own) if opts.repeat_seconds else own
+    return opts.repeats * repeat + extra
+
+
+def repeat_floor_s(cfg: LoaderConfig, opts: TrialOptions, done: list[LoaderResult]) -> float | None:
+    """The seconds one repeat of cfg lasts at least, from the finished trials: its start-up (their median), then
+    the samples it must deliver (STEADY_BATCHES a worker and min_batches, or the epoch without a repeat budget)
+    at min(streams x their median rate a stream, their best rate). None without a finished trial's rate."""
+    rated = [r for r in done if r.samples_per_s_median > 0]
+    if not rated:
+        return None
+    per_stream = summarize([r.samples_per_s_median / max(r.active_workers or r.config.get("num_workers", 0), 1)
+                            for r in rated])["median"]
+    streams = max(cfg.num_workers, 1)
+    rate = min(streams * per_stream, max(r.samples_per_s_median for r in rated))
+    startup = summarize([r.startup_s_median for r in rated if r.startup_s_median == r.startup_s_median] or [0.0])
+    if opts.repeat_seconds:
+        samples = max(opts.min_batches, STEADY_BATCHES * streams) * cfg.batch_size
+        if opts.max_batches:
+            samples = min(samples, opts.max_batches * cfg.batch_size)
+    else:
+        samples = summarize([float(n) for r in rated for n in r.repeat_samples] or [0.0])["median"]
+    return startup["median"] + samples / rate
 
 
 def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any], list[Any]]) -> None:

@@ -293,7 +293,7 @@ def run_sweep(
                 on_result(None)
             continue
         if grid_s is not None and run.results:
-            late = time.monotonic() - t0 + budget.trial_seconds(opts, run.results) > grid_s
+            late = time.monotonic() - t0 + budget.trial_seconds(opts, run.results, cfg) > grid_s
             if (opts.gather(late)[0] if opts.gather else late):
                 run.left = [t for t, _ in todo[i:] if not (skip and trial_id(*t) in skip)]
                 run.not_started = sum(1 for t, x in todo[i:] if not x and not (skip and trial_id(*t) in skip))
@@ -301,7 +301,7 @@ def run_sweep(
         trial_opts = opts
         if grid_s is not None:  # --budget bounds a trial that hangs too, but cuts none before 3x its expected length
             end = opts.deadline if opts.deadline is not None else t0 + grid_s
-            floor = time.monotonic() + 3 * budget.trial_seconds(opts, run.results)
+            floor = time.monotonic() + 3 * budget.trial_seconds(opts, run.results, cfg)
             trial_opts = replace(opts, deadline=max(end, floor))
         r = run_trial(data, cfg, trial_opts)
         if out is not None and opts.rank == 0:
@@ -321,8 +321,10 @@ def edge_trial(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], step
     """The next worker count to try when the best config is the largest count tried with its other settings and
     the answer is not settled there: with a model, it does not feed it; without one, it still beat the count
     below by MIN_GAIN. The next rung of the ladder, if the data can give it STEADY_BATCHES batches a worker and
-    it is within the workers a command accepts. (None, why not) when there is nothing to try; ("", ...) when it
-    is settled. `best`: the config fed best, once the fed loop measured it (else the best predicted)."""
+    it is within the workers a command accepts, and the best's workers left cores idle (verdict.cores_full: on
+    the H200, 16 workers decoding on 16 cores fed more than 20). (None, why not) when there is nothing to try;
+    (None, "") when it is settled. `best`: the config fed best, once the fed loop measured it (else the best
+    predicted)."""
     from dataperf import preflight
 
     ok = [r for r in verdict.judged(recs).trials if step is None or r.config.get("decode")]
@@ -345,6 +347,8 @@ def edge_trial(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], step
         below = [r for r in same if r.config["num_workers"] < top]
         if not below or verdict.rank_rate(best) < (1 + MIN_GAIN) * max(map(verdict.rank_rate, below)):
             return None, ""
+    if verdict.cores_full(best):
+        return None, ""
     data = next((d for d, _ in trials if data_id(d.spec) == data_id(best.data)), None)
     if data is None:
         return None, ""
@@ -614,7 +618,7 @@ def _extend(outcome: SweepOutcome, trials: list[tuple[Data, LoaderConfig]], opts
         nxt, _ = edge_trial(recs, trials, outcome.step, headroom)
         if nxt is None:
             return
-        if deadline is not None and not _time_for_a_trial(opts, recs, deadline, reserve_s):
+        if deadline is not None and not _time_for_a_trial(opts, recs, deadline, reserve_s, nxt[1]):
             return
         r = run_trial(*nxt, opts)
         records.append(out, r)
@@ -644,10 +648,11 @@ def lower_bound(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], ste
 FILL_MARGIN = 1.5  # a trial run with the budget's leftover time must fit this multiple of its expected length
 
 
-def _time_for_a_trial(opts: TrialOptions, recs: list[Record], deadline: float, reserve_s: float = 0.0) -> bool:
-    """Whether FILL_MARGIN x a trial's expected length (from the finished trials) still fits before the deadline,
+def _time_for_a_trial(opts: TrialOptions, recs: list[Record], deadline: float, reserve_s: float = 0.0,
+                      cfg: LoaderConfig | None = None) -> bool:
+    """Whether FILL_MARGIN x cfg's expected length (from the finished trials) still fits before the deadline,
     reserve_s kept: a trial the deadline cuts is a failed record (seen on the H200), not a figure."""
-    need = budget.trial_seconds(opts, [r for r in recs if isinstance(r, LoaderResult)])
+    need = budget.trial_seconds(opts, [r for r in recs if isinstance(r, LoaderResult)], cfg)
     return time.monotonic() + FILL_MARGIN * need + reserve_s <= deadline
 
 
@@ -659,7 +664,7 @@ def _fill(outcome: SweepOutcome, left: list[tuple[Data, LoaderConfig]], opts: Tr
     rec = verdict.recommend(records.current(records.load(out)), outcome.step)
     near = (rec.pick or rec.best).config.get("num_workers", 0) if (rec.pick or rec.best) else 0
     for data, cfg in sorted(left, key=lambda t: abs(t[1].num_workers - near)):
-        if not _time_for_a_trial(opts, records.load(out), deadline):
+        if not _time_for_a_trial(opts, records.load(out), deadline, cfg=cfg):
             return
         r = run_trial(data, cfg, opts)
         records.append(out, r)

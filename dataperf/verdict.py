@@ -473,6 +473,17 @@ def _describe_pick(rec: Recommendation, results: list[Record], step: StepResult 
 # --- effects: why a fed run and the separate measurements can disagree -----------------------------------------
 
 
+CORES_FULL = 0.9  # a loader trial whose process tree kept this share of the machine's cores busy has no core left
+
+
+def cores_full(trial: LoaderResult) -> bool:
+    """Whether the trial's process tree (main process and workers) kept CORES_FULL of the machine's cores busy:
+    then more workers only share the same cores, and a larger count is settled without a trial. Unmeasured
+    (--no-collect) is not full."""
+    busy = trial.cpu_cores_busy_median
+    return _finite(busy) and busy >= CORES_FULL * machine_cores(trial)
+
+
 def machine_cores(r: Record | None = None) -> int:
     """The cores of the machine that measured r (its provenance), else this process's affinity."""
     n = (getattr(r, "env", None) or {}).get("cpu_count") if r is not None else None

@@ -402,6 +402,24 @@ def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
     assert nxt is None and "cannot each get 3 batches" in why and "(at most 4)" in why
 
 
+def test_the_edge_is_settled_when_the_best_kept_every_core_busy(datasets):
+    """A best at the top of the ladder that does not feed the model, whose workers kept 1.9 of 2 cores busy:
+    more workers would share the same cores, so nothing is tried past it and the answer is settled (the H200:
+    16 workers on 16 cores fed 1,513-1,589 samples/s, 20 workers 1,330-1,379); at 1.2 cores busy, the next count
+    is tried."""
+    data = sources.as_data(datasets["image-files"])
+    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    env = {"cpu_count": 2}
+    t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
+                     training_samples_per_s=100.0, cpu_cores_busy_median=1.9, env=env)
+    slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
+                        training_samples_per_s=50.0, env=env)
+    assert sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2) == (None, "")
+    t.cpu_cores_busy_median = 1.2
+    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    assert nxt is not None and nxt[1].num_workers == 4 and why == ""
+
+
 def test_a_fed_best_below_the_largest_count_tried_is_settled(datasets):
     """Predicted, 1 worker beats 0 and does not feed: the edge is 1 and the answer a lower bound. Fed, 0 workers
     beat 1 (CI's 2 cores: 517 against 231 samples/s, the workers took the model's CPU): more workers fed less,

@@ -99,7 +99,12 @@ def check_rank(r: WatchResult) -> None:
     assert r.hook_overhead_pct < 1, r.hook_overhead_pct
     # the steady window is 4 pairs of batches, 2.4 s: the loader's W / SAMPLE_S = 10 samples/s; the model, fed,
     # is busy STEP_S a step (a plain sleep, plus backward and the optimizer, which load stretches): BS / STEP_S
-    assert r.samples_per_s == pytest.approx(W / SAMPLE_S, rel=0.05), r.samples_per_s_repeats
+    # each block after the first reads it; the first may read high, never low: the workers deliver on their own
+    # schedule from start-up, the window starts as step 0 ends, and a late end of step 0 on a loaded box shortens
+    # the first block (torchrun beside two busy loops, 2026-12-04: 15.4, then 10.0, 9.97, 9.97)
+    first, *rest = r.samples_per_s_repeats
+    assert first >= W / SAMPLE_S * 0.95 and all(x == pytest.approx(W / SAMPLE_S, rel=0.05) for x in rest), \
+        r.samples_per_s_repeats
     assert r.model_samples_per_s == pytest.approx(BS / STEP_S, rel=0.1)
     assert len(r.samples_per_s_repeats) == len(r.step_ms_repeats) == len(r.data_stall_fraction_repeats) > 1
 
