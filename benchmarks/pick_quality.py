@@ -242,13 +242,14 @@ class Fed:
         if r.status != "ok":
             self.failed.append(r.error or "failed")
             return
-        walls = [ms * r.steps_per_repeat / 1000 for ms in r.step_ms_repeats]
+        counts = r.steps_repeats or [r.steps_per_repeat] * len(r.step_ms_repeats)
+        walls = [ms * n / 1000 for ms, n in zip(r.step_ms_repeats, counts, strict=True)]
         n = sum(s * w for s, w in zip(r.samples_per_s_repeats, walls, strict=True))
         idle = sum(f * w for f, w in zip(r.data_stall_fraction_repeats, walls, strict=True))
         self.samples, self.wall_s, self.idle_s = self.samples + n, self.wall_s + sum(walls), self.idle_s + idle
         self.rounds.append(n / sum(walls))
         self.idle_rounds.append(idle / sum(walls))
-        self.steps, self.epoch_restarts = r.steps_per_repeat, self.epoch_restarts + r.epoch_restarts
+        self.steps, self.epoch_restarts = sum(counts), self.epoch_restarts + r.epoch_restarts
 
     @property
     def rate(self) -> float:

@@ -10,11 +10,12 @@ fewer fed runs, and every cut is said.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from dataperf.e2e import in_flight_samples
+from dataperf.e2e import epoch_aligned, in_flight_samples
 from dataperf.errors import UserError
 from dataperf.records import TORCH_PREFETCH_FACTOR, LoaderConfig, LoaderResult, StepResult, summarize
 from dataperf.runner import TrialOptions, estimate_trial_s
@@ -234,13 +235,16 @@ def eta_s(plan: Plan, done: list[LoaderResult], left: int) -> float:
 
 
 def fed_run_s(cfg: LoaderConfig, step: StepResult, steps: int, repeats: int, warmup: int,
-              loader_samples_per_s: float | None = None, startup_s: float = 0.0) -> float:
+              loader_samples_per_s: float | None = None, startup_s: float = 0.0,
+              epoch_samples: int | None = None) -> float:
     """One fed run's expected seconds (e2e's loop): its warm-up, at most the batches the workers queue ahead,
-    and its timed steps, at the slower of the step and (when measured) the loader, plus start-up."""
+    and its timed steps (whole epochs where an epoch of epoch_samples is near the run: e2e.epoch_aligned), at
+    the slower of the step and (when measured) the loader, plus start-up."""
     rates = [x for x in (step.samples_per_s, loader_samples_per_s) if x and x == x and x > 0]
     if not rates:
         return float("inf")
-    batches = max(warmup, in_flight_samples(cfg) // cfg.batch_size) + steps * repeats
+    epoch = math.ceil(epoch_samples / cfg.batch_size) if epoch_samples else None
+    batches = max(warmup, in_flight_samples(cfg) // cfg.batch_size) + sum(epoch_aligned(steps, repeats, epoch))
     startup = startup_s if startup_s == startup_s else 0.0  # NaN: a record without it (an older --out)
     return FED_OVERHEAD_S + startup + batches * cfg.batch_size / min(rates)
 
@@ -261,7 +265,7 @@ def after_grid_s(step: StepResult, trials: list[Trial], k: int, rounds: int, ste
     fit_confirm re-costs the runs once they are)."""
     if not k:
         return LIMITS_GUESS_S
-    fed = max((fed_run_s(c, step, steps, repeats, warmup) for _, c in trials), default=0.0)
+    fed = max((fed_run_s(c, step, steps, repeats, warmup, epoch_samples=d.count) for d, c in trials), default=0.0)
     others = sorted({c.batch_size for _, c in trials} - {step.batch_size}, reverse=True)[:k]
     return LIMITS_GUESS_S + k * rounds * fed + sum(step_remeasure_s(b, step, sopts) for b in others)
 

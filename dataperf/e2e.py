@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -61,19 +62,25 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
         else:
             train_loop(stream, tr, warmup)
         stream.restarts = 0
+        counts = epoch_aligned(steps, repeats, epoch_steps(batches))
+        if sum(counts) != steps * repeats:
+            res.notes.append(f"timed steps {steps} x {repeats} -> {'+'.join(map(str, counts))}: {sum(counts)} steps, "
+                             f"{sum(counts) // epoch_steps(batches)} whole epoch(s) of {epoch_steps(batches)}, so the "
+                             "run pays the epoch starts a training epoch pays, neither more nor fewer")
+        res.steps_repeats, res.repeats = counts, len(counts)
         walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []
         reads, samples, resident, wall_s, busy_ms = [], [], [], [], []
-        for _ in range(repeats):
+        for n_steps in counts:
             if cfg.cache == "cold" and data.cache_managed:
                 prepared = cache.prepare(prep.paths, "cold", topts.drop_caches)
                 res.notes.extend(n for n in prepared.notes if n not in res.notes)
                 resident.append(prepared.resident_bytes)
             read0 = cache.tree_read_bytes()
-            t, wall = train_loop(stream, tr, steps, sync_each_step=res.sync_each_step)
+            t, wall = train_loop(stream, tr, n_steps, sync_each_step=res.sync_each_step)
             reads.append(cache.tree_read_bytes() - read0)
             samples.append(t.samples)
             wall_s.append(wall)
-            walls.append(wall / steps * 1000)
+            walls.append(wall / n_steps * 1000)
             host.append(sum(t.wait_s) / wall)
             if cuda:
                 busy = [h + c for h, c in zip(t.h2d_ms, t.compute_ms, strict=True)]
@@ -128,6 +135,30 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
     return res
 
 
+def epoch_steps(batches: Any) -> int | None:
+    """Batches in one epoch of this loader (this rank's), where it has a length (map-style datasets)."""
+    try:
+        n = len(batches)
+    except TypeError:
+        return None
+    return n if n > 0 else None
+
+
+def epoch_aligned(steps: int, repeats: int, epoch: int | None) -> list[int]:
+    """Timed steps of each repeat. Where an epoch is at most twice the run (steps x repeats), the run is made k
+    whole epochs (k = the nearest whole number, at least 1), split into the repeats as evenly as steps allow: k x
+    epoch consecutive steps hold exactly k epoch starts wherever they begin, so every config's fed rate pays the
+    restarts training pays. Without that, a run a little shorter than an epoch held one restart or none by
+    chance: on the H200 a fed run with none read 1,677 samples/s and 1% idle, whole epochs of the same config
+    1,399 and 19% (2026-12-04). Longer epochs: steps x repeats, unchanged."""
+    planned = steps * repeats
+    if not epoch or epoch > 2 * planned:
+        return [steps] * repeats
+    total = max(1, int(planned / epoch + 0.5)) * epoch
+    n = min(repeats, total)
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
 def in_flight_samples(cfg: LoaderConfig) -> int:
     """Samples a loader may already hold when a repeat starts (workers x prefetch batches, DALI's queue): read
     before that repeat's eviction, so a cold repeat is not expected to read them from storage."""
@@ -170,11 +201,12 @@ def compare(res: E2EResult, trial: LoaderResult, step: StepResult) -> None:
     said too."""
     res.loader_samples_per_s, res.step_samples_per_s = trial.samples_per_s_median, step.samples_per_s
     res.loader_epoch_samples_per_s, res.loader_startup_s = trial.epoch_samples_per_s_median, trial.startup_s_median
+    per_repeat = verdict.run_samples(res) / max(res.repeats, 1)
     res.predicted_loader_samples_per_s = fed_loader_rate(trial.samples_per_s_median, trial.startup_s_median,
-                                                         res.steps_per_repeat * res.batch_size,
+                                                         per_repeat,
                                                          res.epoch_restarts / max(res.repeats, 1))
     res.predicted_stall_fraction = verdict.restart_stall(trial.samples_per_s_median, trial.startup_s_median,
-                                                         res.steps_per_repeat * res.batch_size,
+                                                         per_repeat,
                                                          res.epoch_restarts / max(res.repeats, 1),
                                                          step.samples_per_s)
     effects = verdict.fed_effects(res, trial, step)

@@ -264,7 +264,8 @@ class E2EResult(TrialRecord):
     device: str = "cpu"
     batch_size: int = 0
     repeats: int = 0
-    steps_per_repeat: int = 0
+    steps_per_repeat: int = 0  # as asked; steps_repeats holds what each repeat timed
+    steps_repeats: list[int] = field(default_factory=list)  # timed steps of each repeat (e2e.epoch_aligned)
     step_ms_median: float = float("nan")
     step_ms_repeats: list[float] = field(default_factory=list)
     data_wait_ms_median: float = float("nan")

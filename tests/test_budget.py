@@ -114,6 +114,9 @@ def test_a_fed_run_costs_its_queued_warm_up_and_timed_steps_at_the_slower_rate()
     # no workers: the warm-up is the asked 3 steps
     assert budget.fed_run_s(LoaderConfig(batch_size=32), STEP, 20, 3, 3) == pytest.approx(
         budget.FED_OVERHEAD_S + 63 * 0.032)
+    # an epoch near the run (2,016 samples: 63 steps of 32): the run is one whole epoch, 63 timed steps
+    assert budget.fed_run_s(LoaderConfig(batch_size=32), STEP, 20, 3, 3, epoch_samples=2016) == pytest.approx(
+        budget.FED_OVERHEAD_S + 66 * 0.032)
 
 
 def test_after_the_grid_the_limits_and_every_confirm_run_are_kept():

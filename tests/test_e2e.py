@@ -143,3 +143,34 @@ def test_warmup_covers_the_batches_the_workers_queue_ahead(datasets):
     r = run_e2e(datasets["image-files"], LoaderConfig(format="files", batch_size=4, num_workers=1, prefetch_factor=1,
                                                       image_size=8), tiny, steps=3, repeats=2, warmup=1, predict=False)
     assert not any("warm-up raised" in n for n in r.notes)
+
+
+def test_epoch_aligned_splits_whole_epochs_into_the_repeats():
+    """An epoch at most twice the run: the nearest whole number of epochs (at least one), split evenly; a longer
+    epoch, or one of unknown length, leaves the run as asked."""
+    from dataperf.e2e import epoch_aligned
+
+    assert epoch_aligned(20, 3, 63) == [21, 21, 21]  # the H200: 16,000 images at batch 256
+    assert epoch_aligned(4, 2, 10) == [5, 5]
+    assert epoch_aligned(8, 3, 10) == [7, 7, 6]  # 24 steps: 2.4 epochs -> 2, 20 steps
+    assert epoch_aligned(10, 3, 4) == [11, 11, 10]  # 30 steps: 7.5 epochs -> 8, 32 steps
+    assert epoch_aligned(1, 3, 2) == [2, 1, 1]  # 3 steps: 1.5 epochs -> 2, 4 steps
+    assert epoch_aligned(20, 3, 121) == [20, 20, 20] and epoch_aligned(20, 3, None) == [20, 20, 20]
+
+
+@pytest.mark.parametrize("warmup", [1, 4])
+def test_a_fed_run_near_an_epoch_pays_exactly_one_epoch_start_wherever_it_begins(paced, one_thread, warmup):
+    """80 paced samples at batch 8 are an epoch of 10 steps; 2 x 4 steps are asked. Before, the 8 timed steps
+    held the epoch's start or not by where the warm-up left the stream (with a warm-up of 1-2 steps, none): the
+    fed rate of one config read its steady rate and another's paid a restart. Now the run is one whole epoch
+    (2 x 5 steps) and pays exactly one start, as an epoch of training does."""
+    from dataperf.verdict import run_samples
+
+    paced(T=0.01, N=80, STEP_S=0.01)
+    cfg = LoaderConfig(format="user-dataset", batch_size=8, num_workers=2)
+    sopts = StepOptions(model="paced:fixed_step_model", batch_size=8, image_size=8)
+    r = run_e2e(user_dataset("paced:sleep_map"), cfg, sopts, steps=4, repeats=2, warmup=warmup, predict=False)
+    assert r.status == "ok", r.error
+    assert r.steps_repeats == [5, 5] and r.repeats == 2 and run_samples(r) == 80
+    assert r.epoch_restarts == 1, r.notes
+    assert any("1 whole epoch(s) of 10" in n for n in r.notes), r.notes

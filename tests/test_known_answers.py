@@ -121,8 +121,10 @@ def test_gpu_idle_arithmetic_from_events():
 
 @pytest.fixture(scope="module")
 def fed_data(tmp_path_factory):
+    """200 samples: at batch 4 an epoch of 50 steps, over twice the e2e and diagnose runs below, so they are not
+    made whole epochs (e2e.epoch_aligned) and no worker restarts in them."""
     p = tmp_path_factory.mktemp("fed") / "img"
-    write_dataset(p, "image", "files", 96, seed=4, image=ImageSpec(16, 16, 80))
+    write_dataset(p, "image", "files", 200, seed=4, image=ImageSpec(16, 16, 80))
     return p
 
 
