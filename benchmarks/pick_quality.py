@@ -242,7 +242,7 @@ class Fed:
         if r.status != "ok":
             self.failed.append(r.error or "failed")
             return
-        counts = r.steps_repeats or [r.steps_per_repeat] * len(r.step_ms_repeats)
+        counts = r.timed_steps()
         walls = [ms * n / 1000 for ms, n in zip(r.step_ms_repeats, counts, strict=True)]
         n = sum(s * w for s, w in zip(r.samples_per_s_repeats, walls, strict=True))
         idle = sum(f * w for f, w in zip(r.data_stall_fraction_repeats, walls, strict=True))

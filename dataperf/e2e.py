@@ -62,10 +62,11 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
         else:
             train_loop(stream, tr, warmup)
         stream.restarts = 0
-        counts = epoch_aligned(steps, repeats, epoch_steps(batches))
-        if sum(counts) != steps * repeats:
+        epoch = epoch_steps(batches)
+        counts = epoch_aligned(steps, repeats, epoch)
+        if epoch and sum(counts) != steps * repeats:
             res.notes.append(f"timed steps {steps} x {repeats} -> {'+'.join(map(str, counts))}: {sum(counts)} steps, "
-                             f"{sum(counts) // epoch_steps(batches)} whole epoch(s) of {epoch_steps(batches)}, so the "
+                             f"{sum(counts) // epoch} whole epoch(s) of {epoch}, so the "
                              "run pays the epoch starts a training epoch pays, neither more nor fewer")
         res.steps_repeats, res.repeats = counts, len(counts)
         walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []

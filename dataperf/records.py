@@ -301,6 +301,11 @@ class E2EResult(TrialRecord):
     # changed, the rest the same); None when it feeds that trial's own config
     variant_of: str | None = None
 
+    def timed_steps(self) -> list[int]:
+        """Steps each repeat timed: steps_repeats, or steps_per_repeat each (one a timed repeat, else `repeats`)
+        in records written before it."""
+        return self.steps_repeats or [self.steps_per_repeat] * (len(self.step_ms_repeats) or self.repeats)
+
 
 @dataclass
 class DiagnoseResult(TrialRecord):

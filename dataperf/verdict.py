@@ -123,8 +123,8 @@ class FedRate:
 
 
 def run_samples(r: E2EResult) -> int:
-    """Samples a fed run timed: its timed steps (steps x repeats in records before steps_repeats) x batch."""
-    return (sum(r.steps_repeats) or r.steps_per_repeat * r.repeats) * r.batch_size
+    """Samples a fed run timed: its timed steps x batch."""
+    return sum(r.timed_steps()) * r.batch_size
 
 
 def run_wall_s(r: E2EResult) -> float:
