@@ -255,6 +255,10 @@ class StepResult(Record):
     # CPU seconds of the training process per wall second of its timed steps (all its threads): the cores the
     # step keeps busy, which a loader on the same machine has to share
     cpu_cores_busy_median: float = float("nan")
+    # CUDA: ms to copy one input batch (x and y) from host to device, synchronised, median of H2D_COPIES; the fed
+    # loop adds it to every step (the step alone reads a batch already on the device). None on a CPU.
+    h2d_pinned_ms_median: float | None = None
+    h2d_pageable_ms_median: float | None = None
 
 
 @dataclass

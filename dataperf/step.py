@@ -285,6 +285,29 @@ def timed_steps(tr: Trainer, x: torch.Tensor, y: torch.Tensor, steps: int) -> li
     return out
 
 
+H2D_COPIES = 5
+
+
+def batch_copy_ms(x: torch.Tensor, y: torch.Tensor, device: torch.device) -> tuple[float, float]:
+    """Milliseconds to copy one input batch to the device from pinned and from pageable host memory (median of
+    H2D_COPIES each, synchronised), as the fed loop copies it (fed.to_device): what a fed step costs beyond the
+    step alone, and what pin_memory saves."""
+    out = []
+    for pinned in (True, False):
+        host = [t.to("cpu") for t in (x, y)]
+        host = [t.pin_memory() for t in host] if pinned else host
+        ms = []
+        for _ in range(H2D_COPIES):
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            for t in host:
+                t.to(device, non_blocking=True)
+            torch.cuda.synchronize(device)
+            ms.append((time.perf_counter() - t0) * 1000)
+        out.append(statistics.median(ms))
+    return out[0], out[1]
+
+
 def _measure_step(opts: StepOptions) -> StepResult:
     tr = Trainer(opts)
     x, y = tr.synthetic_batch()
@@ -327,6 +350,7 @@ def _measure_step(opts: StepOptions) -> StepResult:
     res.peak_mem_mib = summarize(mem)["median"]
     res.peak_rss_mib = summarize(rss)["median"]
     if cuda:
+        res.h2d_pinned_ms_median, res.h2d_pageable_ms_median = batch_copy_ms(x, y, tr.device)
         res.cuda_max_allocated_mib = summarize(alloc)["median"]
         res.nvml_peak_used_mib = summarize(nvml)["median"] if nvml else None
         if nvml_why:

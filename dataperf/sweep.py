@@ -432,8 +432,8 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
     fed: list[tuple[LoaderResult, LoaderConfig]] = [(t, t.loader_config) for t in cands]
     if cands:
         more = [(cands[0], v) for v in verdict.variants(cands[0], sopts.device)]
-        # pinned first on CUDA: where the budget leaves one fed config, feed the one a GPU script runs (the H200,
-        # ResNet-50: pinning gained 17-36% fed at 16 workers)
+        # the pinned variants first on CUDA: where the budget leaves one or two fed configs, feed what a GPU script
+        # runs (the H200, ResNet-50: pinning gained 17-36% fed at 16 workers, persistent workers 2-4% on top)
         pinned = [x for x in more if x[1].pin_memory and not cands[0].config.get("pin_memory")]
         fed = pinned + fed[:1] + [x for x in more if x not in pinned] + fed[1:]
     rounds, cut = copts.rounds, None
@@ -702,6 +702,6 @@ def decision_record(command: str, rec: verdict.Recommendation, recs: list[Record
     if rec.lower_bound and rec.input_bound:
         d.input_bound = None  # not settled: the configs that could feed the model were not all measured
     if step is not None:
-        d.predictions = [{"config": f.config.key(), "predicted": verdict.predicted_fed(f.trial, step),
-                          "measured": f.samples_per_s, "kind": "fed"} for f in rec.fed if not f.variant]
+        d.predictions = [{"config": f.config.key(), "predicted": verdict.predicted_fed(f.trial, step, f.config),
+                          "measured": f.samples_per_s, "kind": "fed"} for f in rec.fed]
     return d
