@@ -173,6 +173,7 @@ class LoaderResult(TrialRecord):
     storage_read_mib_per_repeat: list[float] = field(default_factory=list)
     network_recv_mib_per_repeat: list[float] = field(default_factory=list)  # remote data: host-wide NIC bytes
     dataset_mib_read_per_repeat: float = float("nan")
+    input_mib_per_sample: float | None = None  # a decoded batch's tensors (x, y) per sample: what a fed step copies
     repeat_s: list[float] = field(default_factory=list)  # each repeat, iter() to its last batch
     repeat_samples: list[int] = field(default_factory=list)  # each repeat's samples
     # this rank's epoch: its samples at the steady rate, the tail (tail_s) and one start-up; None: size unknown
@@ -255,10 +256,12 @@ class StepResult(Record):
     # CPU seconds of the training process per wall second of its timed steps (all its threads): the cores the
     # step keeps busy, which a loader on the same machine has to share
     cpu_cores_busy_median: float = float("nan")
-    # CUDA: ms to copy one input batch (x and y) from host to device, synchronised, median of H2D_COPIES; the fed
-    # loop adds it to every step (the step alone reads a batch already on the device). None on a CPU.
-    h2d_pinned_ms_median: float | None = None
-    h2d_pageable_ms_median: float | None = None
+    # CUDA: ms to copy one MiB of an input batch (x and y) from host to device, pinned and pageable (one batch of
+    # the step's own input, synchronised, median of H2D_COPIES); the fed loop adds its batch's copy to every step
+    # (the step alone reads a batch already on the device). None on a CPU.
+    h2d_pinned_ms_per_mib: float | None = None
+    h2d_pageable_ms_per_mib: float | None = None
+    input_mib_per_sample: float | None = None  # the step's own synthetic input (x, y) per sample
 
 
 @dataclass

@@ -119,6 +119,7 @@ class Repeat:
     resident_after_evict_bytes: int | None = None
     corrupt: int = 0  # samples skipped as corrupt (on_corrupt=skip)
     ended: bool = False  # ran to the end of the data: a whole epoch (its tail included)
+    input_bytes_per_sample: float | None = None  # the first batch's decoded tensors (x and y), per sample
 
     @property
     def samples_per_s(self) -> float:
@@ -192,6 +193,7 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
     waits: list[float] = []
     arrivals: list[Arrival] = []
     samples = nbytes = n = corrupt = 0
+    input_b: float | None = None
     per_worker: dict[int, int] = {}
     t_first = t0
     ended = False
@@ -216,6 +218,7 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
                 waits.append(now - tb)
                 if n == 0:
                     t_first = now
+                    input_b = batch_input_bytes(b)
                 n += 1
                 samples += b["n"]
                 nbytes += b["nbytes"]
@@ -233,7 +236,14 @@ def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
         raise
     it = None  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
     return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, waits, cache.tree_read_bytes() - read0,
-                  arrivals, watch_s, corrupt=corrupt, ended=ended)
+                  arrivals, watch_s, corrupt=corrupt, ended=ended, input_bytes_per_sample=input_b)
+
+
+def batch_input_bytes(b: dict[str, Any]) -> float | None:
+    """Bytes a sample of a decoded batch takes in its tensors (x and y): what the fed loop copies to the device
+    (float32 after a Normalize is 4x the uint8 of a plain resize). None without decoded tensors."""
+    ts = [b[k] for k in ("x", "y") if isinstance(b.get(k), torch.Tensor)]
+    return sum(t.nbytes for t in ts) / b["n"] if ts and b.get("n") else None
 
 
 def _close(it: Any) -> None:
@@ -718,6 +728,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.harness_overhead_pct = res.harness_overhead_ms_per_batch / batch_ms * 100 if batch_ms > 0 else float("nan")
     res.storage_read_mib_per_repeat = [r.storage_read_bytes / MIB for r in reps]
     res.dataset_mib_read_per_repeat = summarize([r.nbytes / MIB for r in reps])["median"]
+    res.input_mib_per_sample = next((r.input_bytes_per_sample / MIB for r in reps if r.input_bytes_per_sample), None)
     _fill_workers(res, reps, cfg, opts)
     res.corrupt_samples = max(r.corrupt for r in reps)
     if res.corrupt_samples:

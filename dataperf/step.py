@@ -350,7 +350,10 @@ def _measure_step(opts: StepOptions) -> StepResult:
     res.peak_mem_mib = summarize(mem)["median"]
     res.peak_rss_mib = summarize(rss)["median"]
     if cuda:
-        res.h2d_pinned_ms_median, res.h2d_pageable_ms_median = batch_copy_ms(x, y, tr.device)
+        pinned_ms, pageable_ms = batch_copy_ms(x, y, tr.device)
+        mib = (x.nbytes + y.nbytes) / MIB
+        res.h2d_pinned_ms_per_mib, res.h2d_pageable_ms_per_mib = pinned_ms / mib, pageable_ms / mib
+        res.input_mib_per_sample = mib / opts.batch_size
         res.cuda_max_allocated_mib = summarize(alloc)["median"]
         res.nvml_peak_used_mib = summarize(nvml)["median"] if nvml else None
         if nvml_why:

@@ -242,17 +242,19 @@ def cpu_cap(trial: LoaderResult, step: StepResult) -> float:
     return machine_cores(trial) / per_sample if per_sample > 0 else math.inf
 
 
-def model_rate(step: StepResult, cfg: LoaderConfig | dict) -> float:
+def model_rate(step: StepResult, cfg: LoaderConfig | dict, input_mib_per_sample: float | None = None) -> float:
     """The rate (samples/s) the model takes fed batches of this config at: the step alone, plus on CUDA the copy of
-    each batch to the device that the fed loop adds (pinned or pageable as the config says; the H200, ResNet-50 at
-    batch 256: about 3 ms pinned and 29 ms pageable on a 116 ms step). DALI hands over batches on the device."""
+    each batch to the device that the fed loop adds, at the step's measured ms per MiB, pinned or pageable as the
+    config says, for the loader's own decoded sample (a trial's `input_mib_per_sample`: float32 after a Normalize
+    is 4x the step's uint8 images), else the step's. DALI hands over batches on the device."""
     c = cfg if isinstance(cfg, dict) else cfg.__dict__
     m = step.samples_per_s
-    copy_ms = step.h2d_pinned_ms_median if c.get("pin_memory") else step.h2d_pageable_ms_median
-    if not (_finite(m) and m > 0) or copy_ms is None or not _finite(copy_ms) or c.get("format") == "dali" \
-            or not step.batch_size:
+    per_mib = step.h2d_pinned_ms_per_mib if c.get("pin_memory") else step.h2d_pageable_ms_per_mib
+    mib = input_mib_per_sample or step.input_mib_per_sample
+    if not (_finite(m) and m > 0) or per_mib is None or not mib or not _finite(per_mib * mib) \
+            or c.get("format") == "dali":
         return m
-    return 1 / (1 / m + copy_ms / 1000 / step.batch_size)
+    return 1 / (1 / m + per_mib * mib / 1000)
 
 
 def epoch_start_s(trial: LoaderResult) -> tuple[float, bool]:
@@ -276,7 +278,7 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
     - in both, no faster than the CPU the two need together allows (cpu_cap), nor than the model (model_rate: the
       step plus the batch's copy to the device).
     """
-    m, rate = model_rate(step, cfg or trial.config), rank_rate(trial)
+    m, rate = model_rate(step, cfg or trial.config, trial.input_mib_per_sample), rank_rate(trial)
     if not (_finite(m) and m > 0 and _finite(rate) and rate > 0):
         return float("nan")
     c = trial.config
@@ -302,7 +304,7 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
 def feeds(trial: LoaderResult, step: StepResult, headroom: float) -> bool:
     """Predicted to feed the model: the fed run idles it at most FED_STALL, and (with workers) the loader's
     training rate has `headroom` over the model's, a margin for what the separate measurements cannot see."""
-    fed, m = predicted_fed(trial, step), model_rate(step, trial.config)
+    fed, m = predicted_fed(trial, step), model_rate(step, trial.config, trial.input_mib_per_sample)
     if not (_finite(fed) and fed >= (1 - FED_STALL) * m):
         return False
     return not workers_of(trial.config) or rank_rate(trial) >= headroom * m
@@ -438,7 +440,7 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     feeding = [r for r in ranked if feeds(r, step, headroom)]
     rec.pick = min(feeding or [r for r in ranked if _or0(predicted_fed(r, step)) >= NEAR_CONFIRMED * top],
                    key=cost_key)
-    rec.input_bound = top < (1 - FED_STALL) * model_rate(step, rec.best.config)
+    rec.input_bound = top < (1 - FED_STALL) * model_rate(step, rec.best.config, rec.best.input_mib_per_sample)
     rec.outcome = "input_bound" if rec.input_bound else "feeds"
     rec.fed = fed_rates(results, ranked)
     if rec.fed and not outshone(rec.fed, ranked, step):
@@ -455,7 +457,8 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     rec.pick_config = rec.pick_config or rec.pick.loader_config
     rec.ratio = fit(rank_rate(rec.pick), step.samples_per_s, headroom).ratio
     rec.predicted_samples_per_s = predicted_fed(rec.pick, step, rec.pick_config)
-    rec.predicted_stall_fraction = max(0.0, 1 - rec.predicted_samples_per_s / model_rate(step, rec.pick_config)) \
+    fed_m = model_rate(step, rec.pick_config, rec.pick.input_mib_per_sample)
+    rec.predicted_stall_fraction = max(0.0, 1 - rec.predicted_samples_per_s / fed_m) \
         if _finite(rec.predicted_samples_per_s) else None
     _describe_pick(rec, results, step)
     return rec

@@ -15,7 +15,7 @@ from dataperf import runner
 from dataperf.collectors.proc import device_of
 from dataperf.formats import loaders
 from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.records import LoaderConfig, LoaderResult
+from dataperf.records import MIB, LoaderConfig, LoaderResult
 from dataperf.runner import TrialOptions, estimate_trial_s, run_trial
 
 FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)  # whole epochs
@@ -42,6 +42,10 @@ def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
     assert r.config["prefetch_factor"] == (2 if workers else None)
     assert r.repeat_samples == [96] * 3 and len(r.repeat_s) == 3
     assert r.trial_s > sum(r.repeat_s)  # preparing, warm-up and the harness baseline come on top
+    if name.startswith("image"):  # what a fed step copies: a 32 x 32 RGB uint8 image and its label (int64 at most)
+        assert 3 * 32 * 32 < r.input_mib_per_sample * MIB <= 3 * 32 * 32 + 8
+    else:
+        assert r.input_mib_per_sample > 0
 
 
 @pytest.mark.parametrize("name", ["image-files", "image-webdataset"])

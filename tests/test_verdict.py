@@ -132,12 +132,15 @@ def test_variants_tried_fed_and_what_they_gain():
 
 def test_the_model_takes_fed_batches_at_the_step_plus_their_copy():
     """On CUDA the fed loop copies every batch to the device, which the step alone (a batch already there) does
-    not: a 100 ms step on 256 samples (2,560 samples/s) plus 28 ms of pageable copy takes 2,000 samples/s, plus
-    2.4 ms pinned 2,500; DALI hands over batches on the device; a CPU step has no copy."""
-    step = StepResult(samples_per_s=2560.0, batch_size=256, device="cuda:0", h2d_pinned_ms_median=2.4,
-                      h2d_pageable_ms_median=28.0)
+    not: a 100 ms step on 256 samples (2,560 samples/s) whose input is 0.5 MiB a sample (128 MiB a batch), at
+    0.21875 ms a MiB pageable (28 ms a batch), takes 2,000 samples/s; at 0.01875 pinned (2.4 ms) 2,500. A
+    loader whose samples are a quarter of that (uint8, not float32) copies a quarter; DALI hands over batches on
+    the device; a CPU step has no copy."""
+    step = StepResult(samples_per_s=2560.0, batch_size=256, device="cuda:0", h2d_pinned_ms_per_mib=0.01875,
+                      h2d_pageable_ms_per_mib=0.21875, input_mib_per_sample=0.5)
     assert verdict.model_rate(step, {"pin_memory": False}) == pytest.approx(2000)
     assert verdict.model_rate(step, {"pin_memory": True}) == pytest.approx(2500)
+    assert verdict.model_rate(step, {"pin_memory": False}, 0.125) == pytest.approx(1 / (1 / 2560 + 7 / 256000))
     assert verdict.model_rate(step, {"pin_memory": False, "format": "dali"}) == pytest.approx(2560)
     assert verdict.model_rate(StepResult(samples_per_s=2560.0, batch_size=256), {}) == pytest.approx(2560)
     t = loader(5000, 8, 2)  # a loader twice as fast as any of them: fed at the model's rate, copy included
