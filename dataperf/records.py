@@ -166,6 +166,7 @@ class LoaderResult(TrialRecord):
     samples_per_s_spread_pct: float = float("nan")
     samples_per_s_repeats: list[float] = field(default_factory=list)
     ttfb_s_median: float = float("nan")
+    flow_samples_per_s_median: float = float("nan")  # samples after every worker's first batch / first to last batch
     batch_wait_ms_p50: float = float("nan")
     batch_wait_ms_p99: float = float("nan")
     cache_mode: str = "warm"

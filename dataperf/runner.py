@@ -140,6 +140,14 @@ class Repeat:
         return self.steady_samples / r if r == r and r > 0 else float("nan")
 
     @property
+    def flow_samples_per_s(self) -> float:
+        """Samples after every worker's first batch over the time from the repeat's first batch to its last: the
+        in-order stream the main process gets once the first batches have come (what a fed model takes after an
+        epoch start's wait), robust where a worker has too few batches for a steady window of its own."""
+        span = self.arrivals[-1].t_s - self.arrivals[0].t_s if self.arrivals else 0.0
+        return self.steady_samples / span if span > 0 else float("nan")
+
+    @property
     def epoch_samples_per_s(self) -> float:
         return self.samples / self.epoch_s if self.epoch_s > 0 else float("nan")
 
@@ -721,6 +729,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.storage_read_mib_s_repeats = [r.storage_read_mib_s for r in reps]
     res.storage_read_mib_s_median = summarize(res.storage_read_mib_s_repeats)["median"]
     res.ttfb_s_median = summarize([r.ttfb_s for r in reps])["median"]
+    res.flow_samples_per_s_median = summarize([r.flow_samples_per_s for r in reps])["median"]
     res.collector_watch_ms_median = summarize([r.watch_s * 1000 for r in reps])["median"]
     waits = [w * 1000 for r in reps for w in r.waits_s[1:]]
     res.batch_wait_ms_p50, res.batch_wait_ms_p99 = percentile(waits, 50), percentile(waits, 99)

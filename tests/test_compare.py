@@ -10,6 +10,10 @@ from dataperf.errors import UserError
 from dataperf.records import StepResult
 from dataperf.step import StepOptions, measure_step
 
+# A step of SLEEPY_MS paced on absolute deadlines: each forward sleeps until the next tick of a fixed grid, so a
+# late wake-up under load is caught up by the next step and the median step stays SLEEPY_MS (a plain sleep read
+# 19.8 ms against 15 on one side of two identical runs beside two busy loops, 2026-12-04, and was flagged as a
+# regression); more than one tick behind (between repeats), the grid starts again from now.
 SLEEPY = (
     "import os, time, torch\n"
     "class Sleepy(torch.nn.Module):\n"
@@ -18,8 +22,13 @@ SLEEPY = (
     "        super().__init__()\n"
     "        self.lin = torch.nn.Linear(3, 4)\n"
     "        self.ms = float(os.environ.get('SLEEPY_MS', '20'))\n"
+    "        self.due = None\n"
     "    def forward(self, x):\n"
-    "        time.sleep(self.ms / 1000)\n"
+    "        now, tick = time.perf_counter(), self.ms / 1000\n"
+    "        if self.due is None or now > self.due + tick:\n"
+    "            self.due = now\n"
+    "        self.due += tick\n"
+    "        time.sleep(max(0.0, self.due - now))\n"
     "        return self.lin(x.mean((2, 3)))\n"
     "def make():\n"
     "    return Sleepy()\n"

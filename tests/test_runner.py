@@ -35,6 +35,9 @@ def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
     assert r.samples_per_repeat == 96
     assert r.batches_per_repeat >= 96 // 8  # iterable datasets: each worker ends on its own partial batch
     assert r.samples_per_s_median == pytest.approx(max(workers, 1) / 0.02, rel=0.05), r.samples_per_s_repeats
+    # the flow (first batch to last, every worker's first batch left out): the same rate where repeats end on a
+    # whole round of the workers, as 96 samples in batches of 8 on 1 or 2 workers do
+    assert r.flow_samples_per_s_median == pytest.approx(max(workers, 1) / 0.02, rel=0.05)
     assert r.payload_mib_s_median > 0
     assert r.active_workers == workers  # every worker got samples: 96 files, or one shard per worker here
     assert r.batch_wait_ms_p99 >= r.batch_wait_ms_p50 >= 0

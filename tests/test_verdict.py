@@ -158,7 +158,12 @@ def test_an_epoch_start_costs_the_time_to_the_first_batch_and_the_first_batches_
     t.config["batch_size"], t.epoch_samples, t.ttfb_s_median, t.startup_s_median = 10, 1000, 0.5, 0.1
     assert verdict.predicted_fed(t, StepResult(samples_per_s=50.0)) == pytest.approx(1000 / 20.5)
     assert verdict.predicted_fed(t, StepResult(samples_per_s=200.0)) == pytest.approx(1000 / 10.3)
-    t.ttfb_s_median = float("nan")  # a record without it: the start-up beyond the steady rate, no burst
+    # a steady rate that is not valid (too few batches a worker): the flow rate after the first batches, 80
+    t.steady_valid, t.flow_samples_per_s_median, t.training_samples_per_s = False, 80.0, 70.0
+    assert verdict.predicted_fed(t, StepResult(samples_per_s=200.0)) == pytest.approx(1000 / (0.5 + 0.2 + 12))
+    t.flow_samples_per_s_median = float("nan")  # a record without it: one phase at the training rate
+    assert verdict.predicted_fed(t, StepResult(samples_per_s=200.0)) == pytest.approx(70)
+    t.steady_valid, t.ttfb_s_median = True, float("nan")  # without ttfb: the start-up beyond steady, no burst
     assert verdict.predicted_fed(t, StepResult(samples_per_s=200.0)) == pytest.approx(1000 / 10.1)
 
 
