@@ -305,7 +305,8 @@ def _fed_stream(trial: LoaderResult) -> float:
     """The rate the workers' batches come at after an epoch's first ones, for predicted_fed: the steady rate;
     where that is not valid, the flow rate (first batch to last, the first batches left out), which needs no
     window a worker (the H200, 16 workers of 3 batches each: steady 2,173-2,479 and flow 1,935-2,158 samples/s;
-    fed whole epochs, the flow's prediction read +4% to +14%, the repeats' rate +17% to +42%); 0 without either."""
+    against whole-epoch fed runs the flow's prediction read -4.7% to +7.4%, the repeats' rate +16% to +35%,
+    benchmarks/results/2026-12-04-h200-repredict); 0 without either."""
     if trial.steady_valid and _finite(trial.samples_per_s_median):
         return trial.samples_per_s_median
     f = trial.flow_samples_per_s_median
@@ -379,8 +380,9 @@ def variants(trial: LoaderResult, device: str) -> list[LoaderConfig]:
     """The knobs `--confirm` also tries fed on its leading candidate: pin_memory flipped on CUDA (pinned pages copy
     to the GPU faster, at a cost in the main process that a loader alone cannot weigh), and persistent workers
     where the epoch's start is over 5% of it (non-persistent workers pay it every epoch), on the pinned config
-    where pinning was the variant: that is what a GPU training script runs (the H200, ResNet-50, 16,000 images:
-    pinned persistent fed 1,613 samples/s, pinned 1,574, persistent unpinned was never the best)."""
+    where pinning was the variant: that is what a GPU training script runs (the H200, ResNet-50, 16,000 images,
+    16 workers: pinned persistent fed 1,613 samples/s over whole epochs, pinned 1,574; in tune's runs unpinned
+    persistent fed 1,337-1,382, pinned 1,385-1,413)."""
     c = trial.loader_config
     out, base = [], c
     if device.startswith("cuda") and c.format not in ONE_STREAM:
