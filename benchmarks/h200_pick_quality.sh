@@ -18,6 +18,9 @@
 #           >/tmp/pq/job.log 2>&1 </dev/null & sleep 570; tail -c 3000 /tmp/pq/job.log
 #   call 2, 3: for i in $(seq 57); do [ -f /tmp/pq/DONE ] && break; sleep 10; done; tail -c 3000 /tmp/pq/job.log;
 #           cp /tmp/pq/*.tar.gz $OUT/ 2>/dev/null
+# Keep a call in flight from start to finish: between calls the machine is given back once idle (30 s), and the
+# job with it (2026-12-04, 21:37: a run started at the first call was gone at the next, minutes later). Copy only
+# the archive into $OUT: the device returns a limited number of files.
 # .whlcore holds the webdataset and braceexpand wheels the H200 lacks (installed with --no-index --no-deps
 # --target); the files scenario does not read shards, so without them it still runs, and says so.
 # Env overrides: OUT, SCENARIO (imagenet), DATA (/tmp/pick_quality), COUNT (16000), AMP (bf16|none), PREFETCH
