@@ -275,7 +275,7 @@ def fed_short(r: LoaderResult, step: StepResult, headroom: float) -> str:
     fed = verdict.predicted_fed(r, step)
     if fed != fed:
         return "-"
-    idle = max(0.0, 1 - fed / step.samples_per_s)
+    idle = max(0.0, 1 - fed / verdict.model_rate(step, r.config, r.input_mib_per_sample))
     cell = f"fed ~{fmt(fed)}"
     if verdict.feeds(r, step, headroom):
         return cell + " (feeds)"

@@ -140,12 +140,16 @@ class Repeat:
         return self.steady_samples / r if r == r and r > 0 else float("nan")
 
     @property
+    def flow_s(self) -> float:
+        """The repeat's first batch to its last."""
+        return self.arrivals[-1].t_s - self.arrivals[0].t_s if self.arrivals else 0.0
+
+    @property
     def flow_samples_per_s(self) -> float:
         """Samples after every worker's first batch over the time from the repeat's first batch to its last: the
         in-order stream the main process gets once the first batches have come (what a fed model takes after an
         epoch start's wait), robust where a worker has too few batches for a steady window of its own."""
-        span = self.arrivals[-1].t_s - self.arrivals[0].t_s if self.arrivals else 0.0
-        return self.steady_samples / span if span > 0 else float("nan")
+        return self.steady_samples / self.flow_s if self.flow_s > 0 else float("nan")
 
     @property
     def epoch_samples_per_s(self) -> float:
@@ -441,7 +445,8 @@ def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any]
     repeat's samples are all ranks' together, its duration the slowest rank's."""
     mine = {"status": res.status, "error": res.error, "rank_sps": res.samples_per_s_median,
             "rank_samples": res.samples_per_repeat, "repeat_samples": res.repeat_samples, "repeat_s": res.repeat_s,
-            "samples": [r.steady_samples for r in reps], "steady_s": [r.steady_s for r in reps]}
+            "samples": [r.steady_samples for r in reps], "steady_s": [r.steady_s for r in reps],
+            "flow_s": [r.flow_s for r in reps]}
     ranks = gather(mine)
     bad = [(i, r["error"]) for i, r in enumerate(ranks) if r["status"] != "ok"]
     if bad:
@@ -454,6 +459,10 @@ def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any]
     res.repeat_s = [max(r["repeat_s"][k] for r in ranks) for k in range(n)]
     s = summarize(glob)
     res.samples_per_s_repeats = glob
+    if res.flow_samples_per_s_median == res.flow_samples_per_s_median:  # all ranks' flow, as the steady rate
+        res.flow_samples_per_s_median = summarize([sum(r["samples"][k] for r in ranks) /
+                                                   max(max(r["flow_s"][k] for r in ranks), 1e-9)
+                                                   for k in range(n)])["median"]
     res.samples_per_s_median, res.samples_per_s_min = s["median"], s["min"]
     res.samples_per_s_max, res.samples_per_s_spread_pct = s["max"], s["spread_pct"]
     res.per_rank_samples_per_s = [r["rank_sps"] for r in ranks]
@@ -721,6 +730,9 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
         res.notes.append(f"start-up took {res.startup_s_median:.1f} s of each {opts.repeat_seconds:g} s repeat: "
                          "the steady window is short; give repeats more time (--repeat-seconds)")
     buffered = buffer_note(res, cfg, reps, per_rank)
+    # the flow counts what a shuffle buffer gave without reading as much as the steady window does: none then
+    res.flow_samples_per_s_median = float("nan") if buffered else \
+        summarize([r.flow_samples_per_s for r in reps])["median"]
     _training_rate(res, per_rank, "the shuffle buffer hid the reads" if buffered else
                    "too few batches a worker" if few_batches else None)
     _note_uneven(res, loads, cfg)
@@ -729,7 +741,6 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.storage_read_mib_s_repeats = [r.storage_read_mib_s for r in reps]
     res.storage_read_mib_s_median = summarize(res.storage_read_mib_s_repeats)["median"]
     res.ttfb_s_median = summarize([r.ttfb_s for r in reps])["median"]
-    res.flow_samples_per_s_median = summarize([r.flow_samples_per_s for r in reps])["median"]
     res.collector_watch_ms_median = summarize([r.watch_s * 1000 for r in reps])["median"]
     waits = [w * 1000 for r in reps for w in r.waits_s[1:]]
     res.batch_wait_ms_p50, res.batch_wait_ms_p99 = percentile(waits, 50), percentile(waits, 99)

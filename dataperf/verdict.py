@@ -220,11 +220,10 @@ def fed_epoch_s(loads: list[float], steady: float, startup: float, model_sps: fl
     active = sorted(x for x in loads if x > 0)
     if not active or not steady > 0:
         return float("nan")
-    t = max(startup, 0.0) if _finite(startup) else 0.0
-    if first > 0:
+    t, r, prev = max(startup, 0.0) if _finite(startup) else 0.0, steady / len(active), 0.0
+    if first > 0:  # a worker's rate stays steady / active: those that had one batch only are done, not faster
         t += sum(min(x, first) for x in active) / model_sps
         active = sorted(x - first for x in active if x > first)
-    r, prev = steady / max(len(active), 1), 0.0
     for i, level in enumerate(active):
         k = len(active) - i
         t += k * (level - prev) / min(k * r, model_sps)
@@ -294,6 +293,9 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
         w = workers_of(c) if c.get("format") not in ONE_STREAM else 1
         loads = trial.epoch_worker_samples or [n / max(w, 1)] * max(w, 1)
         first = c.get("batch_size", 0) if to_first and trial.epoch_samples else 0
+        if cfg is not None and cfg.persistent_workers and not c.get("persistent_workers") and first:
+            # kept workers skip the start, not the refill: one batch each at a worker's rate
+            start = min(start, first * sum(1 for x in loads if x > 0) / steady)
         t = fed_epoch_s(loads, steady, start, m, first)
         fed = sum(loads) / t if _finite(t) and t > 0 else min(rate, m)
     else:
@@ -305,7 +307,7 @@ def _fed_stream(trial: LoaderResult) -> float:
     """The rate the workers' batches come at after an epoch's first ones, for predicted_fed: the steady rate;
     where that is not valid, the flow rate (first batch to last, the first batches left out), which needs no
     window a worker (the H200, 16 workers of 3 batches each: steady 2,173-2,479 and flow 1,935-2,158 samples/s;
-    against whole-epoch fed runs the flow's prediction read -4.7% to +7.4%, the repeats' rate +16% to +35%,
+    against whole-epoch fed runs the flow's prediction read -3.3% to +7.4%, the repeats' rate +16% to +35%,
     benchmarks/results/2026-12-04-h200-repredict); 0 without either."""
     if trial.steady_valid and _finite(trial.samples_per_s_median):
         return trial.samples_per_s_median
@@ -468,7 +470,8 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
         rec.outcome = "input_bound" if rec.input_bound else "feeds"
         rec.gains = variant_gains(rec.fed)
     rec.pick_config = rec.pick_config or rec.pick.loader_config
-    rec.ratio = fit(rank_rate(rec.pick), step.samples_per_s, headroom).ratio
+    rec.ratio = fit(rank_rate(rec.pick), model_rate(step, rec.pick_config, rec.pick.input_mib_per_sample),
+                    headroom).ratio
     rec.predicted_samples_per_s = predicted_fed(rec.pick, step, rec.pick_config)
     fed_m = model_rate(step, rec.pick_config, rec.pick.input_mib_per_sample)
     rec.predicted_stall_fraction = max(0.0, 1 - rec.predicted_samples_per_s / fed_m) \
@@ -509,10 +512,15 @@ def variant_gains(fed: list[FedRate]) -> list[str]:
     """What each fed variant gained (or lost) against the config it varies, fed, in words."""
     out = []
     knobs = ("pin_memory", "persistent_workers")
+    def apart(a: LoaderConfig, b: LoaderConfig) -> int:
+        return sum(getattr(a, k) != getattr(b, k) for k in knobs)
+
     for v in (f for f in fed if f.variant):
-        # against the fed config of the same trial that differs in one knob (pinned persistent: against pinned)
-        near = [f for f in fed if f.trial is v.trial and f is not v
-                and sum(getattr(v.config, k) != getattr(f.config, k) for k in knobs) == 1]
+        # against the fed config of the same trial one knob away and nearer the trial's own (pinned persistent:
+        # against pinned; pinned never against pinned persistent)
+        own = v.trial.loader_config
+        near = [f for f in fed if f.trial is v.trial and f is not v and apart(v.config, f.config) == 1
+                and apart(f.config, own) < apart(v.config, own)]
         base = min(near, key=lambda f: f.variant, default=None) or \
             next((f for f in fed if f.trial is v.trial and not f.variant), None)
         if base is None or not base.samples_per_s > 0:

@@ -128,6 +128,9 @@ def test_variants_tried_fed_and_what_they_gain():
     # each variant against the fed config one knob away: pinned persistent against pinned, not against the own
     assert rec.gains == [f"pin_memory=True fed 240 samples/s against 200 (+20%) on {t.loader_config.short()}",
                          f"persistent_workers=True fed 246 samples/s against 240 (+2%) on {pinned.short()}"]
+    # a budget that fed the two variants only: one line, persistent against pinned, not its mirror
+    rec = verdict.recommend([t, *vs, *vs2], step)
+    assert rec.gains == [f"persistent_workers=True fed 246 samples/s against 240 (+2%) on {pinned.short()}"]
 
 
 def test_the_model_takes_fed_batches_at_the_step_plus_their_copy():
@@ -165,6 +168,25 @@ def test_an_epoch_start_costs_the_time_to_the_first_batch_and_the_first_batches_
     assert verdict.predicted_fed(t, StepResult(samples_per_s=200.0)) == pytest.approx(70)
     t.steady_valid, t.ttfb_s_median = True, float("nan")  # without ttfb: the start-up beyond steady, no burst
     assert verdict.predicted_fed(t, StepResult(samples_per_s=200.0)) == pytest.approx(1000 / 10.1)
+
+
+def test_uneven_loads_after_the_first_batches_keep_each_workers_rate():
+    """Loads 64, 32, 32, 32 in batches of 32 on 4 workers of 10 samples/s each (steady 40), a model of 1,000: the
+    first batches (128 samples) take 0.128 s after the 0.8 s start, then the one worker with a second batch
+    reads it at its own 10 samples/s (3.2 s), not at the whole loader's 40."""
+    assert verdict.fed_epoch_s([64, 32, 32, 32], 40.0, 0.8, 1000.0, 32) == pytest.approx(0.8 + 0.128 + 3.2)
+
+
+def test_persistent_workers_fed_as_a_variant_skip_the_start_not_the_refill():
+    """A non-persistent trial whose first batch takes 2 s (the workers' start and one batch each); kept workers
+    pay only the batch: 4 workers x 10 samples at 100 samples/s, 0.4 s. 1,000 samples, a model of 50: 2 + 20 s
+    for the trial's own config, 0.4 + 20 s for the persistent variant."""
+    t = loader(100, 4, 2)
+    t.config["batch_size"], t.epoch_samples, t.ttfb_s_median = 10, 1000, 2.0
+    step = StepResult(samples_per_s=50.0)
+    assert verdict.predicted_fed(t, step) == pytest.approx(1000 / 22)
+    kept = LoaderConfig(**{**t.config, "persistent_workers": True})
+    assert verdict.predicted_fed(t, step, kept) == pytest.approx(1000 / 20.4)
 
 
 def test_no_successful_trial():
