@@ -287,12 +287,10 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
         fed = 1 / (1 / rate + host)
     elif (steady := _fed_stream(trial)) > 0:
         # an epoch of unknown length (a user's Dataset without a count) is taken as long: start-up not charged
-        (start, to_first), n = epoch_start_s(trial), trial.epoch_samples or 1
-        if not trial.epoch_samples:
-            start, to_first = 0.0, False
+        start, to_first = epoch_start_s(trial) if trial.epoch_samples else (0.0, False)
         w = workers_of(c) if c.get("format") not in ONE_STREAM else 1
-        loads = trial.epoch_worker_samples or [n / max(w, 1)] * max(w, 1)
-        first = c.get("batch_size", 0) if to_first and trial.epoch_samples else 0
+        loads = trial.epoch_worker_samples or [(trial.epoch_samples or 1) / max(w, 1)] * max(w, 1)
+        first = c.get("batch_size", 0) if to_first else 0
         if cfg is not None and cfg.persistent_workers and not c.get("persistent_workers") and first:
             # kept workers skip the start, not the refill: one batch each at a worker's rate
             start = min(start, first * sum(1 for x in loads if x > 0) / steady)
@@ -470,10 +468,9 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
         rec.outcome = "input_bound" if rec.input_bound else "feeds"
         rec.gains = variant_gains(rec.fed)
     rec.pick_config = rec.pick_config or rec.pick.loader_config
-    rec.ratio = fit(rank_rate(rec.pick), model_rate(step, rec.pick_config, rec.pick.input_mib_per_sample),
-                    headroom).ratio
-    rec.predicted_samples_per_s = predicted_fed(rec.pick, step, rec.pick_config)
     fed_m = model_rate(step, rec.pick_config, rec.pick.input_mib_per_sample)
+    rec.ratio = fit(rank_rate(rec.pick), fed_m, headroom).ratio
+    rec.predicted_samples_per_s = predicted_fed(rec.pick, step, rec.pick_config)
     rec.predicted_stall_fraction = max(0.0, 1 - rec.predicted_samples_per_s / fed_m) \
         if _finite(rec.predicted_samples_per_s) else None
     _describe_pick(rec, results, step)
