@@ -46,6 +46,11 @@ def pace(period_s: float, key: str = "sample") -> None:
         time.sleep(left)
 
 
+def sample_s() -> float:
+    """PACED_T: the seconds each paced sample or transform takes."""
+    return _env("PACED_T", 0.02)
+
+
 def _startup() -> None:
     """PACED_START seconds at a worker's first sample of an iterator (a fresh worker, or a new epoch)."""
     start = _env("PACED_START", 0.0)
@@ -68,7 +73,7 @@ class SleepMap(Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         _startup()
-        pace(_env("PACED_T", 0.02))
+        pace(sample_s())
         return _image(), i % 10
 
 
@@ -85,7 +90,7 @@ class SleepShards(IterableDataset):
         _startup()
         for s in range(wid, shards, nw):
             for j in range(per):
-                pace(_env("PACED_T", 0.02))
+                pace(sample_s())
                 yield _image(), (s * per + j) % 10
 
 
@@ -93,7 +98,7 @@ class SleepTransform:
     """A transform taking PACED_T seconds a sample (over a real decoded image)."""
 
     def __call__(self, img):
-        pace(_env("PACED_T", 0.02))
+        pace(sample_s())
         return _image()
 
 
