@@ -18,12 +18,12 @@ import os
 import time
 from pathlib import Path
 
-from dataperf import records
-from dataperf.formats import backends
-from dataperf.formats.dataset_dir import MANIFEST, read_manifest
-from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.records import LoaderConfig, LoaderResult
-from dataperf.runner import TrialOptions, run_trial
+from dataperf import backends
+from dataperf import results as records
+from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.data.manifest import MANIFEST, read_manifest
+from dataperf.measure.trial import TrialOptions, run_trial
+from dataperf.results import LoaderConfig, LoaderResult
 
 
 def ints(s: str) -> list[int]:

@@ -28,11 +28,12 @@ from pathlib import Path
 
 from benchlog import run_logged
 
-from dataperf import records, verdict
-from dataperf.budget import parse_duration
-from dataperf.e2e import run_e2e
-from dataperf.records import E2EResult, LoaderConfig
-from dataperf.step import StepOptions
+from dataperf import results as records
+from dataperf import verdict
+from dataperf.measure.step import StepOptions
+from dataperf.results import E2EResult, LoaderConfig
+from dataperf.workflows.budget import parse_duration
+from dataperf.workflows.e2e import run_e2e
 
 GOAL_FED = 0.95
 

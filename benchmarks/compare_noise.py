@@ -16,10 +16,10 @@ import platform
 import tempfile
 from pathlib import Path
 
-from dataperf.compare import judge
-from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.records import LoaderConfig
-from dataperf.runner import TrialOptions, run_trial
+from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.measure.trial import TrialOptions, run_trial
+from dataperf.results import LoaderConfig
+from dataperf.workflows.compare import judge
 
 BASE_COST_S = 0.005
 SLOWDOWNS_PCT = (2, 5, 10, 20)

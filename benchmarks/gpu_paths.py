@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
-from dataperf.e2e import run_e2e
-from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.profile import run_profile
-from dataperf.records import LoaderConfig
-from dataperf.runner import TrialOptions, run_trial
-from dataperf.step import StepOptions, measure_step
+from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.measure.step import StepOptions, measure_step
+from dataperf.measure.trial import TrialOptions, run_trial
+from dataperf.results import LoaderConfig
+from dataperf.workflows.e2e import run_e2e
+from dataperf.workflows.profile import run_profile
 
 RESULTS: dict = {}
 

@@ -22,7 +22,7 @@ exit and killed at --path-cap-s: `sweep --model` (defaults), `sweep --budget B`,
 `dataperf watch` suggests (`next_step`) for a small training script written here (the scenario's data and
 model in a plain DataLoader loop), run as printed with only the changes its notes ask for or that the
 scenario needs (DATA for a dataset that keeps no path), each recorded. Each path's decision is the last
-`decision` record of its --out (records.DecisionResult).
+`decision` record of its --out (results.DecisionResult).
 
 Score per path: the pick's fed rate / the best fed rate, the pick looked up in the grid by its DataLoader
 arguments (KNOBS) set on the scenario's config (a pick measured with another transform, cache or size is
@@ -61,10 +61,10 @@ from typing import Any
 
 from benchlog import Say, run_logged
 
-from dataperf import records
-from dataperf.budget import parse_duration
-from dataperf.records import DecisionResult, E2EResult, LoaderConfig
-from dataperf.runner import cores, worker_ladder
+from dataperf import results
+from dataperf.measure.trial import cores, worker_ladder
+from dataperf.results import DecisionResult, E2EResult, LoaderConfig
+from dataperf.workflows.budget import parse_duration
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL_RATIO, GOAL_MAPE_PCT, GOAL_BUDGET_USE, GOAL_TUNE_SHARE, GOAL_DEFAULT_S = 0.95, 10.0, 0.80, 0.30, 300.0
@@ -334,10 +334,10 @@ class Grid:
     """The truth grid: probes, then interleaved rounds; every E2EResult appended to truth.jsonl."""
 
     def __init__(self, sc: Scenario, a: argparse.Namespace, out: Path, say: Say) -> None:
-        from dataperf.e2e import run_e2e
-        from dataperf.fed import shape_for_model
-        from dataperf.options import make_config, make_step_options, resolve_data
-        from dataperf.runner import TrialOptions, worker_cap
+        from dataperf.commands._options import make_config, make_step_options, resolve_data
+        from dataperf.measure.fed import shape_for_model
+        from dataperf.measure.trial import TrialOptions, worker_cap
+        from dataperf.workflows.e2e import run_e2e
 
         self.sc, self.a, self.out, self.say, self.run_e2e = sc, a, out, say, run_e2e
         self.data = resolve_data(sc.data, sc.factory)[0]
@@ -367,7 +367,7 @@ class Grid:
                           model=self.sc.model, status="failed", error=f"{type(e).__name__}: {e}")
         r.confirm_round = round_k
         r.notes.append(f"pick_quality: {note}")
-        records.append(path, r)
+        results.append(path, r)
         if self.sc.cuda:
             import torch
 
@@ -451,7 +451,7 @@ def load_truth(src: Path, grid: Grid, fp: dict[str, Any]) -> tuple[dict[str, Fed
     if diff:
         raise SystemExit(f"--truth-from {src}: not the same data or machine: {diff}")
     fed: dict[str, Fed] = {}
-    for r in records.load(src / "truth.jsonl"):
+    for r in results.load(src / "truth.jsonl"):
         if isinstance(r, E2EResult) and r.confirm_round is not None:
             key, c, _ = grid.key(r.config)
             fed.setdefault(key, Fed(key, c.short())).add(r)
@@ -561,7 +561,7 @@ scenario's data feeding its model for {steps} optimizer steps. Written by benchm
 import torch
 from torch.utils.data import DataLoader
 
-from dataperf.models import load_model, loss_of
+from dataperf.measure.models import load_model, loss_of
 
 
 {dataset}
@@ -640,7 +640,7 @@ def read_decision(path: Path) -> DecisionResult | None:
     """The last decision record of a path's --out (None: the command wrote none)."""
     if not path.is_file():
         return None
-    recs = [r for r in records.load(path) if isinstance(r, DecisionResult)]
+    recs = [r for r in results.load(path) if isinstance(r, DecisionResult)]
     return recs[-1] if recs else None
 
 
@@ -899,7 +899,7 @@ def run_path(p: str, sc: Scenario, a: argparse.Namespace, out: Path, clock: Cloc
         w.unlink(missing_ok=True)
         watched = run_cli(["watch", "--out", str(w), "--", sys.executable, str(script)], out / "watch_job.log",
                           clock.cap(a.path_cap_s), say)
-        recs = [r for r in records.load(w) if r.kind == "watch"] if w.is_file() else []
+        recs = [r for r in results.load(w) if r.kind == "watch"] if w.is_file() else []
         nxt, nxt_notes = (recs[0].next_step, list(getattr(recs[0], "next_notes", []))) if recs else ("", [])
         info.update(script=script.name, watch_exit=watched.rc, watch_wall_s=watched.wall_s, next_step=nxt,
                     next_notes=nxt_notes)

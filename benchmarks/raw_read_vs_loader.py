@@ -3,7 +3,7 @@
     python benchmarks/raw_read_vs_loader.py [DATA]
 
 Without DATA, generates a JPEG WebDataset under shards/bench-raw-read. The reference is fio (O_DIRECT,
-1 MiB sequential reads) when installed, else Python O_DIRECT reads (both from dataperf.limits, the storage
+1 MiB sequential reads) when installed, else Python O_DIRECT reads (both from dataperf.measure.limits, the storage
 ceiling's own readers); both skip the page cache, as a cold loader trial does. Prints the loader's MiB/s as a
 fraction of the raw bandwidth.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from dataperf.formats.dataset_dir import MANIFEST, read_manifest
-from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.limits import fio_read, python_read, read_plan, split_tasks
-from dataperf.records import LoaderConfig
-from dataperf.runner import TrialOptions, run_trial, worker_ladder
+from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.data.manifest import MANIFEST, read_manifest
+from dataperf.measure.limits import fio_read, python_read, read_plan, split_tasks
+from dataperf.measure.trial import TrialOptions, run_trial, worker_ladder
+from dataperf.results import LoaderConfig
 
 MIB = 1024 * 1024
 

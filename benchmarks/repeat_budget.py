@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dataperf.formats.generate import ImageSpec, jpeg_bytes
-from dataperf.records import LoaderConfig, LoaderResult, append
-from dataperf.runner import TrialOptions, run_trial
-from dataperf.sources import resolve
+from dataperf.data import resolve
+from dataperf.data.make.generate import ImageSpec, jpeg_bytes
+from dataperf.measure.trial import TrialOptions, run_trial
+from dataperf.results import LoaderConfig, LoaderResult, append
 
 CLASSES = 100
 IMAGENET = ImageSpec(500, 375, 92)  # ImageNet's typical size, about 100 KiB a JPEG (its train set: 110 KB)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.records import LoaderConfig
-from dataperf.runner import TrialOptions, run_trial
+from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.measure.trial import TrialOptions, run_trial
+from dataperf.results import LoaderConfig
 
 
 def main() -> None:

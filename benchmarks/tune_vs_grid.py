@@ -32,13 +32,14 @@ from pathlib import Path
 
 from benchlog import run_logged
 
-from dataperf import records, verdict
-from dataperf.formats.dataset_dir import MANIFEST, read_manifest
-from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.records import LoaderConfig, LoaderResult
-from dataperf.runner import TrialOptions, run_trial, worker_ladder
-from dataperf.sweep import Grid, plan, run_sweep
-from dataperf.tune import Tuner
+from dataperf import results as records
+from dataperf import verdict
+from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.data.manifest import MANIFEST, read_manifest
+from dataperf.measure.trial import TrialOptions, run_trial, worker_ladder
+from dataperf.results import LoaderConfig, LoaderResult
+from dataperf.workflows.sweep import Grid, plan, run_sweep
+from dataperf.workflows.tune import Tuner
 
 GOAL_QUALITY, GOAL_COST = 0.95, 0.30
 

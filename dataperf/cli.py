@@ -12,8 +12,7 @@ from pathlib import Path
 
 import click
 
-from dataperf.errors import UserError
-from dataperf.options import (
+from dataperf.commands._options import (
     HEADROOM,
     OPTIMIZERS,
     loader_options,
@@ -27,6 +26,8 @@ from dataperf.options import (
     str_list,
     trial_options,
 )
+from dataperf.data.sizes import check_image_side
+from dataperf.errors import UserError
 
 OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
 
@@ -59,7 +60,7 @@ def _error(e: BaseException) -> tuple[str, int]:
     if isinstance(e, EOFError):  # a file that ends before its data does (a truncated pickle, an empty array)
         return (f"a file ended early (EOFError: {str(e) or 'no data left'}); check the data files (set "
                 "DATAPERF_TRACEBACK=1 to see which was being read)"), 2
-    from dataperf.runner import describe_failure
+    from dataperf.measure.trial import describe_failure
 
     text = describe_failure(e)
     if text.startswith(("corrupt", "a DataLoader worker died")):
@@ -135,18 +136,18 @@ def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, like, jobs, ima
                 min_len, max_len, vocab, overwrite) -> None:
     """Generate a synthetic dataset: JPEG images (fixed-size, or --like imagenet) or token sequences with a
     long-tailed length distribution."""
-    from dataperf import report
-    from dataperf.formats.generate import ImageSpec, TokenSpec, generate_dataset
+    from dataperf.commands import _render
+    from dataperf.data.make.generate import ImageSpec, TokenSpec, generate_dataset
 
     if like and image_size is not None:
         raise UserError(f"--like {like} draws each image's size; drop --image-size")
     side = 256 if image_size is None else image_size  # 0 is a value to refuse, not "the default"
     out = out or Path("shards") / f"{kind}-{fmt}"
-    with report.progress_bar(f"writing {count} {kind} samples", count) as advance:
+    with _render.progress_bar(f"writing {count} {kind} samples", count) as advance:
         g = generate_dataset(out, kind, fmt, count, seed, ImageSpec(side, side, quality),
                              TokenSpec(median_len, sigma, min_len, max_len, vocab),
                              shard_mb, overwrite, advance, shards=n_shards, like=like, jobs=jobs)
-    report.print_made(out, g.manifest, g)
+    _render.print_made(out, g.manifest, g)
 
 
 @shards.command("convert")
@@ -158,12 +159,12 @@ def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, like, jobs, ima
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
 def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
     """Pack a folder of per-sample files (grouped by basename, like WebDataset keys) into tar shards."""
-    from dataperf import report
-    from dataperf.formats.convert import convert
+    from dataperf.commands import _render
+    from dataperf.data.make.convert import convert
 
-    with report.progress_bar("packing", None) as advance:
+    with _render.progress_bar("packing", None) as advance:
         m = convert(src, out, shard_mb, overwrite, advance, shards=n_shards)
-    report.print_made(out, m)
+    _render.print_made(out, m)
 
 
 @shards.command("inspect")
@@ -171,14 +172,14 @@ def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
 @click.option("--verify", is_flag=True, help="decode every sample and list the bad ones (exit 2 if any)")
 def shards_inspect(data, verify) -> None:
     """Sample count, sizes and shard count; for tokens the length histogram and p99."""
-    from dataperf import report
-    from dataperf.formats.inspect import inspect_dataset
+    from dataperf.commands import _render
+    from dataperf.data.make.inspect import inspect_dataset
 
     ins = inspect_dataset(data, verify)
-    report.print_inspection(ins)
+    _render.print_inspection(ins)
     if ins.corrupt:
         for c in ins.corrupt:
-            report.console.print(f"corrupt: {c}")
+            _render.console.print(f"corrupt: {c}")
         fix = "replace or remove those files" if ins.format == "files" else "regenerate or re-convert those shards"
         raise UserError(f"{len(ins.corrupt)} corrupt sample(s) in {data} (listed above); {fix}, or measure with "
                         "--on-corrupt skip")
@@ -204,8 +205,10 @@ OUT = click.option("--out", type=click.Path(path_type=Path), default=None, help=
 @trial_options
 def bench(data, out, **kw) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
-    from dataperf import preflight, records, report
-    from dataperf.runner import run_trial
+    from dataperf import results as records
+    from dataperf.commands import _render
+    from dataperf.measure import preflight
+    from dataperf.measure.trial import run_trial
 
     loader, topts = split(kw, "bench")
     preflight.writable_file(out, "--out")
@@ -219,7 +222,7 @@ def bench(data, out, **kw) -> None:
             records.append(out, r)
     if r.status != "ok":
         raise UserError(f"{cfg.short()} failed: {r.error}")
-    report.print_trial(r)
+    _render.print_trial(r)
 
 
 @cli.command()
@@ -252,8 +255,10 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     # --budget counts from the process's start (main()), or under --nproc from the launching command (one host:
     # one monotonic clock), or, called in-process (tests), from here
     started = float(os.environ.get(BUDGET_START_ENV) or _main_started or time.monotonic())
-    from dataperf import budget, distributed, preflight, report
-    from dataperf import sweep as sw
+    from dataperf.commands import _render
+    from dataperf.measure import distributed, preflight
+    from dataperf.workflows import budget
+    from dataperf.workflows import sweep as sw
 
     loader, step_kw, topts = split(kw, "sweep", "model")
     model = step_kw["model"]
@@ -274,7 +279,8 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     grid = make_grid(datas, **loader)
     if nproc is not None:
         sw.check_ranks(datas, nproc)
-        sys.exit(distributed.launch_self(nproc, sys.argv[1:], out, env={BUDGET_START_ENV: repr(started)}))
+        sys.exit(distributed.launch_self(nproc, sys.argv[1:], lambda: _interrupted(len(sw.finished_ids(out)), out),
+                                         env={BUDGET_START_ENV: repr(started)}))
     if config_file:
         grid, file_opts = sw.load_grid_file(config_file)
         topts.update(file_opts)
@@ -295,33 +301,32 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     plan = sw.make_plan(trials, opts, out, resume and not overwrite, budget_s, model=model is not None,
                         fed_runs=confirm.k * confirm.rounds if confirm else 0)
     if ctx.rank == 0:
-        report.print_plan(plan)
-    with report.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
+        _render.print_plan(plan)
+    with _render.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
                              eta=True) as advance:
         outcome = sw.run(plan.trials, plan.opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
-                         headroom=headroom, confirm_opts=confirm, bar=report.progress_bar,
+                         headroom=headroom, confirm_opts=confirm, bar=_render.progress_bar,
                          deadline=None if budget_s is None else started + budget_s, spare=plan.spare,
                          extend=ladder, budget_s=budget_s)
     if outcome.interrupted:
         if ctx.rank == 0:
-            click.echo(f"interrupted: {outcome.kept} finished trials are kept in {out}; run the same command "
-                       "with --resume to skip them", err=True)
+            _interrupted(outcome.kept, out)
         sys.exit(130)
     if ctx.rank != 0:
         return
     recs, step = outcome.records, outcome.step
-    report.console.print(report.loader_table(recs, step, headroom))
-    report.print_failures(recs)
-    report.print_trial_notes(recs)
-    for line in [report.idle_warning(recs), *report.verdict_caveats(recs, step)]:
+    _render.console.print(_render.loader_table(recs, step, headroom))
+    _render.print_failures(recs)
+    _render.print_trial_notes(recs)
+    for line in [_render.idle_warning(recs), *_render.verdict_caveats(recs, step)]:
         if line:
-            report.console.print(line)
-    png = report.heatmap(recs, plot or out.with_suffix(".png"))
+            _render.console.print(line)
+    png = _render.heatmap(recs, plot or out.with_suffix(".png"))
     if png:
-        report.console.print(f"heatmap: {png}")
-    report.print_recommendation(outcome.recommendation)
-    report.print_duration(plan, outcome)
-    report.console.print(f"results: {out} ({len(outcome.results)} new trials)")
+        _render.console.print(f"heatmap: {png}")
+    _render.print_recommendation(outcome.recommendation)
+    _render.print_duration(plan, outcome)
+    _render.console.print(f"results: {out} ({len(outcome.results)} new trials)")
     if outcome.all_failed:
         raise UserError(f"every trial failed ({len(outcome.results)}); the first: {outcome.results[0].error}")
 
@@ -334,11 +339,13 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
 @OUT
 def step(batch_size, image_size, seq_len, repeats, steps, warmup, out, **model) -> None:
     """Median ms/step, samples/s and peak memory of a real train step on synthetic in-memory data."""
-    from dataperf import preflight, records, report
-    from dataperf.step import measure_step
+    from dataperf import results as records
+    from dataperf.commands import _render
+    from dataperf.measure import preflight
+    from dataperf.measure.step import measure_step
 
     preflight.writable_file(out, "--out")
-    preflight.check_image_side(image_size)
+    check_image_side(image_size)
     preflight.check_model(model["model"], input_kind=model["input_kind"],
                           seq_len=seq_len if model["input_kind"] != "image" else None)
     r = measure_step(make_step_options(**model, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
@@ -346,13 +353,13 @@ def step(batch_size, image_size, seq_len, repeats, steps, warmup, out, **model) 
                                        results_dir=out.parent if out else None))
     if out:
         records.append(out, r)
-    report.print_step(r)
+    _render.print_step(r)
 
 
 def fed_config(command: str, data, kw: dict):
     """e2e, profile, diagnose: the loader config, its data and the step's options, checked before measuring.
     `kw` keeps what belongs to the command alone."""
-    from dataperf import preflight
+    from dataperf.measure import preflight
 
     loader, model, _ = split(kw, command, "model")
     data = resolve_data(data, loader["dataset_factory"])[0]
@@ -376,9 +383,11 @@ def fed_config(command: str, data, kw: dict):
 @OUT
 def e2e(data, steps, repeats, warmup, no_predict, sync_each_step, nan_guard_dir, out, **kw) -> None:
     """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
-    from dataperf import preflight, records, report
-    from dataperf.e2e import run_e2e
-    from dataperf.guards import NonFiniteError
+    from dataperf import results as records
+    from dataperf.commands import _render
+    from dataperf.measure import preflight
+    from dataperf.measure.guards import NonFiniteError
+    from dataperf.workflows.e2e import run_e2e
 
     preflight.writable_file(out, "--out")
     preflight.writable_dir(nan_guard_dir, "--nan-guard")
@@ -391,7 +400,7 @@ def e2e(data, steps, repeats, warmup, no_predict, sync_each_step, nan_guard_dir,
         raise UserError(str(e)) from None
     if out:
         records.append(out, r)
-    report.print_e2e(r)
+    _render.print_e2e(r)
 
 
 @cli.command("profile")
@@ -404,8 +413,10 @@ def e2e(data, steps, repeats, warmup, no_predict, sync_each_step, nan_guard_dir,
 @OUT
 def profile_cmd(data, out_dir, top, nsys, out, **kw) -> None:
     """torch.profiler (wait=1, warmup=1, active=3) around the fed loop: Chrome trace, top ops, time split."""
-    from dataperf import preflight, records, report
-    from dataperf.profile import nsys_wrap, run_profile
+    from dataperf import results as records
+    from dataperf.commands import _render
+    from dataperf.measure import preflight
+    from dataperf.workflows.profile import nsys_wrap, run_profile
 
     preflight.writable_file(out, "--out")
     preflight.writable_dir(out_dir, "--out-dir")
@@ -415,7 +426,7 @@ def profile_cmd(data, out_dir, top, nsys, out, **kw) -> None:
         _, r.nsys = nsys_wrap(sys.argv[1:], out_dir)
     if out:
         records.append(out, r)
-    report.print_profile(r)
+    _render.print_profile(r)
 
 
 @cli.command()
@@ -427,12 +438,12 @@ def profile_cmd(data, out_dir, top, nsys, out, **kw) -> None:
 @click.option("--threshold", default="5%", show_default=True, help="smallest change that counts")
 def compare(base, head, metrics, threshold) -> None:
     """Base vs head result files: medians, % change, noise-aware verdict; exit 1 on a regression."""
-    from dataperf import compare as cmp
-    from dataperf import report
+    from dataperf.commands import _render
+    from dataperf.workflows import compare as cmp
 
     changes = cmp.compare(base, head, metrics, cmp.parse_threshold(threshold))
-    report.print_env_differences(cmp.env_differences(base, head))
-    report.print_compare(changes, threshold)
+    _render.print_env_differences(cmp.env_differences(base, head))
+    _render.print_compare(changes, threshold)
     if cmp.has_regression(changes):
         sys.exit(1)
 
@@ -446,9 +457,11 @@ def compare(base, head, metrics, threshold) -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 def lengths(data, batch_size, cap, model, device, out) -> None:
     """Per-batch token-length histogram and p99 (OOM risk from length variance), and what --cap changes."""
-    from dataperf import preflight, records, report
-    from dataperf.lengths import analyse, measure_cap_memory
-    from dataperf.step import StepOptions
+    from dataperf import results as records
+    from dataperf.commands import _render
+    from dataperf.measure import preflight
+    from dataperf.measure.step import StepOptions
+    from dataperf.workflows.lengths import analyse, measure_cap_memory
 
     preflight.writable_file(out, "--out")
     if model:
@@ -458,7 +471,7 @@ def lengths(data, batch_size, cap, model, device, out) -> None:
         measure_cap_memory(r, StepOptions(model=model, device=device, steps=2, warmup=1))
     if out:
         records.append(out, r)
-    report.print_lengths(r)
+    _render.print_lengths(r)
 
 
 @cli.command()
@@ -472,8 +485,10 @@ def lengths(data, batch_size, cap, model, device, out) -> None:
 @trial_options
 def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
     """Where data stalls come from: prep (CPU decode) vs fetch (storage), as shares of step time."""
-    from dataperf import preflight, records, report
-    from dataperf.diagnose import diagnose as run_diagnose
+    from dataperf import results as records
+    from dataperf.commands import _render
+    from dataperf.measure import preflight
+    from dataperf.workflows.diagnose import diagnose as run_diagnose
 
     preflight.writable_file(out, "--out")
     data, cfg, model, seq_len = fed_config("diagnose", data, kw)
@@ -483,8 +498,8 @@ def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
     if out:
         records.append(out, r)
         records.append(out, lim)
-    report.print_diagnose(r)
-    report.print_limits(lim)
+    _render.print_diagnose(r)
+    _render.print_limits(lim)
 
 
 @cli.command()
@@ -502,8 +517,9 @@ def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
 def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_size, out, **kw) -> None:
     """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
     from the limits, their neighbours and a confirmation of the top two or three, without the whole grid."""
-    from dataperf import preflight, report
-    from dataperf.tune import Tuner
+    from dataperf.commands import _render
+    from dataperf.measure import preflight
+    from dataperf.workflows.tune import Tuner
 
     loader, model_kw, topts = split(kw, "tune", "model")
     model = model_kw["model"]
@@ -519,7 +535,7 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
     if max_batch_size < loader["batch_size"]:
         raise UserError(f"--max-batch-size {max_batch_size} is below the starting --batch-size "
                         f"{loader['batch_size']}; raise it or lower --batch-size")
-    preflight.check_image_side(loader["image_size"])
+    check_image_side(loader["image_size"])
     preflight.writable_file(out, "--out")
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)
     if model:
@@ -529,9 +545,9 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
     sopts = make_step_options(**model_kw, batch_size=loader["batch_size"], seq_len=loader["seq_len"],
                               image_size=loader["image_size"]) if model else None
     outcome = Tuner(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
-                    out=out, on_trial=report.print_tune_step, on_prediction=report.print_prediction,
-                    bar=report.progress_bar).run()
-    report.print_tune(outcome)
+                    out=out, on_trial=_render.print_tune_step, on_prediction=_render.print_prediction,
+                    bar=_render.progress_bar).run()
+    _render.print_tune(outcome)
     if outcome.pick is None:  # nothing ran: never "done" (0), nor a target missed by a config that runs (1)
         failed = next((s.result.error for s in outcome.steps if s.result.status != "ok"), None)
         raise UserError(f"tune found no config that runs ({outcome.stop_reason.split(';')[0]})"
@@ -560,8 +576,9 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
 def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, warmup, max_batch, max_batch_limit,
            tolerance, out) -> None:
     """GPU memory, step time and % saved against AdamW for each optimizer at one batch size, one process each."""
-    from dataperf import records, report
-    from dataperf.memory import measure_memory
+    from dataperf import results as records
+    from dataperf.commands import _render
+    from dataperf.workflows.memory import measure_memory
 
     bad = [o for o in optimizers if o not in OPTIMIZERS]
     if bad:
@@ -577,8 +594,8 @@ def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, 
             "results_dir": str(out.parent)}
     rows = measure_memory(base, optimizers, max_batch=max_batch, max_batch_limit=max_batch_limit,
                           tolerance_pct=tolerance, on_result=lambda r: records.append(out, r))
-    report.print_memory(rows)
-    report.console.print(f"results: {out}")
+    _render.print_memory(rows)
+    _render.console.print(f"results: {out}")
 
 
 @cli.command("report")
@@ -587,16 +604,19 @@ def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, 
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="heatmap PNG")
 def report_cmd(results, headroom, plot) -> None:
     """Tables, heatmap and the input-bound verdict from a saved results file."""
-    from dataperf import preflight, records, report, verdict
+    from dataperf import results as records
+    from dataperf import verdict
+    from dataperf.commands import _render
+    from dataperf.measure import preflight
 
     preflight.writable_file(plot, "--plot")
     recs = records.current(records.load(results))
     if not recs:
         raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
     step = verdict.latest_step(recs)
-    report.print_env(recs)
-    printers = {"e2e": report.print_e2e, "lengths": report.print_lengths, "profile": report.print_profile,
-                "diagnose": report.print_diagnose}
+    _render.print_env(recs)
+    printers = {"e2e": _render.print_e2e, "lengths": _render.print_lengths, "profile": _render.print_profile,
+                "diagnose": _render.print_diagnose}
     rec = verdict.recommend(recs, step, headroom)
     verdict.saved_bound(rec, recs)
     for r in recs:
@@ -604,27 +624,27 @@ def report_cmd(results, headroom, plot) -> None:
         if r.kind in printers and r.status == "ok" and not confirmation:
             printers[r.kind](r)
         if r.kind == "limits" and r is not rec.limits:
-            report.print_limits(r)
+            _render.print_limits(r)
     if any(r.kind == "watch" for r in recs):
-        report.print_watch(recs)
+        _render.print_watch(recs)
     loaders = [r for r in recs if r.kind == "loader"]
     if loaders:
-        report.console.print(report.loader_table(recs, step, headroom))
-    report.print_failures(recs)
-    report.print_trial_notes(recs)
-    for line in [report.idle_warning(recs), *report.verdict_caveats(recs, step)]:
+        _render.console.print(_render.loader_table(recs, step, headroom))
+    _render.print_failures(recs)
+    _render.print_trial_notes(recs)
+    for line in [_render.idle_warning(recs), *_render.verdict_caveats(recs, step)]:
         if line:
-            report.console.print(line)
+            _render.console.print(line)
     if step is not None:
-        report.print_step(step)
+        _render.print_step(step)
     mem = [r for r in recs if r.kind == "memory"]
     if mem:
-        report.print_memory(mem)
+        _render.print_memory(mem)
     if plot:
-        png = report.heatmap(recs, plot)
-        report.console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")
+        png = _render.heatmap(recs, plot)
+        _render.console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")
     if loaders:
-        report.print_recommendation(rec)
+        _render.print_recommendation(rec)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -641,8 +661,9 @@ def watch(cmd, pid, out, label, ebpf, nsys) -> None:
     Per rank: step time, data wait, samples/s, data-stall fraction (GPU idle on CUDA), the DataLoader settings
     the script built, the hook's own cost; collectors on the job's process tree; exits with the job's code.
     """
-    from dataperf import records, report
-    from dataperf.watch import launch, results
+    from dataperf import results as records
+    from dataperf.commands import _render
+    from dataperf.workflows.watch import launch, results
 
     cmd = list(cmd)
     if cmd and cmd[0] == "--":
@@ -658,9 +679,9 @@ def watch(cmd, pid, out, label, ebpf, nsys) -> None:
     recs = results.build(w, cmd or [f"pid {pid}"], label)
     for r in recs:
         records.append(out, r)
-    with report.to_stderr():
-        report.print_watch(recs)
-        report.console.print(f"results: {out} ({len(recs)} watch record(s)); per-step hook lines: {w.hook_dir}")
+    with _render.to_stderr():
+        _render.print_watch(recs)
+        _render.console.print(f"results: {out} ({len(recs)} watch record(s)); per-step hook lines: {w.hook_dir}")
     if w.exit_code is not None:
         sys.exit(w.exit_code)
 
@@ -669,3 +690,9 @@ def main() -> None:
     global _main_started
     _main_started = process_start()  # only the command's own process: a caller that imports cli keeps its clock
     cli(prog_name="dataperf")
+
+
+def _interrupted(kept: int, out: Path) -> None:
+    """The one line a Ctrl-C'd sweep ends with, in one process or under --nproc."""
+    click.echo(f"interrupted: {kept} finished trials are kept in {out}; run the same command with --resume to skip "
+               "them", err=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mosaic Streaming in its own environment, then its backend's tests (tests/formats/test_streaming.py).
+# Mosaic Streaming in its own environment, then its backend's tests (tests/backends/test_streaming.py).
 # usage: bash scripts/streaming_env.sh [VENV]        (default /tmp/dataperf-streaming; PYTHON= the dataperf python)
 #
 # It cannot join dataperf's environment: mosaicml-streaming 0.11-0.13 pin numpy<2.2, and every release from
@@ -39,4 +39,4 @@ EOF
 fi
 "$venv/bin/python" -c 'import numpy, streaming, torch, transformers; print("streaming", streaming.__version__,
 "numpy", numpy.__version__, "torch", torch.__version__, "transformers", transformers.__version__)'
-PYTHONPATH=$PWD "$venv/bin/python" -m pytest -p no:cacheprovider tests/formats/test_streaming.py
+PYTHONPATH=$PWD "$venv/bin/python" -m pytest -p no:cacheprovider tests/backends/test_streaming.py

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from dataperf.formats.generate import ImageSpec, TokenSpec, write_dataset
+from dataperf.data.make.generate import ImageSpec, TokenSpec, write_dataset
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -13,16 +13,17 @@ from agreement_cases import SAMPLE_S as SAMPLE_COST_S
 from agreement_cases import START_S
 from click.testing import CliRunner
 
-from dataperf import report, sources
-from dataperf import sweep as sw
+from dataperf import data as sources
 from dataperf.cli import cli
-from dataperf.diagnose import diagnose
-from dataperf.e2e import idle_fraction, run_e2e
-from dataperf.formats.generate import ImageSpec, write_dataset
-from dataperf.limits import LimitsOptions
-from dataperf.records import LoaderConfig
-from dataperf.runner import Arrival, TrialOptions, run_trial, steady_rate
-from dataperf.step import StepOptions
+from dataperf.commands import _render
+from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.measure.limits import LimitsOptions
+from dataperf.measure.step import StepOptions
+from dataperf.measure.trial import Arrival, TrialOptions, run_trial, steady_rate
+from dataperf.results import LoaderConfig
+from dataperf.workflows import sweep as sw
+from dataperf.workflows.diagnose import diagnose
+from dataperf.workflows.e2e import idle_fraction, run_e2e
 
 SAMPLE_S = 0.04
 STEP_S = 0.05  # paced.FixedStep's default (PACED_STEP_S)
@@ -108,7 +109,7 @@ def test_two_shards_four_workers_two_active_and_one_idle_warning(two_shards):
                                    "--repeats", "3", "--no-collect", "--min-batches", "3"]).output
     lines = [ln for ln in out.splitlines() if "idle" in ln and "warning" in ln]
     assert len(lines) == 1 and "shards convert" in lines[0], out
-    assert report.workers_cell(r) == "2/4 [red]idle[/red] (2 sh)"
+    assert _render.workers_cell(r) == "2/4 [red]idle[/red] (2 sh)"
 
 
 def test_gpu_idle_arithmetic_from_events():

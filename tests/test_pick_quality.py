@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 import pick_quality as pq  # noqa: E402
 
-from dataperf.records import DecisionResult, E2EResult, LoaderConfig  # noqa: E402
+from dataperf.results import DecisionResult, E2EResult, LoaderConfig  # noqa: E402
 
 BASE = LoaderConfig(format="user-dataset", batch_size=8, decode=True, transform="imagenet-train")
 

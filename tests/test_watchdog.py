@@ -196,8 +196,8 @@ def test_n4_thread_workers_stall_is_caught_too(datasets):
     main thread is interrupted all the same (the stuck threads are daemons: the process still ends)."""
     pytest.importorskip("torchdata")
     script = textwrap.dedent(f"""
-        from dataperf.records import LoaderConfig
-        from dataperf.runner import TrialOptions, run_trial
+        from dataperf.results import LoaderConfig
+        from dataperf.measure.trial import TrialOptions, run_trial
         cfg = LoaderConfig(format="torchdata", batch_size=8, num_workers=2, worker_type="thread", decode=True,
                            image_size=16)
         r = run_trial({str(datasets["image-files"])!r}, cfg, TrialOptions(repeats=3, warmup_batches=1,

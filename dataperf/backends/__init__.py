@@ -1,0 +1,173 @@
+"""Every loader backend behind one factory: what it reads, which knobs and worker types it expresses.
+
+The runner asks `get(cfg.format)` for a Backend, `prepare`s it (a converted store for the streaming
+formats, cached) and `build`s an iterable of batch dicts ("n", "nbytes", and with decode "x"/"y"), so every
+backend runs under the same timer, collectors, cache control and verdict.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataperf.data import SOURCE_FORMATS, Data
+from dataperf.errors import TrialError
+from dataperf.results import LoaderConfig
+
+# knobs of LoaderConfig a backend may or may not express (decode/batch_size/cache every backend has)
+TITLES = {"dali": "DALI", "spdl": "SPDL", "litdata": "LitData", "streaming": "Mosaic Streaming"}
+KNOBS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "shuffle")
+OFF = {"num_workers": 0, "prefetch_factor": None, "pin_memory": False, "persistent_workers": False, "shuffle": False}
+# formats the torch DataLoader backend reads: dataperf's own two, and what dataperf.data resolves
+# (token files, a user's Dataset); every other backend reads local image files or shards only
+DATALOADER = ("files", "webdataset", *SOURCE_FORMATS)
+TEXT = ("jsonl", "parquet")
+NO_SHUFFLE = tuple(k for k in KNOBS if k != "shuffle")
+
+
+@dataclass
+class Prepared:
+    """What a backend reads (the runner warms or evicts exactly these) and what preparing it cost; knobs that
+    turned out not to apply once the loader was built (a user's IterableDataset cannot be shuffled), and why."""
+
+    paths: list[Path]
+    info: dict[str, Any] = field(default_factory=dict)
+    state: Any = None
+    ignored: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    package: str  # importable module that must be installed ("" = always there)
+    install: str  # how to install it, for the "not installed" message
+    reads: str  # which dataset formats / store it reads
+    worker_types: tuple[str, ...]  # first = what it uses when --worker-type is not given
+    knobs: tuple[str, ...]
+    gpu_decode: bool
+    min_workers: int
+    build: Callable[[Data, LoaderConfig, Any, Prepared], Iterable[dict[str, Any]]]
+    prepare: Callable[[Data, LoaderConfig], Prepared] | None = None
+
+    def installed(self) -> bool:
+        return not self.package or importlib.util.find_spec(self.package.split(".")[0]) is not None
+
+    def worker_type(self, cfg: LoaderConfig) -> str:
+        wt = cfg.worker_type or self.worker_types[0]
+        if wt not in self.worker_types:
+            raise TrialError(f"{self.name} offers {'/'.join(self.worker_types)} workers, not {wt}; "
+                             f"use --worker-type {self.worker_types[0]}")
+        return wt
+
+    def knobs_ignored(self, cfg: LoaderConfig) -> list[str]:
+        """Knobs set in cfg (away from their off/None state) that this backend has no way to express."""
+        return [k for k in KNOBS if k not in self.knobs and getattr(cfg, k) != OFF[k]]
+
+    def check(self, data: Data, cfg: LoaderConfig) -> None:
+        if not self.installed():
+            raise TrialError(f"{TITLES.get(self.name, self.name)} is not installed (backend {self.name}): "
+                             f"{self.install}")
+        self.worker_type(cfg)
+        if cfg.num_workers < self.min_workers:
+            raise TrialError(f"{self.name} needs num_workers >= {self.min_workers} (its pipeline always runs "
+                             f"in background workers); got {cfg.num_workers}")
+        if self.name in ("files", "webdataset") and data.format != self.name:
+            raise TrialError(f"format {self.name} asked for, but {data.spec} holds {data.format}; "
+                             f"use --format {data.format}")
+        if self.name in SOURCE_FORMATS and data.format != self.name:
+            raise TrialError(f"format {self.name} asked for, but {data.spec} holds {data.format}; "
+                             f"use --format {data.format}")
+        if self.name not in DATALOADER and (data.manifest is None or data.remote):
+            raise TrialError(f"{self.name} reads local image files or shards ({self.reads}); {data.spec} is "
+                             f"{data.describe()}: use --format {data.format}")
+
+    def make(self, data: Data, cfg: LoaderConfig, opts: Any) -> tuple[Iterable[dict[str, Any]], Prepared]:
+        cfg = cfg.explicit()  # every backend sees the defaults that apply (prefetch, shuffle buffer) written out
+        self.check(data, cfg)
+        if self.prepare:
+            prep = self.prepare(data, cfg)
+        else:
+            prep = Prepared(data.local_paths())
+        prep.info.update(backend=self.name, worker_type=self.worker_type(cfg))
+        prep.notes.extend(data.notes)
+        return self.build(data, cfg, opts, prep), prep
+
+
+def _dataloader(data, cfg, opts, prep):
+    from torch.utils.data import IterableDataset
+
+    from dataperf.backends.dataloader import make_loader
+
+    loader = make_loader(data, cfg, opts)
+    if cfg.shuffle and data.format == "user-dataset" and isinstance(loader.dataset, IterableDataset):
+        prep.ignored.append("shuffle")
+        prep.notes.append("a user's IterableDataset yields its samples in its own order, from its start in every "
+                          "repeat: dataperf cannot shuffle it, so shuffle is not applied")
+    return loader
+
+
+def _dali(data, cfg, opts, prep):
+    from dataperf.backends.dali import DaliLoader
+
+    return DaliLoader(data.root, data.manifest, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
+
+
+def _lazy(module: str, fn: str) -> Callable[..., Any]:
+    """A backend module's build(root, manifest, cfg, opts, prep) / prepare(root, manifest, cfg), called with
+    the resolved Data's folder and manifest (check() made sure it has one)."""
+    def call(data, *a):
+        return getattr(importlib.import_module(module), fn)(data.root, data.manifest, *a)
+
+    return call
+
+
+REGISTRY: dict[str, Backend] = {b.name: b for b in [
+    Backend("files", "", "", "files", ("process",), KNOBS, False, 0, _dataloader),
+    Backend("webdataset", "webdataset", "pip install webdataset", "webdataset", ("process",), KNOBS, False, 0,
+            _dataloader),
+    # text files are an IterableDataset read front to back: no shuffle
+    *[Backend(f, "", "", f, ("process",), KNOBS if f not in TEXT else NO_SHUFFLE, False, 0, _dataloader)
+      for f in SOURCE_FORMATS],
+    Backend("dali", "nvidia.dali", "pip install 'dataperf[dali]' (nvidia-dali-cuda120)", "files, webdataset",
+            ("thread",), ("shuffle",), True, 0, _dali),
+    Backend("torchdata", "torchdata", "pip install 'dataperf[torchdata]'", "files, webdataset (in place)",
+            ("thread", "process"), ("num_workers", "prefetch_factor", "pin_memory", "shuffle"), False, 0,
+            _lazy("dataperf.backends.torchdata", "build")),
+    Backend("spdl", "spdl", "pip install 'dataperf[spdl]'", "files, webdataset (in place)",
+            ("thread", "process"), ("num_workers", "prefetch_factor", "shuffle"), False, 1,
+            _lazy("dataperf.backends.spdl", "build")),
+    Backend("litdata", "litdata", "bash scripts/install_backends.sh litdata", "litdata chunks (converted once)",
+            ("process",), KNOBS, False, 0, _lazy("dataperf.backends.litdata", "build"),
+            _lazy("dataperf.backends.litdata", "prepare")),
+    Backend("streaming", "streaming", "mosaicml-streaming 0.11-0.13 pin numpy<2.2 and every release imports "
+            "torchvision and transformers<5, so it cannot share dataperf's environment; run in its own, built by "
+            "`bash scripts/streaming_env.sh` (docs/backends.md)", "MDS shards (converted once)",
+            ("process",), KNOBS, False, 0, _lazy("dataperf.backends.streaming", "build"),
+            _lazy("dataperf.backends.streaming", "prepare")),
+]}
+
+
+def get(name: str) -> Backend:
+    if name not in REGISTRY:
+        raise TrialError(f"unknown format {name!r}; choose one of {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def expand(formats: list[str], data_format: str) -> list[str]:
+    """auto = the dataset's own format; all = it plus every other installed backend that can read it (only
+    local image files and shards have other backends)."""
+    out: list[str] = []
+    for f in formats:
+        if f == "auto":
+            out.append(data_format)
+        elif f == "all":
+            out += [data_format] + [b.name for b in REGISTRY.values()
+                                    if b.name not in DATALOADER and b.installed()
+                                    and data_format in ("files", "webdataset")]
+        else:
+            out.append(f)
+    return list(dict.fromkeys(out))

@@ -1,0 +1,259 @@
+"""PyTorch DataLoader backends for the files and webdataset formats, built from a LoaderConfig.
+
+Every batch is a dict with "n" (samples), "nbytes" (payload bytes) and "worker" (the DataLoader worker that
+made it, -1 for the main process), so the runner counts samples, payload MiB/s and active workers the same way
+whatever the format; decoded batches also carry tensors ("x", "y", "lengths").
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
+
+from dataperf.data import SOURCE_FORMATS, Data
+from dataperf.errors import TrialError
+from dataperf.results import MIB, LoaderConfig
+
+# a sweep tries more workers than cores on purpose: that is one of the things it measures
+warnings.filterwarnings("ignore", message="This DataLoader will create .* worker processes")
+PAYLOAD_EXTS = ("jpg", "jpeg", "png", "webp", "npy")
+
+
+def validate(cfg: LoaderConfig) -> None:
+    """Reject configs torch would refuse, with the reason and the fix."""
+    if cfg.batch_size <= 0:
+        raise TrialError(f"batch_size must be positive, got {cfg.batch_size}")
+    if cfg.num_workers < 0:
+        raise TrialError(f"num_workers must be >= 0, got {cfg.num_workers}")
+    if cfg.num_workers == 0 and cfg.prefetch_factor is not None:
+        raise TrialError("prefetch_factor needs num_workers > 0 (the main process does not prefetch); "
+                         "drop prefetch_factor or add workers")
+    if cfg.num_workers == 0 and cfg.persistent_workers:
+        raise TrialError("persistent_workers needs num_workers > 0")
+    if cfg.prefetch_factor is not None and cfg.prefetch_factor <= 0:
+        raise TrialError(f"prefetch_factor must be positive, got {cfg.prefetch_factor}")
+    if cfg.cap_tokens is not None and cfg.cap_tokens <= 0:
+        raise TrialError(f"cap_tokens must be positive, got {cfg.cap_tokens}")
+    if cfg.shuffle_buffer is not None and cfg.shuffle_buffer <= 0:
+        raise TrialError(f"shuffle_buffer must be positive, got {cfg.shuffle_buffer}")
+
+
+_paced = threading.local()  # per thread: each DataLoader worker (process or thread) keeps its own schedule
+
+
+def throttle(nbytes: int, mib_s: float | None, sample_cost_s: float | None = None) -> None:
+    """Simulated slow storage: sleep as long as reading nbytes at mib_s would take (a read the worker waits
+    for, so its decode comes on top). Then a fixed per-sample cost (known-answer tests, planted slowdowns) paced
+    on this thread's own deadlines: back-to-back samples take exactly sample_cost_s each, however late each sleep
+    wakes (a plain sleep per sample adds every wake-up's latency: 43.6 for 50 samples/s on a busy 2-core box),
+    the worker's other work (read, decode) absorbed while it fits. Both sleep: no CPU, exact scaling with
+    workers. The schedule restarts when the worker spent longer than the cost away from here since its last
+    sample (it waited for the consumer): a late wake-up alone, however late, is caught up, not restarted from."""
+    if mib_s:
+        time.sleep(nbytes / (mib_s * MIB))
+    if not sample_cost_s:
+        return
+    now = time.perf_counter()
+    deadline = getattr(_paced, "deadline", None)
+    if deadline is None or now - _paced.back > sample_cost_s:
+        deadline = now
+    _paced.deadline = deadline = deadline + sample_cost_s
+    left = deadline - time.perf_counter()
+    if left > 0:
+        time.sleep(left)
+    _paced.back = time.perf_counter()
+
+
+class SampleDecoder:
+    """Turns stored bytes into what the model eats (or, with decode off, passes bytes through)."""
+
+    def __init__(self, cfg: LoaderConfig):
+        self.decode = cfg.decode
+        self.size = cfg.image_size
+        self.cap = cfg.cap_tokens
+        self.skip_corrupt = cfg.on_corrupt == "skip"
+        from dataperf.backends.transforms import build
+
+        self.transform = build(cfg.transform, cfg.image_size) if self.decode else None
+        self.transform_spec = cfg.transform
+
+    def __call__(self, ext: str, payload: bytes, label: int, where: str = "") -> dict[str, Any]:
+        """The decoded sample; a corrupt one fails naming it (where: shard and key, or file), or with
+        on_corrupt=skip is replaced by a marker that collate drops and counts (webdataset drops a None). The
+        transform runs on the decoded image after that: what it raises is its own failure, not the sample's."""
+        try:
+            out = self._decode(ext, payload, label)
+        except Exception as e:
+            if self.skip_corrupt:
+                return {"corrupt": True}
+            raise TrialError(f"corrupt sample {where}: {type(e).__name__}: {e}; list every bad sample with "
+                             "`dataperf shards inspect --verify`, or pass --on-corrupt skip") from None
+        if "image" in out:
+            from dataperf.backends.transforms import apply
+
+            out["x"] = apply(self.transform, self.transform_spec, out.pop("image"), where)
+        return out
+
+    def _decode(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"nbytes": len(payload), "y": label}
+        if not self.decode:
+            out["payload"] = payload
+        elif ext == "npy":
+            arr = np.load(io.BytesIO(payload), allow_pickle=False)
+            if self.cap:
+                arr = arr[: self.cap]
+            out["x"] = torch.from_numpy(arr.astype(np.int64))
+        else:
+            from PIL import Image
+
+            img = Image.open(io.BytesIO(payload)).convert("RGB")
+            if self.transform is not None:
+                out["image"] = img  # transformed by __call__, outside the corrupt-sample catch
+                return out
+            img = img.resize((self.size, self.size), Image.BILINEAR)
+            out["x"] = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
+        return out
+
+
+def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list; skipped
+    corrupt samples (markers) are counted in "corrupt"."""
+    info = get_worker_info()  # collate runs in the worker that fetched the samples
+    corrupt = sum("corrupt" in s for s in samples)
+    samples = [s for s in samples if "corrupt" not in s]
+    batch: dict[str, Any] = {
+        "n": len(samples),
+        "worker": info.id if info is not None else -1,
+        "nbytes": sum(s["nbytes"] for s in samples),
+        "y": torch.tensor([s["y"] for s in samples], dtype=torch.long),
+        "corrupt": corrupt,
+    }
+    if not samples:
+        return batch
+    if "payload" in samples[0]:
+        batch["payload"] = [s["payload"] for s in samples]
+    elif samples[0]["x"].dim() == 1:
+        lengths = [len(s["x"]) for s in samples]
+        x = torch.zeros(len(samples), max(lengths), dtype=torch.long)
+        for i, s in enumerate(samples):
+            x[i, : len(s["x"])] = s["x"]
+        batch["x"] = x
+        batch["lengths"] = torch.tensor(lengths, dtype=torch.long)
+    else:
+        batch["x"] = torch.stack([s["x"] for s in samples])
+    return batch
+
+
+class FilesDataset(Dataset):
+    """One file per sample, read whole with plain open/read (what most training code does)."""
+
+    def __init__(self, data: Data, cfg: LoaderConfig, opts: Any):
+        self.paths = data.urls()
+        self.labels = data.labels or [0] * len(self.paths)
+        self.decoder = SampleDecoder(cfg)
+        self.throttle_mib_s = opts.throttle_mib_s
+        self.sample_cost_s = opts.sample_cost_s
+        self.seek_s = opts.seek_s
+        self.next_i: int | None = None  # this process's position in storage order (the simulated seek)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        p = self.paths[i]
+        if self.seek_s and i != self.next_i:  # simulated seek: a read not next in storage order (tests)
+            time.sleep(self.seek_s)
+        self.next_i = i + 1
+        with open(p, "rb") as f:
+            payload = f.read()
+        throttle(len(payload), self.throttle_mib_s, self.sample_cost_s)
+        return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]), p)
+
+
+def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
+                  sample_cost_s: float | None = None) -> Callable[[dict], dict]:
+    def fn(sample: dict[str, Any]) -> dict[str, Any]:
+        ext = next((e for e in PAYLOAD_EXTS if e in sample), None)
+        if ext is None:
+            raise TrialError(f"sample {sample.get('__key__')} in {sample.get('__url__')} has none of "
+                             f"{PAYLOAD_EXTS}; keys: {sorted(k for k in sample if not k.startswith('__'))}")
+        payload = sample[ext]
+        throttle(sum(len(v) for k, v in sample.items() if isinstance(v, bytes)), throttle_mib_s, sample_cost_s)
+        label = int(sample["cls"]) if "cls" in sample else 0
+        return decoder(ext, payload, label, f"{sample.get('__key__')} in {sample.get('__url__')}")
+
+    return fn
+
+
+def make_dataset(data: Data, cfg: LoaderConfig, opts: Any):
+    """The torch Dataset for cfg.format; opts (runner.TrialOptions) gives rank, seed and simulated costs."""
+    if data.format in SOURCE_FORMATS:  # token files and the user's own Dataset
+        from dataperf.backends.datasets import make_source_dataset
+
+        return make_source_dataset(data, cfg, opts.rank, opts.world_size, opts.seed)
+    if cfg.format == "files":
+        if data.format != "files":
+            raise TrialError(f"format files asked for, but {data.spec} holds {data.format}; "
+                             f"use --format {data.format}")
+        return FilesDataset(data, cfg, opts)
+    if cfg.format == "webdataset":
+        if data.format != "webdataset":
+            raise TrialError(f"format webdataset asked for, but {data.spec} holds {data.format}; "
+                             f"use --format {data.format}")
+        return webdataset_pipeline(data, cfg, opts)
+    raise TrialError(f"unknown format {cfg.format!r} for the DataLoader backend; choose files or webdataset")
+
+
+def webdataset_pipeline(data: Data, cfg: LoaderConfig, opts: Any):
+    """Tar shards as a webdataset pipeline: the shard list (a new order every pass when shuffled), split by
+    rank and worker, expanded into samples (local files by webdataset's own reader, remote streams opened by
+    dataperf.data.remote), a sample shuffle buffer per worker, then decode."""
+    import webdataset as wds
+
+    from dataperf.backends.order import SampleBuffer, ShardOrder
+
+    if data.remote:
+        from dataperf.backends.datasets import remote_tar_samples
+
+        expand = remote_tar_samples()
+    else:
+        expand = [wds.tarfile_to_samples()]
+    buffer = [SampleBuffer(cfg.shuffle_buffer, opts.seed, opts.rank)] if cfg.shuffle and cfg.shuffle_buffer else []
+    return wds.DataPipeline(ShardOrder(data.urls(), cfg.shuffle, opts.seed), wds.split_by_node, wds.split_by_worker,
+                            *expand, *buffer,
+                            wds.map(wds_sample_fn(SampleDecoder(cfg), opts.throttle_mib_s, opts.sample_cost_s)))
+
+
+def make_loader(data: Data, cfg: LoaderConfig, opts: Any) -> DataLoader:
+    """A real torch DataLoader; with world_size > 1 each rank reads its own split. Map-style data is read in
+    the order of an access.Order sampler (a seeded permutation, or storage order), continued across
+    repeats; an IterableDataset in its own order."""
+    from dataperf.backends.datasets import collate_for
+    from dataperf.backends.order import Order
+
+    validate(cfg)
+    ds = make_dataset(data, cfg, opts)
+    sampler = None
+    if not isinstance(ds, IterableDataset):
+        sampler = Order(len(ds), cfg.shuffle, opts.seed, opts.rank, opts.world_size)
+    g = torch.Generator()
+    g.manual_seed(opts.seed)
+    return DataLoader(ds, batch_size=cfg.batch_size, collate_fn=collate_for(data, ds, collate), sampler=sampler,
+                      generator=g, **worker_kwargs(cfg))
+
+
+def worker_kwargs(cfg: LoaderConfig) -> dict[str, Any]:
+    """The DataLoader's worker knobs from a config, for every backend built on a torch DataLoader (torch
+    refuses prefetch_factor and persistent_workers without workers; pinning needs CUDA)."""
+    kw: dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory and torch.cuda.is_available()}
+    if cfg.num_workers > 0:
+        kw.update(prefetch_factor=cfg.explicit().prefetch_factor, persistent_workers=cfg.persistent_workers)
+    return kw

@@ -1,0 +1,1 @@
+"""The command line: one module a command, its click options and the rendering of its records."""

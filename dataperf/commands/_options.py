@@ -1,0 +1,383 @@
+"""The options the commands share, written once: the loader's, the model step's and how a trial measures,
+with every command's defaults in one table (DEFAULTS). A new option is one row of DEFAULTS and one spec in
+`loader_options`/`model_options`; `make_config`, `make_grid` and `make_step_options` turn the parsed values
+into a LoaderConfig, a sweep Grid and StepOptions. Parsing only: nothing here measures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from dataperf import watchdog
+from dataperf.backends import REGISTRY
+from dataperf.errors import UserError
+from dataperf.watchdog import DEFAULT_STALL_S
+
+F = TypeVar("F", bound=Callable[..., Any])
+# runner.DEFAULT_REPEAT_S, written here too: importing runner would load torch for --help (a test keeps them equal)
+DEFAULT_REPEAT_S = 5.0
+BACKENDS = list(REGISTRY)  # every --format value a loader command takes (beside auto)
+# the optimizers of dataperf.measure.step.OPTIMIZERS (imported from there, it would load torch for --help); the last
+# five run through DeepSpeed (dataperf[deepspeed])
+OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-offload", "zero3", "zero3-offload",
+              "zero2-adam8bit"]
+TUNE_FORMATS = ["auto", "files", "webdataset"]  # backends whose workers and prefetch tune can search
+NO = object()  # the command has no such option
+
+# One row per option, one column per command: its default there, or NO. sweep's loader options are comma
+# lists (its axes), given as the text click parses; e2e, profile and diagnose feed the model (decode implied);
+# step has no loader, so its batch shape comes with the model options.
+COMMANDS = ("bench", "sweep", "tune", "e2e", "profile", "diagnose", "step")
+DEFAULTS: dict[str, tuple[Any, ...]] = {
+    # option             bench    sweep    tune     e2e      profile  diagnose step
+    "dataset_factory":   (None,   None,    None,    None,    None,    None,    NO),
+    "transform":         (None,   None,    None,    None,    None,    None,    NO),
+    "format":            ("auto", "auto",  "auto",  "auto",  "auto",  "auto",  NO),
+    "batch_size":        (32,     "32",    32,      32,      32,      32,      8),
+    "num_workers":       (0,      None,    NO,      2,       2,       2,       NO),
+    "worker_type":       (None,   None,    None,    None,    None,    None,    NO),
+    "prefetch_factor":   (None,   "2,4,8", NO,      None,    None,    None,    NO),
+    "pin_memory":        (False,  "off",   False,   None,    None,    None,    NO),
+    "persistent_workers": (False, "off",   False,   False,   False,   False,   NO),
+    "decode":            (False,  None,    True,    NO,      NO,      NO,      NO),
+    "image_size":        (224,    224,     224,     224,     224,     224,     224),
+    "cap_tokens":        (None,   None,    None,    None,    None,    None,    NO),
+    "seq_len":           (None,   512,     512,     512,     512,     512,     512),
+    "cache":             ("warm", "warm",  "cold",  "warm",  "warm",  "warm",  NO),
+    "dali_threads":      (2,      "1,2,4", NO,      2,       2,       2,       NO),
+    "dali_queue":        (2,      "2",     NO,      2,       2,       2,       NO),
+    "dali_decode":       ("cpu",  "cpu",   NO,      "cpu",   "cpu",   "cpu",   NO),
+    "on_corrupt":        ("fail", "fail",  "fail",  "fail",  "fail",  "fail",  NO),
+    "shuffle":           (True,   "on",    True,    True,    True,    True,    NO),
+    "no_shuffle":        (NO,     False,   NO,      NO,      NO,      NO,      NO),
+    "shuffle_buffer":    (None,   None,    None,    None,    None,    None,    NO),
+    "model":             (NO,     None,    None,    "gpt-small", "gpt-small", "gpt-small", "gpt-small"),
+    "device":            (NO,     "cpu",   "cpu",   "cpu",   "cpu",   "cpu",   "cpu"),
+    "optimizer":         (NO,     "adamw", "adamw", "adamw", "adamw", "adamw", "adamw"),
+    "amp":               (NO,     None,    None,    None,    None,    None,    None),
+    "input_kind":        (NO,     None,    None,    None,    None,    None,    None),
+    "deterministic":     (NO,     False,   False,   False,   False,   False,   False),
+}
+LOADER = ("dataset_factory", "transform", "format", "batch_size", "num_workers", "worker_type", "prefetch_factor",
+          "pin_memory", "persistent_workers", "decode", "image_size", "cap_tokens", "seq_len", "cache",
+          "dali_threads", "dali_queue", "dali_decode", "on_corrupt", "shuffle", "no_shuffle", "shuffle_buffer")
+MODEL = ("model", "device", "optimizer", "amp", "input_kind", "deterministic")
+MODEL_HELP = {
+    "sweep": "also measure this model's step and give the verdict",
+    "tune": "target = this model's step rate x --headroom",
+}
+
+
+def defaults(command: str) -> dict[str, Any]:
+    """The options `command` takes, with their defaults."""
+    i = COMMANDS.index(command)
+    return {k: v[i] for k, v in DEFAULTS.items() if v[i] is not NO}
+
+
+def split(values: dict[str, Any], command: str, *groups: str) -> tuple[dict[str, Any], ...]:
+    """A command's parsed values cut into option groups: (its loader options, then each of `groups` ("model"),
+    then what is left: the command's own). Values are popped, so `values` keeps only what is left."""
+    names = {"loader": [DEST.get(n, n) for n in LOADER if n in defaults(command)], "model": list(MODEL)}
+    cut = [{k: values.pop(k) for k in names[g] if k in values} for g in ("loader", *groups)]
+    return (*cut, values)
+
+
+def int_list(ctx, param, value):
+    """Parse '0,1,2' into [0, 1, 2] with an error that names the option."""
+    if value is None:
+        return None
+    try:
+        return [int(x) for x in str(value).split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+
+
+def str_list(ctx, param, value):
+    return None if value is None else [x.strip() for x in str(value).split(",") if x.strip()]
+
+
+def _headroom(ctx, param, value: float) -> float:
+    if not value > 0:
+        raise UserError(f"--headroom must be positive (1.2 = the loader 20% faster than the step), got {value}")
+    return value
+
+
+HEADROOM = click.option("--headroom", type=float, default=1.2, show_default=True, callback=_headroom,
+                        help="how much faster than the step a loader must be to feed it")
+
+
+def _apply(fn: F, opts: list) -> F:
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+ONE_OR_BOTH = click.Choice(["off", "on", "both"])
+
+
+def _same(**settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    return settings, settings
+
+
+# option -> (declaration, click settings for one value, for sweep's comma lists); defaults come from DEFAULTS
+LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "dataset_factory": ("--dataset", *_same(metavar="MODULE:FACTORY",
+                                            help="your own torch Dataset/IterableDataset (DATA is then left out)")),
+    "transform": ("--transform", *_same(metavar="PRESET|MODULE:FACTORY",
+                                        help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY")),
+    "format": ("--format", {"type": click.Choice(["auto", *BACKENDS]),
+                            "help": "loader backend; auto = the dataset's own format"},
+               {"callback": str_list, "help": "comma list of backends: auto (the dataset's own), all (every "
+                                              f"installed one), {','.join(BACKENDS)}"}),
+    "batch_size": ("--batch-size", {"type": int}, {"callback": int_list, "help": "comma list"}),
+    "num_workers": ("--num-workers", {"type": int},
+                    {"callback": int_list, "help": "comma list [0,1,2,3,4,6,8,12,.. up to the cores, as many as the "
+                                                     "data can give 3 batches each]"}),
+    "worker_type": ("--worker-type", {"type": click.Choice(["process", "thread"]),
+                                      "help": "where the backend offers both [its own kind]"},
+                    {"callback": str_list, "help": "comma list: process,thread (each backend runs those it "
+                                                   "offers) [each backend's own kind]"}),
+    "prefetch_factor": ("--prefetch-factor", {"type": int, "help": "batches each worker keeps ready [2]"},
+                        {"callback": int_list, "help": "comma list"}),
+    "pin_memory": ("--pin-memory/--no-pin-memory", {"help": "page-locked batches [e2e, profile, diagnose: on with "
+                                                            "CUDA]"},
+                   {"decl": "--pin-memory", "type": ONE_OR_BOTH}),
+    "persistent_workers": ("--persistent-workers/--no-persistent-workers", {},
+                           {"decl": "--persistent-workers", "type": ONE_OR_BOTH}),
+    "decode": ("--decode/--no-decode", {"help": "decode samples (else move raw bytes)"},
+               {"help": "decode samples (else move raw bytes) [on with --model, else off]"}),
+    "image_size": ("--image-size", *_same(type=int, help="decoded image side")),
+    "cap_tokens": ("--cap", *_same(type=int, help="truncate token sequences to this length")),
+    "seq_len": ("--seq-len", *_same(type=int, help="tokens per window of a .bin/.npy token stream, and the "
+                                                   "model's sequence length [512]")),
+    "cache": ("--cache", {"type": click.Choice(["warm", "cold"])}, {"type": click.Choice(["warm", "cold", "both"])}),
+    "dali_threads": ("--dali-threads", {"type": int}, {"callback": int_list}),
+    "dali_queue": ("--dali-queue", {"type": int}, {"callback": int_list}),
+    "dali_decode": ("--dali-decode", {"type": click.Choice(["cpu", "mixed"])},
+                    {"callback": str_list, "help": "cpu,mixed"}),
+    "on_corrupt": ("--on-corrupt", *_same(type=click.Choice(["fail", "skip"]),
+                                          help="a sample that does not decode fails the trial (naming it), or is "
+                                               "skipped and counted (corrupt_samples)")),
+    "shuffle": ("--shuffle/--no-shuffle", {"help": "read in a seeded random order, as training does; --no-shuffle: "
+                                                   "storage order"},
+                {"decl": "--shuffle", "type": click.Choice(["on", "off", "both"]),
+                 "help": "on: a seeded random order, as training reads; off: storage order; both: each config "
+                         "both ways"}),
+    # sweep's --shuffle is an axis (on/off/both); --no-shuffle is its short form of off, as in every command
+    "no_shuffle": ("--no-shuffle", {}, {"is_flag": True, "help": "storage order (the same as --shuffle off)"}),
+    "shuffle_buffer": ("--shuffle-buffer", *_same(type=int, metavar="N",
+                                                  help="webdataset: samples in each worker's shuffle buffer; "
+                                                       "dali: the reader's initial fill [1000]")),
+}
+DEST = {"format": "fmt"}  # parameter names that differ from the option's
+
+
+def loader_options(command: str) -> Callable[[F], F]:
+    """The loader options of `command`, defaults from DEFAULTS; sweep's knobs are comma lists (grid axes)."""
+    d = defaults(command)
+    opts = []
+    for name in LOADER:
+        if name not in d:
+            continue
+        decl, single, many = LOADER_SPECS[name]
+        settings = dict(many if command == "sweep" else single)
+        if command == "tune" and name == "format":
+            settings["type"] = click.Choice(TUNE_FORMATS)
+        if command == "tune" and name == "batch_size":
+            settings["help"] = "starting batch size"
+        default = d[name]
+        opts.append(click.option(settings.pop("decl", decl), DEST.get(name, name), default=default,
+                                 show_default=default is not None and default is not False, **settings))
+    return lambda fn: _apply(fn, opts)
+
+
+def model_options(command: str) -> Callable[[F], F]:
+    """How the model trains, the same names and meaning in every command that measures a step."""
+    d = defaults(command)
+    opts = [click.option("--model", default=d["model"], show_default=d["model"] is not None,
+                         help=MODEL_HELP.get(command, "gpt-small | gpt-tiny | cnn-small | MODULE:FACTORY"))]
+    if command == "step":  # no loader: the synthetic batch's shape comes with the model
+        opts += [click.option("--batch-size", type=int, default=d["batch_size"], show_default=True),
+                 click.option("--image-size", type=int, default=d["image_size"], show_default=True),
+                 click.option("--seq-len", type=int, default=d["seq_len"], show_default=True)]
+    opts += [
+        click.option("--device", default=d["device"], show_default=True, help="cpu | cuda | cuda:N"),
+        click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=d["optimizer"], show_default=True),
+        click.option("--amp", type=click.Choice(["bf16"]), default=d["amp"], help="autocast dtype"),
+        click.option("--input", "input_kind", type=click.Choice(["tokens", "image"]), default=d["input_kind"],
+                     help="input of a MODULE:FACTORY model [tokens]"),
+        click.option("--deterministic", is_flag=True, default=d["deterministic"],
+                     help="seed everything and torch.use_deterministic_algorithms(True)"),
+    ]
+    return lambda fn: _apply(fn, opts)
+
+
+def trial_options(fn: F) -> F:
+    """How a trial measures, shared by bench, sweep, tune and diagnose."""
+    return _apply(fn, [
+        click.option("--repeats", type=int, default=5, show_default=True,
+                     help="measured repeats (>= 5 for compare's interval to mean something)"),
+        click.option("--warmup-batches", type=int, default=2, show_default=True),
+        click.option("--repeat-seconds", type=float, default=DEFAULT_REPEAT_S, show_default=True,
+                     help="each repeat reads a fresh random part of the dataset for about this long (longer "
+                          "while a worker has delivered fewer than 3 batches); 0: whole epochs"),
+        click.option("--max-batches", type=int, default=None, help="batches per repeat [up to one epoch]"),
+        click.option("--min-batches", type=int, default=5, show_default=True,
+                     help="refuse to report a repeat with fewer batches"),
+        click.option("--drop-caches", is_flag=True, help="cold cache: also write /proc/sys/vm/drop_caches (root)"),
+        click.option("--no-collect", is_flag=True, help="skip system collectors"),
+        click.option("--ebpf", is_flag=True, help="count read syscalls per process with eBPF (bcc)"),
+        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--stall-timeout", type=float, default=DEFAULT_STALL_S, show_default=True, metavar="SECONDS",
+                     callback=_stall_timeout,
+                     help="a trial (or a --dataset factory) with no new batch for this long fails, naming the "
+                          "worker or sample it waits for"),
+    ])
+
+
+def _stall_timeout(ctx, param, value: float) -> float:
+    """Checked, and kept as this process's stall time: the --dataset factory is first built (and bounded) while
+    DATA is resolved, before the trial options exist."""
+    if not value > 0:
+        raise UserError(f"--stall-timeout must be a positive number of seconds, got {value}")
+    watchdog.stall_s_default = value
+    return value
+
+
+def make_trial_options(repeats: int, warmup_batches: int, max_batches: int | None, min_batches: int,
+                       drop_caches: bool, no_collect: bool, ebpf: bool, seed: int, raw_dir: Path | None = None,
+                       repeat_seconds: float | None = DEFAULT_REPEAT_S, stall_timeout: float = DEFAULT_STALL_S,
+                       **dist):
+    """TrialOptions from trial_options' values, refused here when they could only measure nothing."""
+    from dataperf.measure.trial import TrialOptions
+
+    if repeats < 1:
+        raise UserError(f"--repeats must be at least 1, got {repeats}")
+    if warmup_batches < 0:
+        raise UserError(f"--warmup-batches must be >= 0, got {warmup_batches}")
+    if min_batches < 2:
+        raise UserError(f"--min-batches must be at least 2, got {min_batches}: a repeat's rate is timed from "
+                        "its second batch on, so one batch measures nothing")
+    if repeat_seconds is not None and not repeat_seconds >= 0:
+        raise UserError(f"--repeat-seconds must be 0 (whole epochs) or a positive number of seconds, got "
+                        f"{repeat_seconds}")
+    if max_batches is not None and max_batches < min_batches:
+        raise UserError(f"--max-batches {max_batches} is below --min-batches {min_batches}; every repeat would "
+                        "be refused. Raise --max-batches or lower --min-batches")
+    return TrialOptions(repeats=repeats, warmup_batches=warmup_batches, max_batches=max_batches,
+                        repeat_seconds=repeat_seconds or None, min_batches=min_batches, drop_caches=drop_caches,
+                        collect=not no_collect, ebpf=ebpf, raw_dir=raw_dir, seed=seed, stall_s=stall_timeout,
+                        **dist)
+
+
+def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None):
+    """DATA resolved once (sources.Data) and passed down; --dataset stands in for DATA."""
+    from dataperf import data as sources
+
+    given = [d for d in ((data,) if isinstance(data, str) else (data or ())) if d]
+    if dataset_factory and given:
+        raise UserError("give DATA or --dataset MODULE:FACTORY, not both")
+    if dataset_factory:
+        return [sources.user_dataset(dataset_factory)]
+    if not given:
+        raise UserError("missing DATA: a folder, a file, a glob, a brace pattern or a URL "
+                        "(or --dataset MODULE:FACTORY for your own Dataset)")
+    return [sources.resolve(d) for d in given]
+
+
+def check_transform(transform: str | None) -> None:
+    from dataperf.backends import transforms
+
+    transforms.check(transform)
+
+
+def windows(data) -> bool:
+    """A flat token stream (.bin, 1-d .npy) is cut into --seq-len windows; other data has no seq_len."""
+    return data.format in ("tokens-bin", "npy")
+
+
+def make_config(data, fmt: str = "auto", batch_size: int = 32, num_workers: int = 0,
+                prefetch_factor: int | None = None, pin_memory: bool | None = False, persistent_workers: bool = False,
+                image_size: int = 224, cap_tokens: int | None = None, cache: str = "warm", dali_threads: int = 2,
+                dali_queue: int = 2, dali_decode: str = "cpu", device: str = "cpu", decode: bool = True,
+                on_corrupt: str = "fail", worker_type: str | None = None, transform: str | None = None,
+                seq_len: int | None = None, dataset_factory: str | None = None, shuffle: bool = True,
+                shuffle_buffer: int | None = None):
+    """One LoaderConfig from the options; `data` is the resolved sources.Data (its format is what auto means)."""
+    from dataperf.results import LoaderConfig
+
+    check_transform(transform)
+    check_shuffle_buffer(shuffle_buffer, shuffle)
+    if fmt == "auto":
+        fmt = data.format
+    dali = fmt == "dali"
+    if dali and (dali_threads < 1 or dali_queue < 1):
+        raise UserError(f"--dali-threads and --dali-queue must be at least 1, got {dali_threads} and {dali_queue}")
+    return LoaderConfig(format=fmt, batch_size=batch_size, num_workers=0 if dali else num_workers,
+                        prefetch_factor=None if dali else prefetch_factor,
+                        pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
+                        persistent_workers=persistent_workers and not dali, decode=decode, cache=cache,
+                        image_size=image_size, cap_tokens=cap_tokens, transform=transform,
+                        seq_len=seq_len if windows(data) else None,
+                        dali_num_threads=dali_threads if dali else None,
+                        dali_prefetch_queue_depth=dali_queue if dali else None,
+                        dali_decode_device=dali_decode if dali else None,
+                        on_corrupt=None if on_corrupt == "fail" else on_corrupt, worker_type=worker_type,
+                        shuffle=shuffle, shuffle_buffer=shuffle_buffer if shuffle else None)
+
+
+def check_shuffle_buffer(shuffle_buffer: int | None, shuffle: bool) -> None:
+    if shuffle_buffer is None:
+        return
+    if shuffle_buffer < 1:
+        raise UserError(f"--shuffle-buffer must be at least 1 sample, got {shuffle_buffer}")
+    if not shuffle:
+        raise UserError("--shuffle-buffer sizes the shuffle, and --no-shuffle turns it off; pass one of the two")
+
+
+def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: list[int] | None,
+              worker_type: list[str] | None, prefetch_factor: list[int], pin_memory: str, persistent_workers: str,
+              decode: bool, image_size: int, cap_tokens: int | None, seq_len: int, cache: str,
+              dali_threads: list[int], dali_queue: list[int], dali_decode: list[str], on_corrupt: str,
+              transform: str | None, dataset_factory: str | None = None, shuffle: str = "on",
+              no_shuffle: bool = False, shuffle_buffer: int | None = None):
+    """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both)."""
+    from dataperf.measure import preflight
+    from dataperf.measure.trial import worker_ladder
+    from dataperf.workflows import sweep as sw
+
+    for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
+                        ("--batch-size", batch_size), ("--format", fmt), ("--dali-threads", dali_threads),
+                        ("--dali-queue", dali_queue), ("--dali-decode", dali_decode)):
+        if axis_ is not None and not axis_:
+            raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
+    for w in num_workers or []:  # the grid would leave a negative count out, and then say it is empty
+        preflight.check_workers(w)
+    check_transform(transform)
+    if no_shuffle and shuffle != "on":
+        raise UserError(f"--no-shuffle and --shuffle {shuffle} disagree; pass one of the two")
+    shuffle = "off" if no_shuffle else shuffle
+    check_shuffle_buffer(shuffle_buffer, shuffle != "off")
+    both = {"off": [False], "on": [True], "both": [False, True]}
+    return sw.Grid(formats=fmt, num_workers=num_workers or worker_ladder(),
+                   worker_types=worker_type or [None],
+                   prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
+                   persistent_workers=both[persistent_workers], decode=[decode],
+                   cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
+                   cap_tokens=cap_tokens, transform=transform,
+                   seq_len=seq_len if any(windows(d) for d in datas) else None,
+                   dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
+                   dali_decode_device=dali_decode, on_corrupt=None if on_corrupt == "fail" else on_corrupt,
+                   shuffle=both[shuffle], shuffle_buffer=shuffle_buffer)
+
+
+def make_step_options(model: str, device: str = "cpu", optimizer: str = "adamw", amp: str | None = None,
+                      input_kind: str | None = None, deterministic: bool = False, **kw):
+    """StepOptions from model_options' values plus what the command adds (batch shape, repeats, outputs)."""
+    from dataperf.measure.step import StepOptions
+
+    return StepOptions(model=model, device=device, optimizer=optimizer, amp=amp, input=input_kind,
+                       deterministic=deterministic, **kw)

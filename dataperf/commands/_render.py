@@ -1,0 +1,788 @@
+"""Everything a person reads: tables, progress bars, plots and verdicts. Takes records, never measures."""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from dataperf import verdict
+from dataperf.data.manifest import Manifest
+from dataperf.measure import collectors
+from dataperf.results import (
+    MIB,
+    DiagnoseResult,
+    E2EResult,
+    LengthsResult,
+    LimitsResult,
+    LoaderConfig,
+    LoaderResult,
+    MemoryResult,
+    ProfileResult,
+    Record,
+    StepResult,
+    WatchResult,
+    fmt,
+)
+from dataperf.verdict import ok_loaders, rank_rate, sorted_by_rate
+
+console = Console()
+if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
+    console = Console(width=240)
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, total: int | None, enabled: bool = True,
+                 eta: bool = False) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields advance(n). Off on non-zero ranks and when stderr is no terminal
+    (CI logs get the results, not redraw noise). eta: also the time left, at the pace of the finished steps."""
+    err = Console(stderr=True)
+    if not enabled or not err.is_terminal:
+        yield lambda n=1: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    if eta:
+        columns += [TextColumn("eta"), TimeRemainingColumn()]
+    prog = Progress(*columns, console=err, transient=True)
+    with prog:
+        task = prog.add_task(label, total=total)
+        yield lambda n=1: prog.advance(task, n)
+
+
+def print_plan(plan) -> None:
+    """Before a sweep starts: how long it should take (budget.Plan), and what --budget cut to fit."""
+    console.print(plan.describe())
+    for cut in plan.dropped:
+        console.print(f"  budget: {cut}")
+
+
+def print_duration(plan, outcome) -> None:
+    """After a sweep: how long it took against the plan, the trials --budget left no time for, and the fed runs
+    of --confirm it cut."""
+    from dataperf.workflows.budget import minutes
+
+    line = f"took {minutes(outcome.wall_s)} (planned {minutes(plan.expected_s)})"
+    if outcome.added:
+        line += f"; {outcome.added} of the {len(plan.spare)} trials the budget cut were run after all (time was left)"
+    if outcome.extended:
+        line += (f"; past the ladder, {', '.join(map(str, outcome.extended))} workers were tried (the best was the "
+                 "largest count tried and the answer was not settled there)")
+    if outcome.filled:
+        line += f"; {outcome.filled} trials the budget had left out ran with the time left at the end"
+    if outcome.not_started:
+        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(outcome.grid_s or 0, 0))} "
+                 "for the grid ran out (rerun with --resume and a larger --budget to add them)")
+    console.print(line, soft_wrap=True)
+    for cut in outcome.cuts:
+        console.print(f"  budget: {cut}")
+
+
+def print_made(out: Path, m: Manifest, made=None) -> None:
+    """What was written; with `made` (formats.generate.Generated) also how fast, over its wall time."""
+    extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
+    console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
+    if made is not None:
+        unit = "images/s" if m.kind == "image" else "samples/s"
+        console.print(f"generated at {made.samples_per_s:.1f} {unit}, {made.mib_per_s:.1f} MiB/s "
+                      f"({made.wall_s:.1f} s, {made.jobs} process{'es' if made.jobs > 1 else ''})")
+
+
+def print_inspection(ins) -> None:
+    from dataperf.data.make.inspect import length_histogram
+
+    rows = [
+        ("format", ins.format), ("kind", ins.kind), ("samples", str(ins.count)),
+        ("total_mib", f"{ins.total_bytes / MIB:.2f}"), ("shards", str(ins.shard_count)),
+        ("sample_bytes_mean", f"{ins.sample_bytes_mean:.0f}"), ("sample_bytes_p50", f"{ins.sample_bytes_p50:.0f}"),
+        ("sample_bytes_p99", f"{ins.sample_bytes_p99:.0f}"),
+    ]
+    if ins.token_lengths:
+        rows += [("tokens_p50", f"{ins.token_p50:.0f}"), ("tokens_p99", f"{ins.token_p99:.0f}"),
+                 ("tokens_max", str(max(ins.token_lengths)))]
+    console.print(_figure_table(f"dataset {ins.path}", rows))
+    if ins.token_lengths:
+        print_histogram("token length (tokens)", length_histogram(ins.token_lengths))
+
+
+def _figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    """A two-column table of named figures."""
+    t = Table(title=title)
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    for row in rows:
+        t.add_row(*row)
+    return t
+
+
+def print_notes(notes: list[str]) -> None:
+    for n in notes:
+        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
+
+
+def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
+    t = Table(title=title)
+    t.add_column("range")
+    t.add_column("count", justify="right")
+    t.add_column("")
+    peak = max((c for _, _, c in bins), default=1) or 1
+    for lo, hi, c in bins:
+        t.add_row(f"{lo}-{hi}", str(c), "#" * max(int(40 * c / peak), 1 if c else 0))
+    console.print(t)
+
+
+def loader_table(results: list[Record], step: StepResult | None = None, headroom: float = 1.2,
+                 title: str = "loader trials") -> Table:
+    """Every trial, fastest first, failed trials last with their reason; with a step record, the verdict."""
+    t = Table(title=title)
+    cols = ("backend", "config", "steady samples/s median \\[min-max]", "training samples/s", "MiB/s payload/storage",
+            "ttfb_s", "wait_ms p50/p99", "workers active/shards", "per core", "per GiB PSS", "cache")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("backend", "config") else "right")
+    if step is not None:
+        t.add_column(f"vs step ({fmt(step.samples_per_s)} samples/s)")
+    multi = any(getattr(r, "world_size", 1) > 1 for r in results)
+    if multi:
+        t.add_column("per-rank samples/s (slowest)")
+    failed = [r for r in results if isinstance(r, LoaderResult) and r.status != "ok"]
+    for r in sorted_by_rate(results):
+        cfg = r.loader_config
+        cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
+        row = [backend_label(r), cfg.short(),
+               f"{fmt(r.samples_per_s_median)} \\[{fmt(r.samples_per_s_min)}-{fmt(r.samples_per_s_max)}]",
+               fmt(rank_rate(r)) + ("" if r.steady_valid else " [yellow](steady not valid)[/yellow]"),
+               f"{fmt(r.payload_mib_s_median, 1)}/{fmt(r.storage_read_mib_s_median, 1)}",
+               fmt(r.ttfb_s_median, 3), f"{fmt(r.batch_wait_ms_p50, 2)}/{fmt(r.batch_wait_ms_p99, 2)}",
+               workers_cell(r), fmt(getattr(r, "samples_per_s_per_core", None)),
+               fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
+        if step is not None:
+            row.append(fed_short(r, step, headroom) if cfg.decode else "no verdict (undecoded)")
+        if multi:
+            ranks = ", ".join(fmt(x) for x in r.per_rank_samples_per_s)
+            row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
+        t.add_row(*row)
+    for r in failed:
+        row = [backend_label(r), r.loader_config.short(), "[red]failed (below)[/red]", "", "", "", "", "",
+               "", "", r.cache_mode]
+        t.add_row(*row, *([""] if step is not None else []), *([""] if multi else []))
+    return t
+
+
+def workers_cell(r: LoaderResult) -> str:
+    """'active/configured' workers and the shard count; idle workers in red (they read nothing)."""
+    w = r.config.get("num_workers", 0)
+    if r.active_workers is None or not w:
+        cell = "-"
+    else:
+        cell = f"{r.active_workers}/{w}" + (" [red]idle[/red]" if r.active_workers < w else "")
+    return cell + (f" ({r.shards} sh)" if r.shards is not None else "")
+
+
+def idle_warning(results: list[Record]) -> str | None:
+    """One line for a whole table: trials whose workers were partly idle, and the fix."""
+    idle = [r for r in ok_loaders(results) if r.active_workers is not None
+            and r.active_workers < r.config.get("num_workers", 0)]
+    if not idle:
+        return None
+    worst = max(r.config["num_workers"] * max(r.world_size, 1) for r in idle)
+    shards = {r.shards for r in idle}
+    return (f"warning: idle workers in {len(idle)} trial(s): more workers than shards ({sorted(shards)} shards) "
+            f"left some reading nothing; their rates are shard-limited. Reshard to at least {worst} shards "
+            f"(workers x ranks): dataperf shards convert SRC OUT --shards {worst}")
+
+
+def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]:
+    """What the loader-vs-step verdict cannot see, stated where it applies (audit M9, H4)."""
+    out = []
+    ok = ok_loaders(results)
+    if step is None:
+        return out
+    if any(not r.config.get("decode") for r in ok):
+        out.append("note: undecoded trials get no verdict: a model eats decoded samples (sweep --model decodes "
+                   "unless --no-decode is given)")
+    if str(step.device).startswith("cpu"):
+        out.append("note: loader and model step were measured apart on this CPU; training runs them together "
+                   "on the same cores, so the fed rate is lower than either (check with dataperf e2e)")
+    sizes = sorted({r.config.get("batch_size") for r in ok} - {step.batch_size})
+    if sizes:
+        out.append(f"note: the step was measured at batch {step.batch_size}; loader trials at batch {sizes} are "
+                   "compared per sample with it, which assumes the step's per-sample cost does not change")
+    return out
+
+
+def backend_label(r: LoaderResult) -> str:
+    """The backend facet: its name, its worker kind, and knobs it could not express."""
+    b = getattr(r, "backend", None) or {}
+    label = b.get("backend") or r.config.get("format", "?")
+    if b.get("worker_type") and r.config.get("num_workers", 0):
+        label += f" ({b['worker_type']} workers)"
+    ignored = getattr(r, "knobs_ignored", None)
+    if ignored:
+        label += f" [yellow]ignores {','.join(ignored)}[/yellow]"
+    return label
+
+
+def print_trial_notes(results: list[Record]) -> None:
+    """Every note of the table's trials, once each kind (the text before its first colon), with how many
+    trials carry it and which: the first trial's text stands for the rest."""
+    kinds: dict[str, list[tuple[str, str]]] = {}
+    for r in ok_loaders(results):
+        for n in r.notes:
+            kinds.setdefault(n.split(":", 1)[0], []).append((r.loader_config.short(), n))
+    for seen in kinds.values():
+        cfgs = list(dict.fromkeys(c for c, _ in seen))
+        which = ", ".join(cfgs[:3]) + (f" and {len(cfgs) - 3} more" if len(cfgs) > 3 else "")
+        console.print(f"note ({len(cfgs)} trial{'s' if len(cfgs) != 1 else ''}: {which}): {seen[0][1]}",
+                      soft_wrap=True)
+
+
+def print_failures(results: list[Record]) -> None:
+    for r in results:
+        if getattr(r, "status", "ok") != "ok" and getattr(r, "config", None) is not None:
+            console.print(f"[red]failed[/red] {r.loader_config.short()}: {r.error}")
+
+
+def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
+    """How one loader rate compares with the model's consumption rate."""
+    f = verdict.fit(loader_sps, step_sps, headroom)
+    if f.input_bound:
+        return (f"input-bound by {f.idle_fraction * 100:.0f}% (loader gives {f.ratio * 100:.0f}% of the step rate; "
+                f"model idle {f.idle_fraction * 100:.0f}% of the time)")
+    tag = "" if f.has_headroom else f", below the {headroom:g}x headroom"
+    return f"loader has {f.ratio:.2f}x headroom{tag}"
+
+
+def verdict_short(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
+    f = verdict.fit(loader_sps, step_sps, headroom)
+    if f.input_bound:
+        return f"[red]input-bound by {f.idle_fraction * 100:.0f}%[/red]"
+    return f"{f.ratio:.2f}x headroom" + ("" if f.has_headroom else f" (< {headroom:g}x)")
+
+
+def fed_short(r: LoaderResult, step: StepResult, headroom: float) -> str:
+    """A table cell: the fed rate predicted for this config and what it leaves the model idle."""
+    fed = verdict.predicted_fed(r, step)
+    if fed != fed:
+        return "-"
+    idle = max(0.0, 1 - fed / verdict.model_rate(step, r.config, r.input_mib_per_sample))
+    cell = f"fed ~{fmt(fed)}"
+    if verdict.feeds(r, step, headroom):
+        return cell + " (feeds)"
+    return cell + (f" [red](idle {idle * 100:.0f}%)[/red]" if idle > verdict.FED_STALL else f" (< {headroom:g}x)")
+
+
+def recommendation_line(rec: verdict.Recommendation) -> str:
+    """One line a person can act on, from the verdict."""
+    if rec.outcome == "no_trials":
+        return "no trial succeeded; see the errors above"
+    if rec.outcome == "no_decoded":
+        return ("no verdict: every trial moved undecoded bytes, and a model eats decoded samples; rerun the "
+                "sweep with --decode")
+    basis = {"all": "", "verified_cold": " (judged on verified cold-cache trials)",
+             "unverified_cold_as_warm": f" ({rec.unverified_cold} cold trial(s) not verified as cold: judged as "
+                                        "warm)"}[rec.basis]
+    pick, best, step_sps = rec.pick, rec.best, rec.step_samples_per_s
+    chosen = rec.pick_config.short() if rec.pick_config is not None else _named(pick)
+    if rec.confirmed:
+        idle = _idle_name(rec.fed[0].runs[0].device if rec.fed else "cpu")
+        fed = (f"fed {fmt(rec.fed_samples_per_s)} samples/s with the {idle} {rec.fed_stall_fraction * 100:.0f}% "
+               f"of the time (step alone {fmt(step_sps)} samples/s)")
+        if rec.outcome == "input_bound":
+            head = "NOT SETTLED" if rec.lower_bound else "INPUT-BOUND, confirmed end to end"
+            return f"{head}: the best of {len(rec.fed)} configs fed, {chosen}, {fed}{basis}{_lower(rec)}"
+        return (f"recommended: {chosen}, confirmed end to end: {fed}; the cheapest within "
+                f"{(1 - verdict.NEAR_CONFIRMED) * 100:.0f}% of the best fed rate of {len(rec.fed)} configs{basis}")
+    if rec.outcome == "best_without_model":
+        return (f"recommended: {_named(pick)} at {fmt(rank_rate(pick))} samples/s a training epoch (within 5% of "
+                f"the best, {fmt(rank_rate(best))}, at the lowest cost){basis}{_lower(rec)}")
+    predicted = (f"predicted fed {fmt(rec.predicted_samples_per_s)} samples/s, the model idle "
+                 f"{(rec.predicted_stall_fraction or 0) * 100:.0f}%; not confirmed fed (--confirm 2 checks it)")
+    if rec.outcome == "input_bound":
+        head = "NOT SETTLED" if rec.lower_bound else "INPUT-BOUND"
+        return (f"{head}: no config tried feeds the step rate of {fmt(step_sps)} samples/s; the best, "
+                f"{_named(pick)}: {predicted}{basis}{_lower(rec)}")
+    margin = (f"the cheapest with {rec.headroom:g}x headroom" if rec.ratio >= rec.headroom else
+              f"none tried has {rec.headroom:g}x headroom, so the loader's own swings may starve it")
+    return (f"recommended: {_named(pick)} feeds the model ({fmt(rank_rate(pick))} samples/s a training epoch vs "
+            f"{fmt(step_sps)}, {rec.ratio:.2f}x, {margin}; {predicted}){basis}")
+
+
+def _lower(rec: verdict.Recommendation) -> str:
+    """INPUT-BOUND is said only when the configs that could feed the model were measured and fell short."""
+    return (f"; a lower bound, not a verdict: {rec.lower_bound_why}" if rec.lower_bound else "")
+
+
+def _idle_name(device: str) -> str:
+    return "GPU idle" if device.startswith("cuda") else "model waiting on data"
+
+
+def print_recommendation(rec: verdict.Recommendation) -> None:
+    """The verdict in full: the fed confirmations, the limits of the judged config, the line, the effects."""
+    if rec.fed:
+        print_fed(rec)
+    if rec.limits is not None:
+        print_limits(rec.limits)
+    console.print(recommendation_line(rec), soft_wrap=True)
+    for g in rec.gains:
+        console.print(f"fed: {g}", soft_wrap=True)
+    print_notes([f"effect: {e.sentence}" for e in rec.effects])
+    for line in verdict.answer(rec):
+        console.print(line, soft_wrap=True)
+
+
+def print_fed(rec: verdict.Recommendation) -> None:
+    """--confirm's fed runs per config: rounds, fed rate and idle share, the step's host time fed vs alone."""
+    t = Table(title="confirmed end to end (the fed loop, interleaved rounds)")
+    for col in ("config", "loader alone samples/s", "fed samples/s pooled (rounds)", "device idle fed",
+                "step host ms fed / alone", "effects"):
+        t.add_column(col, justify="left" if col in ("config", "effects") else "right")
+    for f in rec.fed:
+        runs = f.runs
+        alone = [1000 * r.batch_size / r.step_samples_per_s for r in runs if r.step_samples_per_s]
+        picked = f.trial is rec.pick and rec.pick_config is not None and f.config.key() == rec.pick_config.key()
+        mark = " [green](picked)[/green]" if picked else ""
+        t.add_row(f.config.short() + mark, fmt(rank_rate(f.trial)),
+                  f"{fmt(f.samples_per_s)} ({', '.join(fmt(r.samples_per_s) for r in runs)})",
+                  f"{f.stall_fraction * 100:.1f}%",
+                  f"{fmt(statistics.median(r.step_host_ms_median for r in runs), 1)} / "
+                  f"{fmt(statistics.median(alone), 1) if alone else '-'}", ", ".join(f.effects) or "-")
+    console.print(t)
+    for f in rec.fed:
+        for n in dict.fromkeys(n for r in f.runs for n in r.notes if n.startswith("effect: ")):
+            console.print(f"{f.config.short()}: {n}", soft_wrap=True)
+
+
+def print_limits(res: LimitsResult) -> None:
+    """The limits table (dataperf.measure.limits.rows) and the sentence naming the binding one."""
+    from dataperf.measure import limits
+
+    cfg = LoaderConfig(**res.config)
+    t = Table(title=f"limits of {cfg.short()} ({res.usable_cores} usable cores, {res.device})")
+    for col in ("limit", "ceiling samples/s", "how measured"):
+        t.add_column(col, justify="right" if col.startswith("ceiling") else "left")
+    for row in limits.rows(res):
+        name = f"[bold]{row.limit} (binding)[/bold]" if row.binding else row.limit
+        t.add_row(name, fmt(row.samples_per_s), row.how)
+    console.print(t)
+    console.print(limits.describe(res))
+    print_notes(res.notes)
+
+
+def _named(r: LoaderResult) -> str:
+    """A config said with its backend first, so a side-by-side sweep's pick names the loader to use."""
+    b = r.backend.get("backend") if getattr(r, "backend", None) else None
+    return f"{r.loader_config.short()} (backend {b or r.config.get('format')})"  # [..] is rich markup
+
+
+def heatmap(results: list[Record], path: Path) -> Path | None:
+    """samples/s over workers x prefetch, one panel per backend/worker type/cache/batch size/decode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    groups: dict[tuple, list] = {}
+    for r in ok_loaders(results):
+        c = r.config
+        if c["format"] == "dali":
+            continue
+        wt = (getattr(r, "backend", None) or {}).get("worker_type") or c.get("worker_type") or ""
+        groups.setdefault((c["format"], wt, r.cache_mode, c["batch_size"], c["decode"]), []).append(r)
+    if not groups:
+        return None
+    rates = [r.samples_per_s_median for rs in groups.values() for r in rs]
+    vmin, vmax = min(rates), max(rates)  # one scale for every panel, so colours compare across them
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
+    for ax, (g, rs) in zip(axes[0], sorted(groups.items()), strict=True):
+        workers = sorted({r.config["num_workers"] for r in rs})
+        pfs = sorted({r.config["prefetch_factor"] or 0 for r in rs})
+        grid = np.full((len(workers), len(pfs)), np.nan)
+        for r in rs:
+            i, j = workers.index(r.config["num_workers"]), pfs.index(r.config["prefetch_factor"] or 0)
+            grid[i, j] = np.nanmax([grid[i, j], r.samples_per_s_median])
+        im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower", vmin=vmin, vmax=vmax)
+        for (i, j), v in np.ndenumerate(grid):
+            if v == v:
+                light = (v - vmin) / ((vmax - vmin) or 1) > 0.6
+                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="k" if light else "w", fontsize=8)
+        ax.set_xticks(range(len(pfs)), [str(p) if p else "-" for p in pfs])
+        ax.set_yticks(range(len(workers)), [str(w) for w in workers])
+        ax.set_xlabel("prefetch_factor")
+        ax.set_ylabel("num_workers")
+        ax.set_title(f"{g[0]}{f' ({g[1]} workers)' if g[1] else ''} {g[2]} bs={g[3]}{' decode' if g[4] else ''}",
+                     fontsize=9)
+        fig.colorbar(im, ax=ax, label="samples/s")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def print_trial(r: LoaderResult) -> None:
+    """One trial in full: figures, collectors, notes."""
+    console.print(loader_table([r], title=f"bench {r.data}"))
+    if r.status == "ok":
+        console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
+                      f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
+                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
+                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
+        console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
+                      soft_wrap=True)
+        console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
+                      f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
+                      "of this trial's batch time")
+        print_footprint(r)
+        print_collectors(r.collectors)
+    else:
+        print_failures([r])
+    print_notes(r.notes)
+
+
+def print_footprint(r: LoaderResult) -> None:
+    """Cost of the trial: cores busy and PSS of the process tree, and a converted store's one-off cost."""
+    b = getattr(r, "backend", None) or {}
+    if getattr(r, "cpu_cores_busy_median", None) == getattr(r, "cpu_cores_busy_median", 0.0):  # not NaN
+        console.print(f"footprint: {fmt(r.cpu_cores_busy_median, 2)} cores busy "
+                      f"({fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
+                      f"{fmt(r.pss_mib_peak)} MiB, main process + workers "
+                      f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
+                      f"epoch {fmt(r.worker_pss_growth_pct, 1)}%, private memory "
+                      f"{fmt(r.worker_private_growth_mib, 1)} MiB, of it copied from the parent "
+                      f"{fmt(r.worker_copied_mib, 1)} MiB (copy-on-read)")
+    if "conversion_s" in b:
+        console.print(f"store: {b['store']} ({fmt(b['store_mib'], 1)} MiB, converted in "
+                      f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
+
+
+def print_collectors(c: dict[str, Any]) -> None:
+    """What the collectors saw, each in its own words (collectors.describe)."""
+    for item in collectors.describe(c):
+        if isinstance(item, collectors.Table):
+            t = Table(title=item.title)
+            for col in item.columns:
+                t.add_column(col, justify="right")
+            for row in item.rows:
+                t.add_row(*row)
+            console.print(t)
+        elif isinstance(item, collectors.Histogram):
+            print_histogram(item.title, item.bins)
+        else:
+            console.print(item)
+
+
+def print_step(r: StepResult) -> None:
+    shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
+    rows = [("batch", shape),
+            ("step_ms median \\[min-max]", f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
+            ("samples_per_s", fmt(r.samples_per_s, 1))]
+    if r.tokens_per_s:
+        rows.append(("tokens_per_s", fmt(r.tokens_per_s)))
+    rows.append(("cpu_cores_busy (training process)", fmt(r.cpu_cores_busy_median, 2)))
+    rows.append(("peak_mem_mib", fmt(r.peak_mem_mib, 1)))
+    if r.cuda_max_allocated_mib is not None:
+        rows.append(("cuda_max_allocated_mib", fmt(r.cuda_max_allocated_mib, 1)))
+        rows.append(("nvml_peak_used_mib", fmt(r.nvml_peak_used_mib, 1)))
+    rows.append(("peak_rss_mib", fmt(r.peak_rss_mib, 1)))
+    console.print(_figure_table(f"step {r.model} on {r.device} ({r.params_m:.1f}M params, {r.optimizer})", rows))
+    print_notes(r.notes)
+
+
+def print_e2e(r: E2EResult) -> None:
+    rows = [("step_ms median (wall, fed)", fmt(r.step_ms_median, 2)),
+            ("data_wait_ms median / p99", f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
+            ("epoch restarts while measured", str(r.epoch_restarts)),
+            ("h2d_ms median", fmt(r.h2d_ms_median, 3)),
+            ("compute_ms median", fmt(r.compute_ms_median, 2)),
+            ("step host ms median (in the step call)", fmt(r.step_host_ms_median, 2)),
+            ("samples_per_s", fmt(r.samples_per_s, 1)),
+            ("host_wait_fraction", f"{r.host_wait_fraction * 100:.1f}%")]
+    if r.gpu_idle_fraction is not None:
+        rows.append(("gpu_idle_fraction", f"{r.gpu_idle_fraction * 100:.1f}%"))
+    rows.append(("data_stall_fraction (device idle)", f"{r.data_stall_fraction * 100:.1f}%"))
+    if r.predicted_stall_fraction is not None:
+        rows += [("loader_samples_per_s (alone, steady)", fmt(r.loader_samples_per_s, 1)),
+                 ("loader epoch samples/s (alone, start-up incl.)", fmt(r.loader_epoch_samples_per_s, 1)),
+                 ("loader rate with this run's epoch restarts", fmt(r.predicted_loader_samples_per_s, 1)),
+                 ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
+                 ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
+    console.print(_figure_table(f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}", rows))
+    verdict_ = "input-bound" if r.data_stall_fraction > verdict.FED_STALL else "not input-bound"
+    console.print(f"{verdict_}: the model's device sat idle waiting for data {r.data_stall_fraction * 100:.1f}% of "
+                  f"the time ({r.stall_basis})")
+    print_notes(r.notes)
+
+
+def print_profile(r: ProfileResult) -> None:
+    t = Table(title=f"top ops by {r.sort_by} ({r.model} on {r.device})")
+    for col in ("op", "calls", "self_ms", "cpu_total_ms"):
+        t.add_column(col, justify="left" if col == "op" else "right")
+    for o in r.top_ops:
+        t.add_row(o["name"][:70], str(o["calls"]), fmt(o["self_ms"], 3), fmt(o["cpu_total_ms"], 3))
+    console.print(t)
+    split = " / ".join(f"{k} {v:.2f} ms ({r.split_fraction.get(k, 0) * 100:.0f}%)" for k, v in r.split_ms.items())
+    console.print(f"step time split (per active step): {split}")
+    console.print("note: these steps start on a fresh loader and are served from the batches its workers "
+                  "already queued (workers x prefetch), so data_wait here is a lower bound; dataperf e2e "
+                  "measures the stall")
+    if r.span_ms:
+        console.print("profiler spans per step (host): "
+                      + ", ".join(f"{k} {v:.2f} ms" for k, v in r.span_ms.items()))
+    if r.device.startswith("cuda"):
+        console.print(f"CUDA ops with device time: {r.cuda_kernels_seen}")
+    console.print(f"Chrome trace: {r.trace_path} (open in https://ui.perfetto.dev or chrome://tracing)")
+    if r.nsys:
+        console.print(f"nsys: {r.nsys}")
+
+
+def print_compare(changes: list, threshold: str) -> None:
+    t = Table(title=f"base vs head (threshold {threshold})")
+    for col in ("kind", "config", "metric", "base", "head", "change", "95% CI", "verdict"):
+        t.add_column(col, justify="left" if col in ("kind", "config", "metric", "verdict") else "right")
+    colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white",
+              "too few repeats": "yellow"}
+    for c in changes:
+        t.add_row(c.kind, c.config[:60], c.metric, fmt(c.base_median, 2), fmt(c.head_median, 2),
+                  f"{c.change_pct:+.1f}%", f"{c.ci_pct[0]:+.1f}..{c.ci_pct[1]:+.1f}%",
+                  f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
+    console.print(t)
+    n = sum(c.verdict == "regression" for c in changes)
+    console.print("verdict: regression when the whole 95% CI is beyond the threshold on the worse side")
+    few = sum(c.verdict == "too few repeats" for c in changes)
+    if few:
+        console.print(f"note: {few} row(s) have fewer than 5 repeats a side: no verdict (measure with --repeats 5, "
+                      "or pool several runs in one file)")
+    console.print(f"{n} regression(s)" if n else "no regression")
+
+
+def print_lengths(r: LengthsResult) -> None:
+    from dataperf.data.make.inspect import length_histogram
+
+    print_histogram("sample length (tokens)", length_histogram(r.sample_lengths))
+    print_histogram(f"per-batch padded length (tokens, batch {r.batch_size})", length_histogram(r.batch_max_tokens))
+    rows = [("samples", str(r.samples)),
+            ("sample_tokens p50 / p99 / max",
+             f"{r.sample_tokens_p50:.0f} / {r.sample_tokens_p99:.0f} / {r.sample_tokens_max}"),
+            ("batch_max_tokens p50 / p99 / max",
+             f"{r.batch_max_tokens_p50:.0f} / {r.batch_max_tokens_p99:.0f} / {r.batch_max_tokens_max}"),
+            ("padding_waste_pct", f"{r.padding_waste_pct:.1f}")]
+    if r.cap_tokens:
+        rows += [(f"capped at {r.cap_tokens}: batch_max_tokens p99", f"{r.capped_batch_max_tokens_p99:.0f}"),
+                 ("capped padding_waste_pct", f"{r.capped_padding_waste_pct:.1f}"),
+                 ("tokens_dropped_by_cap_pct", f"{r.tokens_dropped_by_cap_pct:.1f}")]
+    if r.step_peak_mem_mib_uncapped is not None:
+        rows.append(("step peak_mem_mib at p99 batch length", fmt(r.step_peak_mem_mib_uncapped, 1)))
+    if r.step_peak_mem_mib_capped is not None:
+        rows.append(("step peak_mem_mib capped", fmt(r.step_peak_mem_mib_capped, 1)))
+    console.print(_figure_table(f"token lengths {r.data}", rows))
+    ratio = r.batch_max_tokens_p99 / r.batch_max_tokens_p50 if r.batch_max_tokens_p50 else 1
+    if ratio > 2:
+        console.print(f"OOM risk: the p99 batch is {ratio:.1f}x longer than the median batch; size memory for "
+                      f"{r.batch_max_tokens_max} tokens per row, or --cap / bucket by length")
+
+
+def print_diagnose(r: DiagnoseResult) -> None:
+    t = Table(title=f"diagnose {r.data} -> {r.model}")
+    t.add_column("measurement")
+    t.add_column("samples_per_s", justify="right")
+    t.add_row("(1) model step, synthetic in-memory data", fmt(r.step_samples_per_s, 1))
+    t.add_row("(2) loader, warm page cache", fmt(r.warm_samples_per_s, 1))
+    t.add_row("(3) loader, cold cache", fmt(r.cold_samples_per_s, 1))
+    console.print(t)
+    fetch = "not measured (cold not verified)" if r.fetch_stall_fraction != r.fetch_stall_fraction else \
+        f"{r.fetch_stall_fraction * 100:.0f}%"
+    console.print(f"share of step time: compute {r.compute_fraction * 100:.0f}%, prep stall "
+                  f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {fetch}")
+    if r.binding_limit:
+        console.print(f"binding limit: {r.binding_limit} (the limits table follows)")
+    console.print(r.sentence)
+    for a in r.advice:
+        console.print(f"  - {a}")
+    w = Table(title="what-if: dataset fraction in page cache")
+    w.add_column("cached_fraction", justify="right")
+    w.add_column("predicted model idle", justify="right")
+    for row in r.what_if:
+        w.add_row(f"{row['cached_fraction'] * 100:.0f}%", f"{row['predicted_stall_fraction'] * 100:.0f}%")
+    console.print(w)
+    print_notes(r.notes)
+
+
+def print_tune_step(step) -> None:
+    r = step.result
+    rate = fmt(rank_rate(r)) if r.status == "ok" else "failed"
+    console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
+                  soft_wrap=True)
+
+
+def print_prediction(p, probe: LimitsResult) -> None:
+    """What tune measured before its first trial, and the config it predicts from that."""
+    print_limits(probe)
+    console.print(f"prediction: {p.why}", soft_wrap=True)
+
+
+def print_tune(outcome) -> None:
+    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
+    if outcome.pick is None:
+        return
+    for short, rates in outcome.confirmed.items():
+        console.print(f"confirmation: {short}: {', '.join(fmt(x) for x in rates)} samples/s")
+    tgt = f" (target {fmt(outcome.target_samples_per_s)})" if outcome.target_samples_per_s else ""
+    console.print(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
+                  f"a training epoch{tgt}", soft_wrap=True)
+    for p in outcome.predictions:
+        if p.get("measured") and p.get("predicted") == p.get("predicted"):
+            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])} "
+                          f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
+    if outcome.recommendation is not None:
+        print_recommendation(outcome.recommendation)
+    else:
+        if outcome.limits is not None:
+            print_limits(outcome.limits)
+        console.print(f"answer: {verdict.dataloader_args(outcome.pick_config or outcome.pick.loader_config)}",
+                      soft_wrap=True)
+
+
+def print_env(recs: list[Record]) -> None:
+    """Where the results came from, once at the top; a warning when the file mixes machines or versions."""
+    from dataperf.results import provenance
+
+    envs = [r.env for r in recs if getattr(r, "env", None)]
+    if not envs:
+        console.print("provenance: not recorded (results written by dataperf before schema 2)")
+        return
+    e = envs[0]
+    gpu = f", GPU {e['gpu_model']} (driver {e['gpu_driver']})" if e.get("gpu_model") else ", no GPU"
+    console.print(f"machine: {e.get('host')}: {e.get('cpu_count')} x {e.get('cpu_model')}, "
+                  f"{e.get('mem_total_gib')} GiB, kernel {e.get('kernel')}{gpu}")
+    commit = e.get("dataperf_commit") or "no commit"
+    console.print(f"software: python {e.get('python')}, torch {e.get('torch')}, webdataset {e.get('webdataset')}, "
+                  f"DALI {e.get('dali') or '-'}, dataperf {e.get('dataperf')} ({commit})")
+    if e.get("fs_type"):
+        console.print(f"storage: {e['fs_type']} on {e.get('fs_device')}")
+    mixed = sorted({k for other in envs[1:] for k, _, _ in provenance.differences(e, other)})
+    if mixed:
+        console.print(f"[yellow]warning: this file mixes results from different {', '.join(mixed)}; "
+                      "figures from different machines or versions are not comparable[/yellow]")
+
+
+def print_env_differences(diffs: list[tuple[str, object, object]]) -> None:
+    for k, b, h in diffs:
+        console.print(f"[yellow]warning: base and head differ in {k}: {b!r} vs {h!r}; the comparison is not "
+                      "like for like[/yellow]")
+
+
+@contextlib.contextmanager
+def to_stderr() -> Iterator[None]:
+    """Print on stderr for a while: `dataperf watch` leaves the job's stdout exactly as the job wrote it."""
+    global console
+    saved = console
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, width=180)
+    try:
+        yield
+    finally:
+        console = saved
+
+
+def watch_verdict(r: WatchResult) -> str:
+    """Input-bound or not, from the host's wait on the DataLoader and, on CUDA, the GPU's idle share."""
+    if r.steps_measured == 0:
+        return "no verdict: no optimizer steps were measured"
+    gpu = "" if r.gpu_idle_fraction is None else f"; GPU idle {r.gpu_idle_fraction * 100:.1f}% of the time"
+    stall = r.data_stall_fraction * 100
+    if r.data_stall_fraction > 0.05:
+        return f"input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
+    return f"not input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
+
+
+def print_watch(recs: list[Record]) -> None:
+    """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step."""
+    ws = [r for r in recs if isinstance(r, WatchResult)]
+    if not ws:
+        return
+    t = Table(title=f"watch: {' '.join(ws[0].command)[:100]}")
+    t.add_column("figure")
+    for r in ws:
+        t.add_column("job" if r.rank is None else f"rank {r.rank}", justify="right")
+    pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
+    rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
+            ("first_step_ms (start-up, first batch)", lambda r: fmt(r.first_step_ms, 1)),
+            ("step_ms median / p99", lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_p99, 2)}"),
+            ("data_wait_ms median / p99",
+             lambda r: f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
+            ("samples_per_s (steady / whole run)",
+             lambda r: f"{fmt(r.samples_per_s, 1)} / {fmt(r.run_samples_per_s, 1)}"),
+            ("model_samples_per_s (when fed)", lambda r: fmt(r.model_samples_per_s, 1)),
+            ("data_stall_fraction", lambda r: pct(r.data_stall_fraction)),
+            ("gpu_idle_fraction (CUDA events)", lambda r: pct(r.gpu_idle_fraction) if r.gpu_idle_fraction is not None
+             else "n/a (no CUDA)"),
+            ("hook cost us/step (% of step)", lambda r: f"{fmt(r.hook_us_per_step_median, 1)} "
+             f"({fmt(r.hook_overhead_pct, 3)}%)"),
+            ("exit code", lambda r: str(r.exit_code))]
+    for name, fn in rows:
+        t.add_row(name, *[fn(r) for r in ws])
+    console.print(t)
+    for r in ws:
+        who = "job" if r.rank is None else f"rank {r.rank}"
+        for ld in r.loaders:
+            console.print(f"{who} DataLoader: {ld.get('dataset_type')} bs={ld.get('batch_size')} "
+                          f"workers={ld.get('num_workers')} prefetch={ld.get('prefetch_factor')} "
+                          f"pin={ld.get('pin_memory')} persistent={ld.get('persistent_workers')} "
+                          f"batches={ld.get('batches')} iterators={ld.get('iterators')} path={ld.get('data_path')}")
+        if r.hook_loaded:
+            console.print(f"{who}: {watch_verdict(r)}")
+    for r in ws:
+        if r.collectors:
+            print_collectors(r.collectors)
+    seen = set()
+    for r in ws:
+        for n in r.notes:
+            if n not in seen:
+                seen.add(n)
+                console.print(f"note: {n}")
+    # one command per line, never wrapped (a wrapped tail pasted into a shell runs as a command of its own)
+    for step, notes in dict.fromkeys((r.next_step, tuple(r.next_notes)) for r in ws):
+        for text in ([f"next: {step}"] if step else []) + [f"note: {n}" for n in notes]:
+            console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
+def print_memory(rows: list[MemoryResult]) -> None:
+    """The memory table: one row per optimizer at one batch size, reduction against AdamW."""
+    first = rows[0]
+    t = Table(title=f"GPU memory {first.model} batch {first.batch_size} seq {first.seq_len} amp {first.amp}")
+    cols = ("optimizer", "max_allocated_mib", "nvml_peak_used_mib", "step_ms", "samples_per_s",
+            "reduction_vs_adamw", "max_batch")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "optimizer" else "right")
+    for r in rows:
+        red = "-" if r.reduction_vs_adamw_pct is None else f"{r.reduction_vs_adamw_pct:+.1f}%"
+        if r.status != "ok":
+            t.add_row(r.optimizer, "failed", "", "", "", "", fmt(r.max_batch) if r.max_batch is not None else "-")
+            continue
+        t.add_row(r.optimizer, fmt(r.cuda_max_allocated_mib), fmt(r.nvml_peak_used_mib), fmt(r.step_ms_median, 1),
+                  fmt(r.samples_per_s, 1), red, fmt(r.max_batch) if r.max_batch is not None else "-")
+    console.print(t)
+    for r in rows:
+        if r.error:
+            console.print(f"{r.optimizer}: {r.error}")
+        if r.oom_summary:
+            console.print(f"{r.optimizer}: memory summary of the first batch that did not fit: {r.oom_summary}")
+        for n in r.notes:
+            if n.startswith("max-batch"):
+                console.print(f"{r.optimizer}: {n}")
+    console.print(f"nvml_peak_used_mib is sampled every {first.nvml_interval_s:g} s (as nvidia-smi -l 1) and "
+                  "includes the CUDA context; reduction is of max_allocated_mib")

@@ -1,0 +1,78 @@
+"""Pack a folder of per-sample files into WebDataset tar shards (files grouped by basename into samples)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from dataperf.data.manifest import MANIFEST, Manifest, staged_output, write_manifest
+from dataperf.data.tario import split_key
+from dataperf.errors import UserError
+
+
+def group_files(src: Path) -> list[tuple[str, list[tuple[str, Path]]]]:
+    """Group every file under src by WebDataset key: a/b/000.jpg and a/b/000.cls make one sample."""
+    groups: dict[str, list[tuple[str, Path]]] = {}
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for fn in filenames:
+            if fn.startswith(".") or fn == MANIFEST:
+                continue
+            p = Path(dirpath) / fn
+            key, ext = split_key(p.relative_to(src).as_posix())
+            if not ext:
+                ext = "bin"
+            groups.setdefault(key, []).append((ext, p))
+    return sorted(groups.items())
+
+
+def convert(
+    src: Path, out: Path, shard_mb: float = 64.0, overwrite: bool = False,
+    progress: Callable[[int], None] | None = None, shards: int | None = None,
+) -> Manifest:
+    if not src.exists():
+        raise UserError(f"source folder does not exist: {src}")
+    if not src.is_dir():
+        raise UserError(f"source is not a folder: {src}")
+    if out.resolve() == src.resolve() or src.resolve() in out.resolve().parents:
+        raise UserError("--out must not be inside the source folder")
+    groups = group_files(src)
+    if not groups:
+        raise UserError(f"no files found under {src}; nothing to convert")
+    import webdataset as wds
+
+    from dataperf.data.make.generate import samples_per_shard
+
+    maxcount = samples_per_shard(len(groups), shards)
+    maxsize = int(shard_mb * 1e6) if shards is None else 10**15
+    kind = "unknown"
+    exts = {e for _, members in groups for e, _ in members}
+    if "jpg" in exts or "jpeg" in exts:
+        kind = "image"
+    elif "npy" in exts:
+        kind = "tokens"
+    with staged_output(out, overwrite) as tmp:
+        m = Manifest(kind=kind, format="webdataset", count=0, total_bytes=0, seed=None,
+                     generator={"converted_from": str(src), "shard_mb": shard_mb})
+        with wds.ShardWriter(str(tmp / "shard-%06d.tar"), maxsize=maxsize, maxcount=maxcount,
+                             verbose=0, mtime=0.0) as sink:
+            for key, members in groups:
+                sample: dict[str, object] = {"__key__": key}
+                size = 0
+                for ext, p in members:
+                    try:
+                        data = p.read_bytes()
+                    except PermissionError:
+                        raise UserError(f"cannot read {p}: permission denied") from None
+                    sample[ext] = data
+                    size += len(data)
+                sink.write(sample)
+                m.count += 1
+                m.total_bytes += size
+                m.sample_bytes.append(size)
+                if progress:
+                    progress(1)
+        m.shards = sorted(p.name for p in tmp.glob("shard-*.tar"))
+        write_manifest(tmp, m)
+    return m

@@ -1,0 +1,142 @@
+"""What a dataset holds, read from the data itself (so a corrupt shard is found here, not mid-training)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dataperf.data.manifest import MANIFEST, read_manifest
+from dataperf.data.tario import iter_tar_samples
+from dataperf.errors import UserError
+from dataperf.results import percentile
+
+
+@dataclass
+class Inspection:
+    path: str
+    format: str
+    kind: str
+    count: int
+    total_bytes: int
+    shard_count: int
+    sample_bytes_mean: float
+    sample_bytes_p50: float
+    sample_bytes_p99: float
+    token_lengths: list[int] = field(default_factory=list)
+    verified: bool = False  # every sample decoded (--verify), not only sized
+    corrupt: list[str] = field(default_factory=list)  # "shard: key: why", one per bad sample
+
+    @property
+    def token_p50(self) -> float:
+        return percentile(self.token_lengths, 50)
+
+    @property
+    def token_p99(self) -> float:
+        return percentile(self.token_lengths, 99)
+
+
+def npy_length(data: bytes) -> int:
+    arr = np.load(io.BytesIO(data), allow_pickle=False)
+    return int(arr.shape[0]) if arr.ndim else 1
+
+
+PAYLOADS = ("jpg", "jpeg", "png", "webp", "npy")
+
+
+def check_sample(sample: dict[str, bytes], decode: bool) -> str | None:
+    """Why a sample cannot be used (empty payload, unreadable array, undecodable image), or None."""
+    for ext in PAYLOADS:
+        if ext not in sample:
+            continue
+        data = sample[ext]
+        if not data:
+            return f"{ext} is empty (0 bytes)"
+        try:
+            if ext == "npy":
+                npy_length(data)
+            elif decode:
+                from PIL import Image
+
+                with Image.open(io.BytesIO(data)) as img:
+                    img.load()
+        except Exception as e:  # PIL's "cannot identify" text ends in the repr of the buffer it was handed
+            why = "not an image PIL can read" if type(e).__name__ == "UnidentifiedImageError" else \
+                f"{type(e).__name__}: {e}"
+            return f"{ext} does not decode ({why})"
+    return None
+
+
+def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
+    """Count and size every sample; tar shards are read end to end, so damage is reported by file name.
+
+    Token arrays are always parsed (their lengths are the point); with verify every image is decoded too, and
+    all bad samples are listed instead of stopping at the first. A folder of image files (flat or ImageFolder)
+    is read as bench reads it, each file a sample."""
+    from dataperf.data.local import image_manifest
+
+    if not root.exists():
+        raise UserError(f"dataset path does not exist: {root}")
+    tars = sorted(root.glob("*.tar"))
+    if (root / MANIFEST).is_file():
+        m = read_manifest(root)
+        fmt, kind = m.format, m.kind
+    elif tars:
+        fmt, kind = "webdataset", "unknown"
+    elif root.is_dir() and (listed := image_manifest(root)) is not None:
+        m, fmt, kind = listed, "files", "image"
+    else:
+        raise UserError(f"{root} has no {MANIFEST}, no .tar shards and no image files; not a dataset that "
+                        "`shards inspect` reads")
+    sizes: list[int] = []
+    lengths: list[int] = []
+    corrupt: list[str] = []
+    if fmt == "webdataset":
+        for t in tars:
+            for s in iter_tar_samples(t):
+                key = s["__key__"].decode("utf-8", "replace")
+                why = check_sample(s, verify)
+                if why:
+                    corrupt.append(f"{t.name}: {key}: {why}")
+                    if not verify:
+                        raise UserError(f"corrupt sample {key} in {t}: {why}; run `dataperf shards inspect "
+                                        f"--verify {root}` to list every bad sample")
+                    continue
+                sizes.append(sum(len(v) for k, v in s.items() if k != "__key__"))
+                if "npy" in s:
+                    lengths.append(npy_length(s["npy"]))
+        shard_count = len(tars)
+    else:
+        for name in m.files:
+            p = root / name
+            if not p.is_file():
+                raise UserError(f"{p} is listed in the manifest but missing; regenerate the dataset")
+            if verify:
+                why = check_sample({name.rpartition(".")[2].lower(): p.read_bytes()}, True)
+                if why:
+                    corrupt.append(f"{name}: {why}")
+                    continue
+            sizes.append(p.stat().st_size)
+        lengths = list(m.token_lengths)
+        shard_count = 0
+    if not sizes and not corrupt:
+        raise UserError(f"{root} holds no samples")
+    if lengths:
+        kind = "tokens"
+    mean = float(np.mean(sizes)) if sizes else float("nan")
+    return Inspection(str(root), fmt, kind, len(sizes), int(sum(sizes)), shard_count, mean,
+                      percentile(sizes, 50), percentile(sizes, 99), lengths, verify, corrupt)
+
+
+def length_histogram(lengths: list[int], bins: int = 12) -> list[tuple[int, int, int]]:
+    """(low, high, count) bins on a log scale, which shows a long tail better than linear bins."""
+    if not lengths:
+        return []
+    lo, hi = max(min(lengths), 1), max(lengths)
+    if lo == hi:
+        return [(lo, hi, len(lengths))]
+    edges = np.unique(np.round(np.geomspace(lo, hi + 1, bins + 1)).astype(int))
+    counts, _ = np.histogram(lengths, bins=edges)
+    return [(int(edges[i]), int(edges[i + 1]) - 1, int(c)) for i, c in enumerate(counts)]

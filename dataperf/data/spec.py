@@ -1,0 +1,90 @@
+"""What DATA is, as a value: `Data` (where it lives, its kind and format, its files and sizes) and `DataFile`.
+Resolving a spec into one is `dataperf.data.resolve`; every module of this package builds on these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dataperf.data.manifest import Manifest
+
+IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
+TOKEN_FORMATS = {".bin": "tokens-bin", ".npy": "npy", ".jsonl": "jsonl", ".parquet": "parquet"}
+# formats the DataLoader backend reads through dataperf.backends.datasets (files/webdataset stay in loaders)
+SOURCE_FORMATS = ("tokens-bin", "npy", "jsonl", "parquet", "user-dataset")
+REMOTE_SCHEMES = ("http://", "https://", "s3://")
+
+
+@dataclass
+class DataFile:
+    """One data file or shard: a local path or a URL, with its size when it was cheap to learn."""
+
+    path: str
+    size_bytes: int | None = None
+
+
+@dataclass
+class Data:
+    """DATA as the user gave it, resolved: everything a trial needs to build its loader and manage caches."""
+
+    spec: str  # what the user typed
+    location: str  # the folder (local) or the URL of the first shard (remote)
+    kind: str  # image | tokens | unknown
+    format: str  # files | webdataset | tokens-bin | npy | jsonl | parquet | user-dataset
+    files: list[DataFile] = field(default_factory=list)
+    count: int | None = None  # samples, when known without reading the data
+    labels: list[int] = field(default_factory=list)  # files format: one label per file
+    classes: list[str] = field(default_factory=list)  # ImageFolder: class names, label = index
+    remote: bool = False
+    options: dict[str, str] = field(default_factory=dict)  # from SPEC#key=value: dtype, tokenizer, field
+    manifest: Manifest | None = None  # a dataperf dataset's own manifest (or one built in memory for DALI)
+    factory: str | None = None  # user-dataset: MODULE:FACTORY
+    notes: list[str] = field(default_factory=list)  # what resolving found worth saying in every trial's record
+
+    @property
+    def root(self) -> Path:
+        return Path(self.location)
+
+    @property
+    def total_bytes(self) -> int | None:
+        sizes = [f.size_bytes for f in self.files]
+        return None if not sizes or any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
+
+    def local_paths(self) -> list[Path]:
+        """Files whose pages the cache control drops or pre-reads: none for remote data or a user's Dataset."""
+        if self.remote or self.format == "user-dataset":
+            return []
+        return [Path(f.path) for f in self.files]
+
+    @property
+    def cache_managed(self) -> bool:
+        """Whether dataperf can drop or pre-read this data's pages: local files yes; remote data and a user's
+        Dataset (whose files dataperf does not know) no."""
+        return not self.remote and self.format != "user-dataset"
+
+    @property
+    def cache_mode(self) -> str:
+        """What a trial's cache_mode records when the page cache is not dataperf's to manage."""
+        return "remote" if self.remote else "unmanaged"
+
+    def cache_note(self) -> str:
+        if self.remote:
+            return ("remote data: samples come over the network each repeat, not from the page cache, so warm/cold "
+                    "does not apply and is not verified; network_recv_mib_per_repeat counts this host's "
+                    "received bytes (all interfaces)")
+        return ("a user's Dataset: dataperf does not know which files it reads, so the page cache is neither "
+                "dropped nor pre-read and warm/cold is not verified")
+
+    def disk_path(self) -> Path | None:
+        """Where the disk collectors look: the data's folder, or nothing for remote data."""
+        return None if self.remote else self.root
+
+    def urls(self) -> list[str]:
+        return [f.path for f in self.files]
+
+    def describe(self) -> str:
+        n = f"{self.count} samples, " if self.count is not None else ""
+        tb = self.total_bytes
+        size = f", {tb / 2**20:.1f} MiB" if tb is not None else ""
+        where = "remote " if self.remote else ""
+        return f"{where}{self.kind} {self.format}: {n}{len(self.files)} files{size}"

@@ -1,0 +1,184 @@
+"""Page-cache control for cold and warm trials, and proof that a cold trial really read storage.
+
+One policy for every command that reads a dataset cold or warm: `prepare` before reading (warm: read it all
+once; cold: evict, then ask mincore what stayed) and `verify` after (a cold repeat read at least 90% of its
+files' bytes from storage and found at most 10% resident; a warm one read at most 10%)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from dataperf.results import MIB
+
+CHUNK = 4 * 1024 * 1024
+COLD_MIN_READ_FRACTION = 0.9  # a cold repeat reads at least 90% of the files' own bytes from storage
+COLD_MAX_RESIDENT_FRACTION = 0.1  # and at most 10% of them are still in page cache after eviction
+WARM_MAX_READ_FRACTION = 0.1
+
+
+@dataclass
+class Prepared:
+    """What preparing the cache left: notes on what could not be done, and (cold) the bytes still resident."""
+
+    notes: list[str] = field(default_factory=list)
+    resident_bytes: int | None = None  # cold: mincore after eviction; None warm, or where mincore is missing
+
+
+def prepare(paths: list[Path], mode: str, drop_caches: bool = False) -> Prepared:
+    """Warm: read every byte once, so reads are served from page cache. Cold: evict (before every repeat),
+    then measure what stayed resident, which `verify` judges."""
+    if mode == "warm":
+        preread(paths)
+        return Prepared()
+    notes = evict(paths, drop_caches)
+    return Prepared(notes, resident_bytes(paths))
+
+
+def expected_read_bytes(paths: list[Path], count: int | None, samples: list[int], world_size: int = 1) -> list[float]:
+    """Per repeat, the files' own bytes (st_size) a rank's samples live in: the share of the epoch it read
+    (all of it when the sample count is unknown, as for text files)."""
+    per_rank = file_bytes(paths) / max(world_size, 1)
+    n = (count or 0) / max(world_size, 1)
+    return [per_rank * min(1.0, s / n) if n else per_rank for s in samples]
+
+
+@dataclass
+class Verification:
+    verified: bool
+    resident_after_evict_pct: float | None = None  # cold: the worst repeat
+    note: str | None = None  # why not, when not verified
+
+
+def verify(mode: str, read_bytes: list[int], expected: list[float], resident: list[int | None],
+           total_bytes: int) -> Verification:
+    """Judge repeats by what they read from storage (`read_bytes`, /proc read_bytes) against what their
+    samples' files hold (`expected`), and, cold, by what mincore found resident after each eviction."""
+    got = [round(b / MIB, 2) for b in read_bytes]
+    exp_mib = statistics.median(expected) / MIB if expected else float("nan")
+    if mode != "cold":
+        ok = all(b <= WARM_MAX_READ_FRACTION * e for b, e in zip(read_bytes, expected, strict=True))
+        return Verification(ok, note=None if ok else (
+            f"warm cache NOT verified: repeats still read {got} MiB from storage, over 10% of the {exp_mib:.2f} "
+            "MiB of files (dataset larger than free page cache?)"))
+    known = [x for x in resident if x is not None]
+    pct = max(known) / max(total_bytes, 1) * 100 if known else None
+    read_ok = all(b >= COLD_MIN_READ_FRACTION * e for b, e in zip(read_bytes, expected, strict=True))
+    evicted = bool(known) and max(known) <= COLD_MAX_RESIDENT_FRACTION * max(total_bytes, 1)
+    if read_ok and evicted:
+        return Verification(True, pct)
+    why = []
+    if not read_ok:
+        why.append(f"storage read {got} MiB per repeat, under 90% of the {exp_mib:.2f} MiB of files read")
+    if not evicted:
+        why.append("mincore unavailable" if not known else
+                   f"{pct:.0f}% of the files stayed in page cache after eviction")
+    return Verification(False, pct, "cold cache NOT verified: " + "; ".join(why) + " (the files are mapped by "
+                        "another process, sit on tmpfs/RAM, or the filesystem ignores fadvise): this is not a cold "
+                        "measurement, and diagnose and the recommendation will not use it as one")
+PAGE = mmap.PAGESIZE
+_PROT_READ, _MAP_SHARED = 0x1, 0x01
+
+
+def evict(paths: list[Path], drop_caches: bool = False) -> list[str]:
+    """Drop the dataset's pages from the page cache; returns notes on anything that could not be done.
+
+    fdatasync first: dirty pages (a just-generated dataset) are not dropped by POSIX_FADV_DONTNEED.
+    """
+    notes: list[str] = []
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            try:
+                os.fdatasync(fd)
+            except OSError:
+                pass
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    if drop_caches:
+        try:
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("1\n")
+        except OSError as e:
+            notes.append(f"drop_caches not possible ({e.strerror}); used posix_fadvise only")
+    return notes
+
+
+def preread(paths: list[Path]) -> int:
+    """Read every byte once so a warm trial is served from the page cache."""
+    total = 0
+    buf = bytearray(CHUNK)
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while n := f.readinto(buf):
+                total += n
+    return total
+
+
+def tree_read_bytes(proc: psutil.Process | None = None) -> int:
+    """Bytes this process and its live children fetched from storage (/proc/PID/io read_bytes).
+
+    Reaped children's counts are folded into the parent's by the kernel, so sampling main + live children
+    before and after a repeat counts every worker, whether it is still alive or already joined.
+    """
+    proc = proc or psutil.Process()
+    total = proc.io_counters().read_bytes
+    for c in proc.children(recursive=True):
+        try:
+            total += c.io_counters().read_bytes
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
+
+
+def file_bytes(paths: list[Path]) -> int:
+    """The files' own sizes (st_size): tar headers and every member included, what storage must deliver."""
+    return sum(p.stat().st_size for p in paths)
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
+    return libc
+
+
+def resident_bytes(paths: list[Path]) -> int | None:
+    """Bytes of these files now in the page cache, from mincore(2) on a fresh read-only mapping (mapping
+    faults no page in, so asking does not change the answer). None where mincore is not available."""
+    try:
+        libc = _libc()
+    except OSError:
+        return None
+    total = 0
+    for p in paths:
+        size = p.stat().st_size
+        if size == 0:
+            continue
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                return None
+            try:
+                pages = (size + PAGE - 1) // PAGE
+                vec = (ctypes.c_ubyte * pages)()
+                if libc.mincore(addr, size, vec) != 0:
+                    return None
+                total += sum(1 for v in vec if v & 1) * PAGE
+            finally:
+                libc.munmap(addr, size)
+        finally:
+            os.close(fd)
+    return min(total, file_bytes(paths))

@@ -1,0 +1,81 @@
+"""What is observed while a trial runs. Each collector has start() and stop() -> dict of figures (stored in
+records as plain JSON), and a describe(dict) that says what those figures mean to a person: lines, tables
+and histograms as plain data, which report renders without knowing any collector's keys."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dataperf.measure.collectors.base import Collector, Description, Histogram, Table
+
+__all__ = ["Collector", "Description", "Histogram", "Running", "Table", "default_collectors", "describe", "describers"]
+
+
+def default_collectors(data: Path | None, raw_dir: Path | None, tag: str, ebpf: bool = False) -> list[Collector]:
+    """The /proc collectors always; sysstat when installed; eBPF when asked for."""
+    from dataperf.measure.collectors.proc import DiskCollector, ProcessCollector
+    from dataperf.measure.collectors.sysstat import IostatCollector, PidstatCollector
+
+    cs: list[Collector] = [DiskCollector(data), ProcessCollector()]
+    cs += [IostatCollector(data, raw_dir, tag), PidstatCollector(raw_dir, tag)]
+    if ebpf:
+        from dataperf.measure.collectors.ebpf import EbpfReadCollector
+
+        cs.append(EbpfReadCollector())
+    return cs
+
+
+class Running:
+    """Start a set of collectors together and gather their figures by name."""
+
+    def __init__(self, collectors: list[Collector]):
+        self.collectors = collectors
+        self.results: dict[str, Any] | None = None
+
+    def __enter__(self) -> Running:
+        for c in self.collectors:
+            c.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.results is None:  # the trial failed mid-way: still stop threads and subprocesses
+            self.stop()
+
+    def watch(self, pids: list[int]) -> None:
+        """Tell collectors about new loader workers at once, before a short-lived one can exit unseen."""
+        for c in self.collectors:
+            if hasattr(c, "watch"):
+                c.watch(pids)
+
+    def stop(self) -> dict[str, Any]:
+        self.results = {c.name: c.stop() for c in self.collectors}
+        return self.results
+
+
+def describers() -> dict[str, Callable[[dict[str, Any]], Description]]:
+    """Each collector's describe, by the name its figures are stored under, in the order they are shown."""
+    from dataperf.measure.collectors.ebpf import EbpfReadCollector
+    from dataperf.measure.collectors.nvml import NvmlMemoryCollector
+    from dataperf.measure.collectors.proc import DiskCollector, ProcessCollector
+    from dataperf.measure.collectors.sysstat import IostatCollector, PidstatCollector
+
+    order = (DiskCollector, ProcessCollector, IostatCollector, PidstatCollector, EbpfReadCollector,
+             NvmlMemoryCollector)
+    return {c.name: c.describe for c in order}
+
+
+def describe(results: dict[str, Any]) -> Description:
+    """What every collector of a record saw, as a person reads it (a collector that could not run says why)."""
+    out: Description = []
+    for name, describe_one in describers().items():
+        d = results.get(name)
+        if not d:
+            continue
+        if "available" in d and not d["available"]:
+            stand_in = f"; {d['fallback']} stand in" if d.get("fallback") else ""
+            out.append(f"{name}: unavailable: {d.get('why')}{stand_in}")
+        else:
+            out += describe_one(d)
+    return out

@@ -1,0 +1,132 @@
+"""The loader feeding the train step: the shapes the two must agree on, and the loop that `e2e` times and
+`profile` traces (per step: the wait on next(loader), the host-to-device copy, the compute)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import torch
+from torch.profiler import record_function
+
+from dataperf.data import Data
+from dataperf.errors import UserError
+from dataperf.measure.step import StepOptions, Trainer
+from dataperf.results import LoaderConfig
+
+
+def shape_for_model(data: Data, cfg: LoaderConfig, sopts: StepOptions) -> tuple[LoaderConfig, StepOptions]:
+    """A loader config that decodes, and step options shaped like its batches (batch size, image size, and
+    the input kind of the dataset), for every measurement where the loader feeds the model. Token windows cut
+    from a flat stream are --seq-len long, so the step and the loader agree on the sequence length."""
+    windows = data.format in ("tokens-bin", "npy")
+    cfg = replace(cfg, decode=True, seq_len=cfg.seq_len or (sopts.seq_len if windows else None)).explicit()
+    return cfg, replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
+                        input=sopts.input or ("tokens" if data.kind == "tokens" else "image"))
+
+
+
+@dataclass
+class StepTimes:
+    wait_s: list[float] = field(default_factory=list)
+    h2d_ms: list[float] = field(default_factory=list)
+    compute_ms: list[float] = field(default_factory=list)
+    step_host_ms: list[float] = field(default_factory=list)  # host time inside the step call (CUDA: launching)
+    samples: int = 0
+    padded_lengths: list[int] = field(default_factory=list)
+
+
+def to_device(batch: dict[str, Any], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    if "x" not in batch:
+        raise UserError("end-to-end runs need decoded batches (the loader was built without --decode)")
+    nb = device.type == "cuda"
+    return batch["x"].to(device, non_blocking=nb), batch["y"].to(device, non_blocking=nb)
+
+
+class EpochStream:
+    """Batches across epochs, as a training loop sees them: one iterator until the epoch ends, then a new one
+    (for non-persistent workers that restart is real start-up cost, and it is counted)."""
+
+    def __init__(self, batches):
+        self.batches = batches
+        self.it = iter(batches)
+        self.restarts = 0
+
+    def next(self) -> dict[str, Any]:
+        try:
+            return next(self.it)
+        except StopIteration:
+            self.restarts += 1
+            self.it = iter(self.batches)
+            return next(self.it)
+
+
+def warm_up(stream: EpochStream, tr: Trainer, least: int, most: int) -> int:
+    """Untimed steps until the batches the loader queued ahead are spent, so the timed steps see its steady state:
+    at most `most` (all it can queue: workers x prefetch), no fewer than `least` (every worker's first batch
+    in), and after that, once the steps have waited on data as long as one step computes, nothing was queued
+    any more and the warm-up ends. Waits summed, not a run of waiting steps: workers deliver in waves (two
+    workers: a wait, a ready batch, a wait, ...), and a ready batch's scheduling hiccup is a few ms, never a
+    step's worth. A loader that feeds the model never makes a step wait and gets all `most`, as before; one that
+    cannot stops early (the H200: up to 80 warm-up steps of 256 at 20 workers x prefetch 4, more than an epoch).
+    Each step is synced: the wait is what the model, done, waited for. Returns the steps run."""
+    waited_s, busy_s = 0.0, []
+    for n in range(1, most + 1):
+        t, wall = train_loop(stream, tr, 1)
+        busy_s.append(max(wall - t.wait_s[0], 0.0))
+        if n > least:
+            waited_s += t.wait_s[0]
+            if waited_s >= sum(busy_s) / len(busy_s):
+                return n
+    return most
+
+
+def train_loop(stream: EpochStream, tr: Trainer, steps: int,
+               on_step: Callable[[], None] | None = None, sync_each_step: bool = False) -> tuple[StepTimes, float]:
+    """Run `steps` real steps fed by the loader; returns times and wall seconds.
+
+    On CUDA, copy and compute are timed with CUDA events (read once at the end), so timing adds no syncs;
+    with sync_each_step the host also waits for each step, so host wait equals GPU idle (at some cost).
+    """
+    cuda = tr.device.type == "cuda"
+    t = StepTimes()
+    events = []
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        tw = time.perf_counter()
+        with record_function("data_wait"):
+            b = stream.next()
+        t.wait_s.append(time.perf_counter() - tw)
+        if cuda:
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            e[0].record()
+        th = time.perf_counter()
+        with record_function("h2d"):
+            x, y = to_device(b, tr.device)
+        if cuda:
+            e[1].record()
+        else:
+            t.h2d_ms.append((time.perf_counter() - th) * 1000)
+        tc = time.perf_counter()
+        tr.step(x, y)
+        t.step_host_ms.append((time.perf_counter() - tc) * 1000)
+        if cuda:
+            e[2].record()
+            events.append(e)
+            if sync_each_step:
+                tr.sync()
+        else:
+            t.compute_ms.append(t.step_host_ms[-1])
+        t.samples += b["n"]
+        if x.dim() == 2:
+            t.padded_lengths.append(int(x.shape[1]))
+        if on_step:
+            on_step()
+    tr.sync()
+    wall = time.perf_counter() - t0
+    for e in events:
+        t.h2d_ms.append(e[0].elapsed_time(e[1]))
+        t.compute_ms.append(e[1].elapsed_time(e[2]))
+    return t, wall

@@ -1,0 +1,228 @@
+"""What a loader costs while it runs: CPU cores busy and resident memory (PSS) of the process tree.
+
+PSS (proportional set size, from /proc/PID/smaps_rollup) is summed over the main process and its worker
+processes, so pages shared between them count once in total, unlike RSS. Thread workers live inside the main
+process and are covered by it.
+
+CPU is counted from /proc/PID/stat, each process's own time plus that of its children it has reaped
+(cutime/cstime): a worker that ends between two samples is reaped by the main process, whose reaped-children
+time then holds all of its CPU, so nothing is lost however sparse the samples. The meter's own reading of /proc
+(smaps_rollup costs milliseconds per process) runs in a thread of the main process; its CPU is taken off, and
+it samples no more often than keeps it under `max_duty` cores (5% of the machine, at most one core).
+
+Copy-on-read (forked workers touching the parent's Python objects: a refcount write copies the page) turns a
+worker's shared pages (mapped by it and the parent) into private ones (pages no other process maps): its
+private memory grows and its shared memory falls by as much. Memory a worker allocates (a shuffle buffer, a
+heap that grows) is private from the start and leaves the shared pages alone; a flag on private growth alone
+named copy-on-read on the H200 for 32 decode-off WebDataset workers (264 MiB) whose parent holds only shard
+names. What counts as copied is each worker's private growth up to its shared pages' fall.
+
+Each worker's life is cut in thirds: the first holds its start-up (first buffers, first batches in flight) and
+is left out; growth (and fall) is the least memory of the last third against the least of the middle one. The
+least, because a worker's memory also swings with the batch it is building (a decoded batch is MiBs, there one
+sample and gone the next), while a copy stays. A worker needs MIN_SAMPLES samples (two or more per third) to
+be judged; fewer (a short repeat) gives no growth rather than a guess. A worker whose start-up lasts longer
+than a third of the repeat (spawned workers importing torch in a short repeat, a machine so loaded that
+start-up crawls) shows start-up as growth.
+Private rather than PSS: when one worker copies a page, the other processes' PSS of the original grows too,
+and the parent's shared memory inflates every worker's PSS, so a PSS ratio understates a copy in a big parent.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dataperf.results import MIB
+
+GROWTH_FLAG_PCT = 20.0  # workers' private memory growing more than this over an epoch is flagged as copy-on-read
+GROWTH_FLAG_MIB = 8.0  # ... and by at least this much (tiny workers wobble by a few pages)
+MIN_SAMPLES = 6  # a worker's samples needed to read its growth: two or more in each third of its life
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def memory_bytes(pid: int) -> tuple[int, int, int] | None:
+    """(PSS, private, shared) of one process: private = Private_Clean + Private_Dirty, pages it alone maps;
+    shared = Shared_Clean + Shared_Dirty, resident pages other processes map too. None when it is gone, a
+    zombie (no memory left), or /proc does not say (non-Linux, no permission)."""
+    got: dict[str, int] = {}
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            key, _, rest = line.partition(":")
+            if key in ("Pss", "Private_Clean", "Private_Dirty", "Shared_Clean", "Shared_Dirty"):
+                got[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    if "Pss" not in got:
+        return None
+    return (got["Pss"], got.get("Private_Clean", 0) + got.get("Private_Dirty", 0),
+            got.get("Shared_Clean", 0) + got.get("Shared_Dirty", 0))
+
+
+def cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system, all threads) of a process and of the children it has reaped, so far."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return sum(int(f) for f in fields[11:15]) / CLK
+
+
+def children(pid: int) -> list[int]:
+    """Every descendant of pid (workers, their helpers), from /proc's children lists of every thread (a
+    pool started from a background thread, as SPDL's is, hangs its processes under that thread)."""
+    out, stack = [], [pid]
+    while stack:
+        p = stack.pop()
+        kids = []
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                kids += [int(x) for x in task.read_text().split()]
+            except (OSError, ValueError):
+                continue
+        out += kids
+        stack += kids
+    return out
+
+
+@dataclass
+class Footprint:
+    """One repeat's cost: cores busy, peak PSS of the tree, workers' memory at a third of their life vs last."""
+
+    wall_s: float = 0.0
+    cpu_s: float = 0.0  # the tree's CPU over the repeat, the meter's own taken off
+    meter_cpu_s: float = 0.0  # the meter's own reading of /proc (not in cpu_s)
+    pss_peak_bytes: int = 0
+    worker_pss_first_bytes: int = 0  # summed over workers, each the least of the middle third of its life
+    worker_pss_last_bytes: int = 0  # summed over workers, each the least of the last third of its life
+    worker_private_first_bytes: int = 0
+    worker_private_last_bytes: int = 0
+    worker_copied_bytes: int = 0  # summed over workers: private growth up to the fall of its shared pages
+    workers_seen: int = 0
+    samples: int = 0
+
+    @property
+    def cores_busy(self) -> float:
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def worker_growth_pct(self) -> float:
+        if not self.worker_pss_first_bytes:
+            return float("nan")
+        return (self.worker_pss_last_bytes / self.worker_pss_first_bytes - 1) * 100
+
+    @property
+    def worker_private_growth_bytes(self) -> int:
+        return self.worker_private_last_bytes - self.worker_private_first_bytes
+
+    @property
+    def copy_on_read(self) -> bool:
+        """Workers copied more than GROWTH_FLAG_MIB of shared pages into private ones within the repeat, more
+        than GROWTH_FLAG_PCT of their private memory."""
+        copied = self.worker_copied_bytes
+        return self.workers_seen > 0 and copied > GROWTH_FLAG_MIB * MIB \
+            and copied > self.worker_private_first_bytes * GROWTH_FLAG_PCT / 100
+
+
+@dataclass
+class Meter:
+    """Samples the tree in a thread while a repeat runs (`with Meter() as m:`), every interval_s or less often,
+    so that its own CPU stays under max_duty cores."""
+
+    interval_s: float = 0.05
+    max_duty: float = field(default_factory=lambda: min(1.0, 0.05 * (os.cpu_count() or 1)))
+    pid: int = field(default_factory=os.getpid)
+    result: Footprint = field(default_factory=Footprint)
+
+    def __enter__(self) -> Meter:
+        self._stop = threading.Event()
+        self._cpu0: dict[int, float] = {}  # CPU at the first sample, of the processes alive then
+        self._cpu_last: dict[int, float] = {}
+        self._alive: set[int] = set()  # processes found by the latest sample (zombies included)
+        self._mem: dict[int, list[tuple[float, int, int, int]]] = {}  # worker -> (time, PSS, private, shared)
+        self._t0 = time.perf_counter()
+        self._sample()
+        self._thread = threading.Thread(target=self._run, name="dataperf-footprint", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        wait = self.interval_s
+        while not self._stop.wait(wait):
+            wait = max(self.interval_s, self._sample() * (1 / self.max_duty - 1))
+
+    def _sample(self) -> float:
+        """One look at the tree; returns its own CPU seconds (also added to meter_cpu_s)."""
+        own0, now = time.thread_time(), time.perf_counter()
+        first = self.result.samples == 0
+        total, alive = 0, set()
+        for p in [self.pid, *children(self.pid)]:
+            cpu = cpu_s(p)
+            if cpu is None:
+                continue
+            alive.add(p)
+            self._cpu_last[p] = cpu
+            if first:
+                self._cpu0[p] = cpu
+            mem = memory_bytes(p)
+            if mem is None:
+                continue
+            total += mem[0]
+            if p != self.pid:
+                self._mem.setdefault(p, []).append((now, *mem))
+        self._alive = alive
+        self.result.pss_peak_bytes = max(self.result.pss_peak_bytes, total)
+        self.result.samples += 1
+        own = time.thread_time() - own0
+        self.result.meter_cpu_s += own
+        return own
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        r = self.result
+        own = r.meter_cpu_s  # the last sample reads the main process's CPU first: its own cost falls after
+        self._sample()
+        r.meter_cpu_s = own
+        r.wall_s = time.perf_counter() - self._t0
+        # alive at the end: CPU since the start (all of it if started later); ended: reaped by a process of
+        # the tree, whose reaped-children time holds all its CPU, of which only the part before the start is off
+        used = sum(self._cpu_last[p] - self._cpu0.get(p, 0.0) for p in self._alive)
+        before = sum(cpu for p, cpu in self._cpu0.items() if p not in self._alive)
+        r.cpu_s = used - before - own
+        thirds = [_thirds(trace) for trace in _while_siblings_live(self._mem)]
+        judged = [t for t in thirds if t is not None]
+        r.workers_seen = len(judged)
+        r.worker_pss_first_bytes = sum(mid[0] for mid, _ in judged)
+        r.worker_pss_last_bytes = sum(last[0] for _, last in judged)
+        r.worker_private_first_bytes = sum(mid[1] for mid, _ in judged)
+        r.worker_private_last_bytes = sum(last[1] for _, last in judged)
+        r.worker_copied_bytes = sum(max(0, min(last[1] - mid[1], mid[2] - last[2])) for mid, last in judged)
+
+
+def _while_siblings_live(mem: dict[int, list[tuple[float, int, int, int]]]) -> list[list[tuple[float, int, int, int]]]:
+    """Each worker's samples up to the first exit of another worker seen during its life: pages it shared only
+    with that sibling (the parent having written its own copy since the fork) turn private to it at the exit,
+    which is not a copy it made."""
+    end = max(trace[-1][0] for trace in mem.values()) if mem else 0.0
+    exits = [trace[-1][0] for trace in mem.values() if trace[-1][0] < end]
+    out = []
+    for trace in mem.values():
+        cut = min((t for t in exits if t >= trace[0][0] and t != trace[-1][0]), default=end)
+        out.append([s for s in trace if s[0] <= cut])
+    return out
+
+
+def _thirds(trace: list[tuple[float, int, int, int]]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(PSS, private, shared), each the least over the middle third of the worker's observed life and over the
+    last third; None when either third holds fewer than two samples."""
+    t0, t1 = trace[0][0], trace[-1][0]
+    mid = [s for s in trace if t0 + (t1 - t0) / 3 <= s[0] < t0 + 2 * (t1 - t0) / 3]
+    last = [s for s in trace if s[0] >= t0 + 2 * (t1 - t0) / 3]
+    if len(trace) < MIN_SAMPLES or len(mid) < 2 or len(last) < 2:
+        return None
+    return tuple(min(s[k] for s in mid) for k in (1, 2, 3)), tuple(min(s[k] for s in last) for k in (1, 2, 3))

@@ -1,0 +1,232 @@
+"""End to end: the real loader feeding the real train step. Per step: time waiting on next(loader), the
+host-to-device copy, and compute; the data-stall fraction; and the prediction from separate measurements.
+
+The stall is the compute device's idle share. On CUDA the step only enqueues work, so host time spent waiting
+for a batch overlaps GPU compute: idle = 1 - sum(h2d + compute, from CUDA events) / wall, with host wait kept
+beside it. On CPU the step is synchronous, so the device is idle exactly while the host waits."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dataperf import backends, verdict
+from dataperf.data import Data, as_data
+from dataperf.errors import UserError
+from dataperf.measure import cache
+from dataperf.measure.fed import EpochStream, shape_for_model, train_loop, warm_up
+from dataperf.measure.step import StepOptions, Trainer, is_oom, measure_step, oom_error
+from dataperf.measure.trial import TrialOptions, run_trial
+from dataperf.results import E2EResult, LoaderConfig, LoaderResult, StepResult, percentile, summarize
+
+
+def idle_fraction(busy_ms: list[float], wall_s: float) -> float:
+    """The device's idle share of the wall time, from what it was busy with (h2d + compute per step)."""
+    if wall_s <= 0:
+        return float("nan")
+    return min(1.0, max(0.0, 1 - sum(busy_ms) / 1000 / wall_s))
+
+
+def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
+            warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None,
+            sync_each_step: bool = False) -> E2EResult:
+    """Measure the fed loop; with predict, also measure loader and step apart and compare."""
+    if steps <= 0 or repeats <= 0:
+        raise UserError("--steps and --repeats must be positive")
+    data = as_data(data)
+    cfg, sopts = shape_for_model(data, cfg, sopts)
+    topts = topts or TrialOptions()
+    try:
+        tr = Trainer(sopts)
+        batches, prep = backends.get(cfg.format).make(data, cfg, topts)
+        stream = EpochStream(batches)
+        res = E2EResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
+                        device=str(tr.device), batch_size=cfg.batch_size, repeats=repeats, steps_per_repeat=steps)
+        cuda = tr.device.type == "cuda"
+        res.sync_each_step = sync_each_step and cuda
+        if not data.cache_managed:
+            res.notes.append(data.cache_note())
+        elif cfg.cache == "warm":
+            cache.prepare(prep.paths, "warm")
+        queued = in_flight_samples(cfg) // cfg.batch_size
+        if queued > warmup:  # else the first timed steps eat the workers' head start and read no stall
+            ran = warm_up(stream, tr, max(warmup, cfg.num_workers), queued)
+            res.notes.append(f"warm-up raised from {warmup} to {ran} steps of at most {queued} (the batches the "
+                             "loader queues ahead: workers x prefetch)"
+                             + (", ended once the steps had waited on data as long as one step computes: "
+                                "nothing was queued any more"
+                                if ran < queued else "") + "; so the timed steps see its steady state")
+        else:
+            train_loop(stream, tr, warmup)
+        stream.restarts = 0
+        epoch = epoch_steps(batches)
+        counts = epoch_aligned(steps, repeats, epoch)
+        if epoch and sum(counts) != steps * repeats:
+            res.notes.append(f"timed steps {steps} x {repeats} -> {'+'.join(map(str, counts))}: {sum(counts)} steps, "
+                             f"{sum(counts) // epoch} whole epoch(s) of {epoch}, so the "
+                             "run pays the epoch starts a training epoch pays, neither more nor fewer")
+        res.steps_repeats, res.repeats = counts, len(counts)
+        walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []
+        reads, samples, resident, wall_s, busy_ms = [], [], [], [], []
+        for n_steps in counts:
+            if cfg.cache == "cold" and data.cache_managed:
+                prepared = cache.prepare(prep.paths, "cold", topts.drop_caches)
+                res.notes.extend(n for n in prepared.notes if n not in res.notes)
+                resident.append(prepared.resident_bytes)
+            read0 = cache.tree_read_bytes()
+            t, wall = train_loop(stream, tr, n_steps, sync_each_step=res.sync_each_step)
+            reads.append(cache.tree_read_bytes() - read0)
+            samples.append(t.samples)
+            wall_s.append(wall)
+            walls.append(wall / n_steps * 1000)
+            host.append(sum(t.wait_s) / wall)
+            if cuda:
+                busy = [h + c for h, c in zip(t.h2d_ms, t.compute_ms, strict=True)]
+                busy_ms.append(sum(busy))
+                idle.append(idle_fraction(busy, wall))
+            stalls.append(idle[-1] if cuda else host[-1])
+            sps.append(t.samples / wall)
+            waits += [w * 1000 for w in t.wait_s]
+            h2ds += t.h2d_ms
+            comps += t.compute_ms
+            hosts += t.step_host_ms
+            lens += t.padded_lengths
+    except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
+        if is_oom(e):
+            raise oom_error(e, sopts) from None
+        raise
+    # the headline is pooled over the run (total samples, wait or busy over total wall), as a training run sums
+    # them: a median repeat drops what hits a minority of repeats (an epoch's tail, a restart; audit F5). The
+    # per-repeat lists stay for the spread.
+    total_s = sum(wall_s)
+    res.step_ms_repeats, res.step_ms_median = walls, summarize(walls)["median"]
+    res.samples_per_s_repeats, res.samples_per_s = sps, sum(samples) / total_s
+    res.host_wait_fraction_repeats = host
+    res.host_wait_fraction = sum(waits) / 1000 / total_s
+    res.data_stall_fraction_repeats = stalls
+    res.data_stall_fraction = res.host_wait_fraction
+    if idle:
+        res.gpu_idle_fraction_repeats = idle
+        res.gpu_idle_fraction = res.data_stall_fraction = idle_fraction(busy_ms, total_s)
+        res.stall_basis = ("GPU idle: 1 - (h2d + compute CUDA events) / wall, one sync per step" if res.sync_each_step
+                           else "GPU idle: 1 - (h2d + compute CUDA events) / wall")
+        if cfg.format == "dali" and cfg.dali_decode_device == "mixed":
+            res.notes.append("DALI's GPU decode runs on its own stream, outside the h2d/compute events: GPU idle "
+                             "is the model's idle share, not the whole GPU's")
+    else:
+        res.stall_basis = "host wait / wall (synchronous CPU step: the device is idle exactly while it waits)"
+    if data.cache_managed:
+        _verify_cache(res, cfg, data, prep.paths, reads, samples, resident)
+    res.data_wait_ms_median = summarize(waits)["median"]
+    res.data_wait_ms_p99 = percentile(waits, 99)
+    res.epoch_restarts = stream.restarts
+    res.h2d_ms_median = summarize(h2ds)["median"]
+    res.compute_ms_median = summarize(comps)["median"]
+    res.step_host_ms_median = summarize(hosts)["median"]
+    if lens:
+        res.padded_seq_len_mean = sum(lens) / len(lens)
+    if cfg.pin_memory and tr.device.type != "cuda":
+        res.notes.append("pin_memory only matters with a CUDA device; it was not used")
+    del tr
+    if predict:
+        _predict(data, cfg, sopts, res, topts)
+    return res
+
+
+def epoch_steps(batches: Any) -> int | None:
+    """Batches in one epoch of this loader (this rank's), where it has a length (map-style datasets)."""
+    try:
+        n = len(batches)
+    except TypeError:
+        return None
+    return n if n > 0 else None
+
+
+def epoch_aligned(steps: int, repeats: int, epoch: int | None) -> list[int]:
+    """Timed steps of each repeat. Where an epoch is at most twice the run (steps x repeats), the run is made k
+    whole epochs (k = the nearest whole number, at least 1), split into the repeats as evenly as steps allow: k x
+    epoch consecutive steps hold exactly k epoch starts wherever they begin, so every config's fed rate pays the
+    restarts training pays. Without that, a run a little shorter than an epoch held one restart or none by
+    chance: on the H200 a fed run with none read 1,677 samples/s and 1% idle, whole epochs of the same config
+    1,399 and 19% (2026-12-04). Longer epochs: steps x repeats, unchanged."""
+    planned = steps * repeats
+    if not epoch or epoch > 2 * planned:
+        return [steps] * repeats
+    total = max(1, int(planned / epoch + 0.5)) * epoch
+    n = min(repeats, total)
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
+def in_flight_samples(cfg: LoaderConfig) -> int:
+    """Samples a loader may already hold when a repeat starts (workers x prefetch batches, DALI's queue): read
+    before that repeat's eviction, so a cold repeat is not expected to read them from storage."""
+    if cfg.format == "dali":
+        return cfg.batch_size * (cfg.dali_prefetch_queue_depth or 0)
+    return cfg.batch_size * cfg.num_workers * (cfg.prefetch_factor or 0)
+
+
+def _verify_cache(res: E2EResult, cfg: LoaderConfig, data: Data, paths: list[Path], reads: list[int],
+                  samples: list[int], resident: list[int | None]) -> None:
+    """The runner's cache verification (cache.verify) on the fed repeats. The workers keep running across
+    repeats, so the samples in flight at a repeat's start may be read around its eviction: a cold repeat
+    must read from storage the files of the samples it consumed beyond those, and may find those resident."""
+    ahead = in_flight_samples(cfg) if cfg.cache == "cold" else 0
+    fresh = [max(0, s - ahead) for s in samples]
+    allowance = cache.expected_read_bytes(paths, data.count, [ahead])[0] if ahead else 0
+    left = [None if r is None else max(0, r - allowance) for r in resident] or [None] * len(reads)
+    v = cache.verify(cfg.cache, reads, cache.expected_read_bytes(paths, data.count, fresh), left,
+                     cache.file_bytes(paths))
+    res.cache_verified = v.verified
+    if v.note:
+        res.notes.append(v.note)
+
+
+def _predict(data: Data, cfg: LoaderConfig, sopts: StepOptions, res: E2EResult, topts: TrialOptions) -> None:
+    """Loader and step measured apart (the step at the fed run's batch and padded length), then `compare`."""
+    lr = run_trial(data, cfg, replace(topts, collect=False))
+    if lr.status != "ok":
+        res.notes.append(f"prediction skipped: loader trial failed: {lr.error}")
+        return
+    seq = round(res.padded_seq_len_mean) if res.padded_seq_len_mean else sopts.seq_len
+    st = measure_step(replace(sopts, seq_len=seq, repeats=3, steps=max(3, res.steps_per_repeat // 2)))
+    compare(res, lr, st)
+
+
+def compare(res: E2EResult, trial: LoaderResult, step: StepResult) -> None:
+    """A fed run beside its config's loader trial and the step alone: the stall they predict, paying the run's
+    epoch restarts (verdict.restart_stall), and the effects that split measured from predicted
+    (verdict.fed_effects), each named in res.effects with a note; a gap beyond the noise no effect explains is
+    said too."""
+    res.loader_samples_per_s, res.step_samples_per_s = trial.samples_per_s_median, step.samples_per_s
+    res.loader_epoch_samples_per_s, res.loader_startup_s = trial.epoch_samples_per_s_median, trial.startup_s_median
+    per_repeat = verdict.run_samples(res) / max(res.repeats, 1)
+    res.predicted_loader_samples_per_s = fed_loader_rate(trial.samples_per_s_median, trial.startup_s_median,
+                                                         per_repeat,
+                                                         res.epoch_restarts / max(res.repeats, 1))
+    res.predicted_stall_fraction = verdict.restart_stall(trial.samples_per_s_median, trial.startup_s_median,
+                                                         per_repeat,
+                                                         res.epoch_restarts / max(res.repeats, 1),
+                                                         step.samples_per_s)
+    effects = verdict.fed_effects(res, trial, step)
+    res.effects = [e.name for e in effects]
+    res.notes += [f"effect: {e.sentence}" for e in effects]
+    gap = res.data_stall_fraction - res.predicted_stall_fraction
+    noise = max(verdict.SPLIT_POINTS, max(res.data_stall_fraction_repeats, default=0)
+                - min(res.data_stall_fraction_repeats, default=0))
+    if abs(gap) > noise:
+        why = "named above" if effects else ("no known effect (epoch restarts, shared CPU, shared GPU, idle "
+                                             "workers) explains it")
+        res.notes.append(f"measured stall {res.data_stall_fraction * 100:.0f}% vs "
+                         f"{res.predicted_stall_fraction * 100:.0f}% predicted from the separate measurements "
+                         f"({gap * 100:+.0f} points, beyond the noise of {noise * 100:.0f}): {why}")
+
+
+def fed_loader_rate(steady_sps: float, startup_s: float, samples: float, restarts: float) -> float:
+    """The loader rate a fed run of `samples` samples sees when it also pays `restarts` epoch starts."""
+    if not steady_sps or steady_sps != steady_sps:
+        return float("nan")
+    startup = startup_s if startup_s == startup_s else 0.0
+    return samples / (samples / steady_sps + restarts * startup)

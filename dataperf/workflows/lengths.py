@@ -1,0 +1,69 @@
+"""Token-length edge cases: per-batch padded lengths, the p99 that sets peak memory, and what a cap changes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from dataperf.data.make.inspect import inspect_dataset
+from dataperf.data.manifest import read_manifest
+from dataperf.errors import UserError
+from dataperf.measure.step import StepOptions, measure_step
+from dataperf.results import LengthsResult, percentile
+
+
+def batch_maxima(lengths: list[int], batch_size: int) -> list[int]:
+    """The padded length of each batch, in loader order (what the collate pads to)."""
+    return [max(lengths[i:i + batch_size]) for i in range(0, len(lengths), batch_size)]
+
+
+def waste_pct(lengths: list[int], batch_size: int) -> float:
+    padded = sum(m * len(lengths[i * batch_size:(i + 1) * batch_size])
+                 for i, m in enumerate(batch_maxima(lengths, batch_size)))
+    return (1 - sum(lengths) / padded) * 100 if padded else 0.0
+
+
+def analyse(data: Path, batch_size: int, cap: int | None = None) -> LengthsResult:
+    if batch_size <= 0:
+        raise UserError("--batch-size must be positive")
+    if cap is not None and cap <= 0:
+        raise UserError("--cap must be a positive number of tokens")
+    m = read_manifest(data)
+    lengths = list(m.token_lengths) or inspect_dataset(data).token_lengths
+    if not lengths:
+        raise UserError(f"{data} holds no token sequences (kind {m.kind}); lengths needs a tokens dataset")
+    maxima = batch_maxima(lengths, batch_size)
+    r = LengthsResult(data=str(data), batch_size=batch_size, cap_tokens=cap, samples=len(lengths),
+                      config_key=f"bs={batch_size}|cap={cap}",
+                      sample_tokens_p50=percentile(lengths, 50), sample_tokens_p99=percentile(lengths, 99),
+                      sample_tokens_max=max(lengths), batch_max_tokens_p50=percentile(maxima, 50),
+                      batch_max_tokens_p99=percentile(maxima, 99), batch_max_tokens_max=max(maxima),
+                      padding_waste_pct=waste_pct(lengths, batch_size), sample_lengths=lengths,
+                      batch_max_tokens=maxima)
+    if cap:
+        capped = [min(n, cap) for n in lengths]
+        r.capped_batch_max_tokens_p99 = percentile(batch_maxima(capped, batch_size), 99)
+        r.capped_padding_waste_pct = waste_pct(capped, batch_size)
+        r.tokens_dropped_by_cap_pct = (1 - sum(capped) / sum(lengths)) * 100
+    return r
+
+
+def measure_cap_memory(r: LengthsResult, sopts: StepOptions) -> None:
+    """Peak memory of the model step at the uncapped p99 batch length vs the capped one."""
+    from dataperf.measure.models import load_model
+    from dataperf.measure.preflight import model_max_seq_len
+
+    sopts = replace(sopts, batch_size=r.batch_size, input="tokens")
+    longest = model_max_seq_len(load_model(sopts.model))
+    p99 = round(r.batch_max_tokens_p99)
+    if longest is not None and p99 > longest:
+        if r.capped_batch_max_tokens_p99 is None:
+            raise UserError(f"the p99 batch length {p99} is longer than --model {sopts.model} holds ({longest} "
+                            f"positions); pass --cap {longest} (or less) to measure the capped step")
+        r.notes.append(f"uncapped step not measured: the p99 batch length {p99} exceeds the model's {longest} "
+                       "positions")
+    else:
+        r.step_peak_mem_mib_uncapped = measure_step(replace(sopts, seq_len=p99)).peak_mem_mib
+    if r.capped_batch_max_tokens_p99 is not None:
+        capped = replace(sopts, seq_len=round(r.capped_batch_max_tokens_p99))
+        r.step_peak_mem_mib_capped = measure_step(capped).peak_mem_mib

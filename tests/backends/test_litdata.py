@@ -1,0 +1,21 @@
+"""The litdata backend on the tiny datasets (skipped where it is not installed)."""
+
+import pytest
+from tests.formats.backend_cases import bench_and_sweep, same_samples, trial_ok
+
+pytest.importorskip("litdata", reason="litdata not installed")
+
+
+@pytest.mark.parametrize("worker_type", [None])
+@pytest.mark.parametrize("name", ["image-webdataset", "image-files", "tokens-files"])
+def test_reads_the_same_samples_as_the_dataloader(datasets, name, worker_type):
+    same_samples(datasets[name], "litdata", worker_type)
+
+
+@pytest.mark.parametrize("worker_type", [None])
+def test_trial_records_backend_and_footprint(datasets, worker_type):
+    trial_ok(datasets["image-webdataset"], "litdata", worker_type)
+
+
+def test_bench_and_sweep(datasets, tmp_path):
+    bench_and_sweep(datasets["image-webdataset"], "litdata", tmp_path)

@@ -1,0 +1,47 @@
+from dataperf import verdict
+from dataperf.commands import _render
+from dataperf.results import LoaderConfig, LoaderResult, StepResult
+
+
+def loader(sps, workers, pf=None, cache="warm", decode=True, verified=True):
+    cfg = LoaderConfig(format="files", num_workers=workers, prefetch_factor=pf, cache=cache, decode=decode)
+    return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=sps,
+                        samples_per_s_min=sps, samples_per_s_max=sps, cache_mode=cache, cache_verified=verified)
+
+
+def test_verdict_text():
+    assert _render.verdict_text(60, 100).startswith("input-bound by 40%")
+    assert "1.50x headroom" in _render.verdict_text(150, 100)
+    assert "below the 1.2x headroom" in _render.verdict_text(110, 100)
+
+
+def test_recommendation_line_formats_each_outcome():
+    rs = [loader(90, 0), loader(130, 1, 2), loader(400, 4, 8)]
+    line = _render.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=100.0), 1.2))
+    assert line == ("recommended: files bs=32 w=1 pf=2 decode shuffled warm (backend files) feeds the model "
+                    "(130 samples/s a training epoch vs 100, 1.30x, the cheapest with 1.2x headroom; predicted fed "
+                    "100 samples/s, the model idle 0%; not confirmed fed (--confirm 2 checks it))")
+    line = _render.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2))
+    assert line.startswith("INPUT-BOUND: no config tried feeds the step rate of 1,000 samples/s; the best, "
+                           "files bs=32 w=4 pf=8 decode shuffled warm (backend files): predicted fed 400 samples/s, "
+                           "the model idle 60%")
+    rec = verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2)
+    rec.lower_bound, rec.lower_bound_why = True, "8 workers were not tried (the budget ended first)"
+    assert _render.recommendation_line(rec).startswith("NOT SETTLED: no config tried feeds")
+    assert _render.recommendation_line(rec).endswith("a lower bound, not a verdict: 8 workers were not tried (the "
+                                                    "budget ended first)")
+    line = _render.recommendation_line(verdict.recommend([loader(110, 2, 2)], StepResult(samples_per_s=100.0), 1.2))
+    assert "feeds the model" in line and "none tried has 1.2x headroom" in line
+    assert _render.recommendation_line(verdict.recommend(rs)).startswith("recommended: files bs=32 w=4 pf=8")
+    rs = [loader(1000, 8, 2, "warm"), loader(900, 4, 2, "cold", verified=False)]
+    assert _render.recommendation_line(verdict.recommend(rs)).endswith(
+        "(1 cold trial(s) not verified as cold: judged as warm)")
+    assert _render.recommendation_line(verdict.recommend([])) == "no trial succeeded; see the errors above"
+    assert "no verdict" in _render.verdict_caveats([loader(400, 4, 8, decode=False)],
+                                                  StepResult(samples_per_s=100.0))[0]
+
+
+def test_heatmap_png(tmp_path):
+    rs = [loader(100, 0), loader(200, 1, 2), loader(250, 1, 4), loader(300, 2, 2)]
+    p = _render.heatmap(rs, tmp_path / "h.png")
+    assert p.read_bytes()[:4] == b"\x89PNG"

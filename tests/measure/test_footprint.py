@@ -1,0 +1,239 @@
+"""Known answers for dataperf/footprint.py, load-proof: CPU is counted in CPU-seconds (which other load on the
+machine does not change: a busy loop on thread_time burns exactly what it is told, a sleep burns nothing),
+memory in bytes a worker allocates and touches, copy-on-read against a parent's Python objects vs a numpy array.
+Nothing here depends on how fast anything runs; waits are sleeps. The meter measures a whole process tree, so
+each scenario runs in a fresh interpreter (`fresh`): threads and children that other tests leave behind in
+pytest's process would be measured with it."""
+
+import dataclasses
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from dataperf.data import user_dataset
+from dataperf.measure.footprint import GROWTH_FLAG_MIB, MIB, Meter, memory_bytes
+from dataperf.measure.trial import TrialOptions, run_trial
+from dataperf.results import LoaderConfig
+
+FORK = mp.get_context("fork")
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")  # /proc/PID/stat counts CPU in clock ticks
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fresh(scenario: str, *args) -> dict:
+    """Run scenario(*args) of this module in a new interpreter (a process tree of its own); its result as a dict."""
+    code = (f"import json, sys; from tests import test_footprint as t; "
+            f"print(json.dumps(t.{scenario}(*{list(args)!r})))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def summary(m: Meter) -> dict:
+    """The Footprint's fields and verdicts, as plain numbers that cross the process boundary."""
+    r = m.result
+    return {**dataclasses.asdict(r), "copy_on_read": r.copy_on_read,
+            "worker_private_growth_bytes": r.worker_private_growth_bytes}
+
+
+def burn(cpu_s: float) -> None:
+    """Use cpu_s seconds of this thread's CPU, however long that takes on a busy machine."""
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < cpu_s:
+        pass
+
+
+class Costly(Dataset):
+    """Samples that each burn (or sleep) a fixed time; with alloc_mib, each worker also allocates and touches
+    that much memory at its first sample and keeps it to the end."""
+
+    def __init__(self, n: int, cost_s: float, busy: bool, alloc_mib: int = 0):
+        self.n, self.cost_s, self.busy, self.alloc_mib = n, cost_s, busy, alloc_mib
+        self.held = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if self.alloc_mib and self.held is None:
+            self.held = np.ones(self.alloc_mib * MIB, dtype=np.uint8)  # every page written: resident, private
+        burn(self.cost_s) if self.busy else time.sleep(self.cost_s)
+        return torch.tensor(i)
+
+
+def epoch(ds: Dataset, workers: int = 2, **meter) -> Meter:
+    """One whole epoch of a real DataLoader inside a Meter; its workers start and are reaped inside."""
+    with Meter(**meter) as m:
+        it = iter(DataLoader(ds, batch_size=2, num_workers=workers))
+        for _ in it:
+            pass
+        del it
+    return m
+
+
+def idle_tree() -> dict:
+    procs = [FORK.Process(target=time.sleep, args=(3,)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    with Meter(interval_s=0.01, max_duty=0.5) as m:
+        time.sleep(1.0)
+    for p in procs:
+        p.join()
+    return summary(m)
+
+
+def test_nothing_running_is_zero_cores_and_the_meter_is_not_counted():
+    r = fresh("idle_tree")
+    assert r["samples"] >= 3 and r["meter_cpu_s"] > 0  # the meter did read /proc, at a cost of its own
+    assert r["cpu_s"] == pytest.approx(0, abs=6 * TICK_S)  # tick rounding of 4 processes, read twice each
+
+
+def child_between_samples(cpu_s: float) -> dict:
+    with Meter(interval_s=60) as m:  # no sample between the first and the last: the child is never seen
+        p = FORK.Process(target=burn, args=(cpu_s,))
+        p.start()
+        p.join()
+    return summary(m)
+
+
+def test_cpu_of_a_process_that_ends_between_samples_is_counted():
+    busy, idle = fresh("child_between_samples", 0.5), fresh("child_between_samples", 0.0)
+    assert busy["samples"] == 2
+    # the fork and join cost the parent the same either way
+    assert busy["cpu_s"] - idle["cpu_s"] == pytest.approx(0.5, abs=5 * TICK_S)
+
+
+def costly_epoch(n: int, cost_s: float, busy: bool, alloc_mib: int = 0) -> dict:
+    before = memory_bytes(os.getpid())[0]
+    return {**summary(epoch(Costly(n, cost_s, busy, alloc_mib))), "main_pss_before_bytes": before}
+
+
+def test_cpu_seconds_of_busy_workers_against_sleeping_ones():
+    n, cost = 12, 0.1
+    busy, idle = fresh("costly_epoch", n, cost, True), fresh("costly_epoch", n, cost, False)
+    assert idle["cpu_s"] < 0.25 * n * cost  # start-up and batch traffic only
+    assert busy["cpu_s"] - idle["cpu_s"] == pytest.approx(n * cost, rel=0.1)
+
+
+def test_pss_peak_holds_what_each_worker_allocates():
+    r = fresh("costly_epoch", 24, 0.05, False, 96)
+    # the forked workers share the parent's pages (PSS splits them, the sum stays), and each adds its 96 MiB
+    assert r["pss_peak_bytes"] >= r["main_pss_before_bytes"] + 0.95 * 2 * 96 * MIB
+
+
+def hold(mib: int, ready, done) -> None:
+    buf = np.ones(mib * MIB, dtype=np.uint8)  # noqa: F841  (kept until told)
+    ready.set()
+    done.wait()
+
+
+def test_memory_of_one_process_counts_what_it_writes_as_private():
+    ready, done = FORK.Event(), FORK.Event()
+    p = FORK.Process(target=hold, args=(64, ready, done))
+    p.start()
+    try:
+        ready.wait()
+        pss, private, shared = memory_bytes(p.pid)
+        assert private >= 64 * MIB and pss >= 64 * MIB  # written after the fork: its own pages, wholly
+        assert shared > 0  # the pages it still shares with this process (the interpreter, torch)
+    finally:
+        done.set()
+        p.join()
+    assert memory_bytes(p.pid) is None  # gone
+
+
+N_OBJECTS = 4_000_000
+
+
+class Metadata(Dataset):
+    """Per-sample metadata built in the parent, as a Python list of floats (each read writes its refcount, so
+    the worker copies the page) or as one numpy array (reads write nothing). Sample i reads its slice."""
+
+    def __init__(self, kind: str, n: int = 64):
+        self.n = n
+        self.items = [float(i) for i in range(N_OBJECTS)] if kind == "list" else np.arange(N_OBJECTS, dtype=float)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        k = N_OBJECTS // self.n
+        s = sum(self.items[i * k:(i + 1) * k])
+        time.sleep(0.1)  # 3.2 s an epoch on 2 workers: enough samples for the meter to judge each worker
+        return torch.tensor(float(s))
+
+
+def python_list_metadata() -> Metadata:
+    return Metadata("list", n=128)  # 6.4 s: enough samples at the meter's own cadence, however loaded
+
+
+def metadata_epoch(kind: str) -> dict:
+    return summary(epoch(Metadata(kind), max_duty=0.5))  # dense samples: both workers judged however loaded
+
+
+def test_copy_on_read_flagged_for_python_objects_not_for_numpy():
+    objs, arr = fresh("metadata_epoch", "list"), fresh("metadata_epoch", "numpy")
+    assert objs["workers_seen"] == 2 and arr["workers_seen"] == 2
+    # the two workers copy the pages of the floats they read: 4M x 24 B, a third of it between the middle and
+    # the last third of their lives
+    assert objs["copy_on_read"] and objs["worker_private_growth_bytes"] > 2 * GROWTH_FLAG_MIB * MIB
+    assert objs["worker_copied_bytes"] > 2 * GROWTH_FLAG_MIB * MIB  # shared pages turned private
+    assert not arr["copy_on_read"] and abs(arr["worker_private_growth_bytes"]) < GROWTH_FLAG_MIB * MIB
+
+
+class Hoarding(Dataset):
+    """Each worker keeps 2 fresh MiB of its own per sample (as a shuffle buffer or a cache fills): private
+    memory that grows over its life without a page of the parent's being touched."""
+
+    def __init__(self, n: int = 64):
+        self.n, self.kept = n, []
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        self.kept.append(np.ones(2 * MIB, dtype=np.uint8))  # every page written: resident, private
+        time.sleep(0.1)
+        return torch.tensor(i)
+
+
+def hoarding_epoch() -> dict:
+    return summary(epoch(Hoarding(), max_duty=0.5))
+
+
+def test_memory_a_worker_allocates_itself_is_growth_but_not_copy_on_read():
+    """64 MiB a worker, about a third of it between the middle and the last third of its life (43 MiB over the
+    two): private growth past the flag's size, none of it copied from the parent (its shared pages do not fall).
+    How much of it falls between the thirds depends on when each worker starts and when its sibling exits, which
+    load moves: at 1 MiB a sample (21 MiB expected) it read 12 MiB beside two other suites and two busy loops
+    (2026-12-04), so the growth is held above the flag itself, with 5x its size allocated between the thirds."""
+    r = fresh("hoarding_epoch")
+    assert r["workers_seen"] == 2
+    assert r["worker_private_growth_bytes"] > GROWTH_FLAG_MIB * MIB
+    assert r["worker_copied_bytes"] < GROWTH_FLAG_MIB * MIB and not r["copy_on_read"]
+
+
+def list_metadata_trial() -> dict:
+    cfg = LoaderConfig(format="user-dataset", batch_size=2, num_workers=2)
+    r = run_trial(user_dataset("tests.test_footprint:python_list_metadata"), cfg,
+                  TrialOptions(repeats=1, warmup_batches=0, min_batches=3, collect=False))
+    return {k: getattr(r, k) for k in ("status", "error", "notes", "worker_private_growth_mib",
+                                       "worker_copied_mib", "cpu_cores_busy_median", "pss_mib_peak")}
+
+
+def test_trial_notes_copy_on_read_and_records_the_growth():
+    r = fresh("list_metadata_trial")
+    assert r["status"] == "ok", r["error"]
+    assert r["worker_private_growth_mib"] > GROWTH_FLAG_MIB and r["worker_copied_mib"] > GROWTH_FLAG_MIB
+    assert any(n.startswith("copy-on-read:") for n in r["notes"]), r["notes"]
+    assert r["cpu_cores_busy_median"] > 0 and r["pss_mib_peak"] > 0

@@ -1,0 +1,143 @@
+"""The package's layers, kept by a test: a module imports only its own layer or the layers below it, and no
+modules import each other in a circle (imports inside functions count: they run all the same).
+
+The order, bottom up (docs/architecture.md): errors, watchdog, results, data, backends, verdict, measure, workflows,
+commands, cli."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "dataperf"
+LAYERS = ["errors", "watchdog", "results", "data", "backends", "verdict", "measure", "workflows", "commands", "cli"]
+TOP = {"__init__": 0, "__main__": len(LAYERS)}  # the package marker sits below all; `python -m` above all
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(PKG.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the package, except the watch hook (it runs inside the user's job, imports nothing of
+    dataperf, and is not a package)."""
+    return {module_name(p): p for p in PKG.rglob("*.py") if "hook" not in p.parts}
+
+
+def imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The package modules `path` imports, at module level or inside a function."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([base] if base else []))
+            # `from pkg import sub` imports the module sub; `from pkg.mod import name` the module pkg.mod
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports(path, name, set(mods)) for name, path in mods.items()}
+
+
+def layer(name: str) -> int:
+    parts = name.split(".")
+    if len(parts) == 1:
+        return 0
+    top = parts[1]
+    if top in TOP:
+        return TOP[top]
+    if top not in LAYERS:
+        raise AssertionError(f"{name} is in no layer: put it in one of {LAYERS} (docs/architecture.md)")
+    return LAYERS.index(top)
+
+
+def test_every_module_is_in_a_layer():
+    for name in modules():
+        layer(name)
+
+
+def test_no_import_runs_up_a_layer():
+    up = sorted(f"{a} -> {b}" for a, deps in graph().items() for b in deps
+                if layer(b) > layer(a) and b != "dataperf")
+    assert not up, "imports that run up a layer:\n" + "\n".join(up)
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    assert not cycles(graph()), cycles(graph())
+
+
+@pytest.mark.parametrize("g, circles", [
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [["a", "b", "c"]]),
+    ({"a": {"b"}, "b": set()}, []),
+])
+def test_the_circle_finder_finds_a_circle(g, circles):
+    """The check itself, on graphs whose answer is known: a test that cannot fail would keep nothing."""
+    assert cycles(g) == circles
+
+
+def test_an_upward_import_is_caught(tmp_path, monkeypatch):
+    """A measure module importing a workflow is reported (a copy of the rule run on a made-up package)."""
+    pkg = tmp_path / "dataperf"
+    (pkg / "measure").mkdir(parents=True)
+    (pkg / "workflows").mkdir()
+    for f in ("__init__.py", "measure/__init__.py", "workflows/__init__.py", "workflows/sweep.py"):
+        (pkg / f).write_text("")
+    (pkg / "measure" / "trial.py").write_text("def f():\n    from dataperf.workflows import sweep\n")
+    monkeypatch.setattr(__import__(__name__), "PKG", pkg)
+    with pytest.raises(AssertionError, match="dataperf.measure.trial -> dataperf.workflows.sweep"):
+        test_no_import_runs_up_a_layer()

@@ -1,0 +1,530 @@
+import json
+import time
+from dataclasses import asdict, replace
+
+import pytest
+from click.testing import CliRunner
+
+from dataperf import data as sources
+from dataperf import results as records
+from dataperf.cli import cli
+from dataperf.errors import UserError
+from dataperf.measure import limits
+from dataperf.measure.limits import LimitsOptions
+from dataperf.measure.step import StepOptions
+from dataperf.measure.trial import TrialOptions
+from dataperf.results import LoaderConfig, LoaderResult, StepResult
+from dataperf.workflows import sweep as sw
+
+
+def test_grid_skips_prefetch_without_workers():
+    g = sw.Grid(num_workers=[0, 2], prefetch_factor=[2, 4], batch_size=[8, 16], cache=["warm", "cold"])
+    cfgs = list(g.configs("files"))
+    assert len(cfgs) == 2 * 2 * (1 + 2)
+    assert all(c.prefetch_factor is None for c in cfgs if c.num_workers == 0)
+    assert {c.prefetch_factor for c in cfgs if c.num_workers == 2} == {2, 4}
+    assert len({c.key() for c in cfgs}) == len(cfgs)
+
+
+def test_default_workers_are_spread_up_to_the_cores_and_capped_by_the_data(monkeypatch, datasets):
+    from dataperf.measure import trial as runner
+
+    assert runner.worker_ladder(4) == [0, 1, 2, 3, 4] and runner.worker_ladder(10) == [0, 1, 2, 3, 4, 6, 8, 10]
+    monkeypatch.setattr(runner, "cores", lambda: 16)
+    assert runner.worker_ladder() == [0, 1, 2, 3, 4, 6, 8, 12, 16] == sw.Grid().num_workers
+    # 96 samples at batch 8 are 12 batches: 4 workers can each get 3 of them, 5 cannot
+    data = sources.as_data(datasets["image-files"])
+    assert runner.worker_cap(data, 8) == 4 and runner.worker_ladder(cap=runner.worker_cap(data, 8)) == [0, 1, 2, 3, 4]
+    wds = sources.as_data(datasets["image-webdataset"])
+    assert runner.worker_cap(wds, 1) == len(wds.files)  # one shard at least each
+
+
+@pytest.mark.parametrize("suffix,text", [
+    (".toml", 'num_workers = [0, 1]\nprefetch_factor = [2]\nbatch_size = 8\nrepeats = 4\n'),
+    (".yaml", "num_workers: [0, 1]\nprefetch_factor: [2]\nbatch_size: 8\nrepeats: 4\n"),
+])
+def test_config_files(tmp_path, suffix, text):
+    p = tmp_path / f"s{suffix}"
+    p.write_text(text)
+    grid, trial = sw.load_grid_file(p)
+    assert grid.num_workers == [0, 1] and grid.batch_size == [8] and trial == {"repeats": 4}
+
+
+def test_config_file_unknown_key(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text("num_wrokers = [1]\n")
+    with pytest.raises(UserError, match="num_wrokers"):
+        sw.load_grid_file(p)
+
+
+ARGS = ["--num-workers", "0,1", "--prefetch-factor", "2", "--batch-size", "8", "--no-collect",
+        "--repeats", "3", "--min-batches", "3", "--warmup-batches", "1"]
+
+
+def test_sweep_cli_writes_records_table_plot_and_recommendation(tmp_path, datasets):
+    out = tmp_path / "res" / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--decode", "--image-size", "32",
+                                 "--out", str(out), *ARGS])
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["kind"] for x in lines] == ["loader", "loader", "decision"] and all(x["status"] == "ok" for x in lines)
+    lines = lines[:2]
+    assert all(x["samples_per_s_median"] > 0 for x in lines)
+    assert out.with_suffix(".png").stat().st_size > 1000
+    assert "recommended:" in r.output and "loader trials" in r.output
+
+
+@pytest.mark.parametrize("data", ["image-files", "image-webdataset"])
+def test_sweep_refuses_to_clobber_and_resume_skips_finished(tmp_path, datasets, data):
+    """A WebDataset sweep with default options records the shuffle buffer it filled in: resume still matches
+    (reliability N1: every resume re-measured every WebDataset trial)."""
+    out = tmp_path / "s.jsonl"
+    base = ["sweep", str(datasets[data]), "--out", str(out), *ARGS]
+    assert CliRunner().invoke(cli, base).exit_code == 0
+    r = CliRunner().invoke(cli, base)
+    assert r.exit_code == 2 and "--resume" in r.output
+    r = CliRunner().invoke(cli, [*base, "--resume"])
+    assert r.exit_code == 0 and "(0 new trials)" in r.output
+    assert sum(1 for r in records.load(out) if isinstance(r, LoaderResult)) == 2
+
+
+def interrupt_on_trial(monkeypatch, n: int):
+    """Make the sweep's n-th trial raise KeyboardInterrupt (Ctrl-C); returns the real run_trial."""
+    real = sw.run_trial
+    calls = []
+
+    def interrupted(data, cfg, opts):
+        calls.append(cfg)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+        return real(data, cfg, opts)
+
+    monkeypatch.setattr(sw, "run_trial", interrupted)
+    return real
+
+
+def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch):
+    out = tmp_path / "s.jsonl"
+    grid = sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8])
+    trials = sw.plan([datasets["image-files"]], grid)
+    real = interrupt_on_trial(monkeypatch, 3)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+    with pytest.raises(KeyboardInterrupt):
+        sw.run_sweep(trials, opts, out)
+    assert len(records.load(out)) == 2
+    monkeypatch.setattr(sw, "run_trial", real)
+    done = sw.finished_ids(out)
+    run = sw.run_sweep(trials, opts, out, skip=done)
+    new = run.results
+    assert run.not_started == 0 and len(new) == 1 and new[0].config["num_workers"] == 2
+    assert len(records.load(out)) == 3
+
+
+def test_failed_trial_does_not_stop_the_sweep(tmp_path, datasets):
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--format", "auto,webdataset",
+                                 "--out", str(out), *ARGS])
+    assert r.exit_code == 0, r.output
+    recs = [x for x in records.load(out) if isinstance(x, LoaderResult)]
+    assert sum(x.status == "ok" for x in recs) == 2
+    assert sum(x.status == "failed" for x in recs) == 2
+    assert "use --format files" in r.output
+
+
+def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
+    out = tmp_path / "s.jsonl"
+    interrupt_on_trial(monkeypatch, 2)
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), *ARGS])
+    assert r.exit_code == 130
+    assert "1 finished trials are kept" in r.output and "--resume" in r.output
+    assert len(records.load(out)) == 1
+
+
+FAST_OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
+FAST_LIMITS = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
+
+
+def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
+    """sweep.run without click: the records it appends, the step it measures (first: a model that cannot run
+    fails before the grid), what a resume skips."""
+    out = tmp_path / "s.jsonl"
+    grid = sw.Grid(num_workers=[0, 1], prefetch_factor=[2], batch_size=[8], decode=[True], image_size=16)
+    trials = sw.plan([datasets["image-files"]], grid)
+    sopts = StepOptions(model="tiny_models:tiny", batch_size=8, image_size=16, steps=2, repeats=1, warmup=1)
+    seen = []
+    outcome = sw.run(trials, FAST_OPTS, out, step=sopts, on_result=seen.append, lopts=FAST_LIMITS)
+    assert not outcome.interrupted and not outcome.all_failed and len(outcome.results) == len(seen) == 2
+    assert outcome.step.status == "ok" and outcome.step.model == "tiny_models:tiny"
+    assert [r.kind for r in outcome.records] == ["step", "loader", "loader", "limits"]
+    rec = outcome.recommendation
+    assert outcome.decision.config == asdict(rec.pick_config) and records.load(out)[-1].kind == "decision"
+    assert outcome.limits.config_key == (rec.pick or rec.best).config_key and rec.limits.kind == "limits"
+    assert rec.binding_limit == outcome.limits.binding_limit != ""
+    with pytest.raises(UserError, match="--resume"):
+        sw.run(trials, FAST_OPTS, out)
+    again = sw.run(trials, FAST_OPTS, out, resume=True, on_result=seen.append)
+    assert again.results == [] and seen[2:] == [None, None] and again.step is None
+    assert len(again.records) == 5  # the old trials, step, limits and decision, reloaded from --out
+    fresh = sw.run(trials[:1], FAST_OPTS, out, overwrite=True)
+    assert len(fresh.results) == 1 and [r.kind for r in records.load(out)] == ["loader", "decision"]
+
+
+def test_run_on_ctrl_c_says_how_many_trials_are_kept(tmp_path, datasets, monkeypatch):
+    out = tmp_path / "s.jsonl"
+    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8]))
+    interrupt_on_trial(monkeypatch, 3)
+    outcome = sw.run(trials, FAST_OPTS, out)
+    assert outcome.interrupted and outcome.kept == 2 and len(records.load(out)) == 2
+    assert outcome.records == []  # nothing to report: the command says how to resume instead
+
+
+def test_every_failed_trial_is_all_failed():
+    ok, bad = LoaderResult(), LoaderResult(status="failed")
+    assert sw.SweepOutcome(results=[bad, bad]).all_failed
+    assert not sw.SweepOutcome(results=[ok, bad]).all_failed and not sw.SweepOutcome().all_failed
+
+
+def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread):
+    """Samples of 10 ms (100 samples/s a worker), a model of 8 samples per 50 ms step (160 samples/s): w=4 and
+    w=8 feed it, w=1 does not (fewer than K=3 feed, so the 3 fastest are fed). Fed, w=1 runs at its own
+    100 samples/s with the model idle most of the rest (1 - 100/160 = 37.5% at the step's own 50 ms, less as a
+    loaded machine stretches the step), w=4 and w=8 at the model's rate with it barely idle; the pick is one
+    of those two, and its binding limit is the model."""
+    from agreement_cases import SAMPLE_S
+    from tiny_models import Sleepy
+
+    b = 8
+    data = sources.user_dataset("agreement_cases:endless")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
+                   decode=[True], image_size=8, persistent_workers=[True])
+    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
+    out = tmp_path / "s.jsonl"
+    outcome = sw.run(sw.plan([data], grid), opts, out, step=sopts, lopts=FAST_LIMITS,
+                     confirm_opts=sw.ConfirmOptions(3, rounds=2, steps=6, repeats=3, warmup=3))
+    model = b / Sleepy.STEP_S
+    runs = outcome.confirmations
+    assert [r.confirm_round for r in runs] == [1, 1, 1, 2, 2, 2]
+    order = [r.config["num_workers"] for r in runs]
+    # the cheapest predicted to feed, then the fastest predicted, interleaved A B C, C B A
+    assert order[:3] == [4, 8, 1] and order[3:] == [1, 8, 4]
+    rec = outcome.recommendation
+    assert rec.confirmed and rec.pick.config["num_workers"] in (4, 8)
+    by = {f.trial.config["num_workers"]: f for f in rec.fed}
+    assert 0.75 / SAMPLE_S <= by[1].samples_per_s <= 1.02 / SAMPLE_S  # a sleep only overruns
+    assert 0.15 < by[1].stall_fraction <= 1 - 1 / SAMPLE_S / model + 0.05
+    for w in (4, 8):
+        assert by[w].samples_per_s > 1.2 * by[1].samples_per_s and by[w].stall_fraction < 0.15
+    assert all(f.effects == [] for f in rec.fed) and rec.effects == []
+    assert rec.fed_samples_per_s == by[rec.pick.config["num_workers"]].samples_per_s
+    assert rec.binding_limit == "model" and outcome.limits.config_key == rec.pick.config_key
+    # the saved file gives the same verdict, with the fed table and the limits table
+    r = CliRunner().invoke(cli, ["report", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "confirmed end to end" in r.output and "model (binding)" in r.output
+
+
+def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
+    """8 workers burning 20 ms of CPU a sample (agreement_cases:spinning) against a model of no cost: CPU decode
+    binds at usable cores / 20 ms, whatever the load (CPU time does not shrink; the 8 workers' ceiling would
+    need each sample stretched 8 times to come under it)."""
+    from agreement_cases import SPIN_CPU_S
+
+    data = sources.user_dataset("agreement_cases:spinning")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
+                   image_size=8, persistent_workers=[True])
+    sopts = StepOptions(model="tiny_models:tiny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
+    outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS)
+    rec = outcome.recommendation
+    assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limits.rows(outcome.limits)
+    assert outcome.limits.decode_cpu_ms_per_sample >= SPIN_CPU_S * 1000
+
+
+def test_confirm_names_a_training_process_starved_of_cpu(tmp_path, one_thread):
+    """8 workers burning 100 ms of CPU a sample (agreement_cases:heavy) feeding a step that burns 30 ms: the
+    workers stay far slower than the step, so they never wait on a full queue, and fed they take the cores from
+    the step for all of its length: its host time is well over its slowest time alone (8 workers outnumber
+    the cores many times over, load or not), named as shared CPU in every fed run."""
+    data = sources.user_dataset("agreement_cases:heavy")
+    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[1], batch_size=[4], decode=[True],
+                   image_size=8, persistent_workers=[True])
+    sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
+    opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
+    outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS,
+                     confirm_opts=sw.ConfirmOptions(1, rounds=2, steps=4, repeats=2, warmup=3))
+    rec = outcome.recommendation
+    assert rec.confirmed and rec.fed[0].effects == ["shared_cpu"], [r.notes for r in outcome.confirmations]
+    for run in outcome.confirmations:
+        assert run.step_host_ms_median > 1.25 * outcome.step.step_ms_max
+        assert any(n.startswith("effect: shared CPU: fed, the train step took") for n in run.notes)
+
+
+def test_confirm_needs_a_model_and_a_count(tmp_path, datasets):
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--confirm", "2", "--out",
+                                 str(tmp_path / "s.jsonl")])
+    assert r.exit_code == 2 and r.output.startswith("error: --confirm 2 feeds a model: give --model too")
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--model", "cnn-small", "--confirm", "-1",
+                                 "--out", str(tmp_path / "s.jsonl")])
+    assert r.exit_code == 2 and r.output.startswith("error: --confirm takes a count")
+
+
+def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
+    """96 samples at 10 ms each, 2 whole-epoch repeats: every trial takes at least 1.9 s, so with 1 s for the
+    grid the first trial runs (one always does), the other three are not started and no spare runs; with no
+    limit a spare trial (one the budget cut) runs after the plan's. Load only makes trials slower, which cannot
+    change either answer."""
+    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 12, 16, 24]))
+    opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None,
+                        sample_cost_s=0.01, footprint=False)
+    run = sw.run_sweep(trials, opts, tmp_path / "a.jsonl", grid_s=1.0, spare=trials[1:])
+    assert len(run.results) == 1 and run.not_started == 3 and run.added == 0
+    assert run.results[0].config["batch_size"] == 8 and len(records.load(tmp_path / "a.jsonl")) == 1
+    run = sw.run_sweep(trials[:1], opts, tmp_path / "b.jsonl", grid_s=1e9, spare=trials[1:2])
+    assert len(run.results) == 2 and run.not_started == 0 and run.added == 1  # time was left: the spare ran
+
+
+def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
+    """Under torchrun every rank must run the same trials (they meet at barriers): rank 0's clock decides."""
+    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 16]))
+    opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None,
+                        sample_cost_s=0.01, footprint=False)
+    asked = []
+
+    def gather(obj):  # rank 0 (not late) and this rank; a trial's own gathers see this rank alone
+        if isinstance(obj, bool):
+            asked.append(obj)
+            return [False, obj]
+        return [obj]
+
+    rank0_goes_on = TrialOptions(**{**opts.__dict__, "gather": gather})
+    run = sw.run_sweep(trials, rank0_goes_on, None, grid_s=1.0)
+    assert asked == [True] and len(run.results) == 2 and run.not_started == 0
+
+
+def small_sweep(data, out, *extra):
+    """`dataperf sweep` over workers 0 and 1 at batch 8 with 1 s repeats, no collectors, plus extra options."""
+    return CliRunner().invoke(cli, ["sweep", str(data), "--out", str(out), "--num-workers", "0,1", "--batch-size", "8",
+                                    "--no-collect", "--min-batches", "3", "--warmup-batches", "1", "--repeat-seconds",
+                                    "1", *extra])
+
+
+def test_sweep_states_its_plan_and_what_the_budget_cut(tmp_path, datasets):
+    out = tmp_path / "s.jsonl"
+    r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2,4", "--repeats", "5", "--budget", "20s")
+    assert r.exit_code == 0, r.output
+    # 3 trials x (5 x 1 s + 5 s) = 30 s > 20 s: repeats 5 -> 3 leaves 24 s, prefetch 4 goes: 2 trials, 16 s
+    assert "plan: 2 trials, 3 x 1 s repeats: about 16 s" in r.output and "budget 20 s" in r.output
+    assert "budget: repeats 5 -> 3" in r.output and "budget: prefetch factor: [2, 4] -> [2] (1 trials)" in r.output
+    assert "took " in r.output and "(planned 16 s)" in r.output
+    # the cut prefetch-4 trial runs after all only when the two planned ones left time for it, and says so
+    ran = {json.loads(x)["config"].get("prefetch_factor") for x in out.read_text().splitlines()}
+    late = "1 of the 1 trials the budget cut were run after all" in r.output or "had left out ran" in r.output
+    assert ran == ({None, 2, 4} if late else {None, 2})
+
+
+@pytest.mark.parametrize("text", ["soon", "0", "-5m", "10 minutes"])
+def test_a_budget_that_is_no_duration_is_one_error_line(tmp_path, datasets, text):
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(tmp_path / "s.jsonl"),
+                                 "--budget", text])
+    assert r.exit_code == 2 and r.output.count("error:") == 1 and "--budget" in r.output, r.output
+
+
+def test_a_budget_measures_the_step_first_and_cuts_the_fed_runs_that_no_longer_fit(tmp_path, datasets):
+    """--budget 1s with a model and --confirm 2: the step is measured before the grid, one trial runs (the plan
+    keeps one, and the trial the plan cut is not run: no time is left), so one config is a candidate, and its
+    fed runs are cut, said in one line, because the limits' share alone (budget.LIMITS_GUESS_S) exceeds the
+    whole budget; the limits are left out too, and said. Load only makes every part slower, which cannot change
+    any of this."""
+    out = tmp_path / "s.jsonl"
+    r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2", "--repeats", "3", "--model",
+                    "tiny_models:tiny", "--image-size", "16", "--confirm", "2", "--budget", "1s")
+    assert r.exit_code == 0, r.output
+    assert [x.kind for x in records.load(out)] == ["step", "loader", "decision"]
+    # the one trial and its persistent-workers variant (its start-up is over 5% of the 96-sample epoch)
+    assert "budget: confirm: 2 configs x 2 rounds -> none: the shortest fed run (about" in r.output, r.output
+    assert "does not fit the 0 s left" in r.output and "budget: limits: not measured, no time left" in r.output
+
+
+def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, datasets, monkeypatch):
+    """--nproc hands its ranks the monotonic time the command started (one host, one clock): a rank that starts
+    late still owes its verdict budget seconds after the command. Here the command "started" 1,199 s before a
+    --budget 20m sweep, so after its first trial no time is left for the second (load cannot add time)."""
+    from dataperf.cli import BUDGET_START_ENV
+
+    monkeypatch.setenv(BUDGET_START_ENV, repr(time.monotonic() - 1199))
+    out = tmp_path / "s.jsonl"
+    r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2", "--repeats", "3", "--budget", "20m")
+    assert r.exit_code == 0, r.output
+    assert [x.kind for x in records.load(out)] == ["loader", "decision"] and "1 trials not started" in r.output, \
+        r.output
+
+
+def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(tmp_path, monkeypatch):
+    """A known answer on 2 cores: samples of 50 ms (paced: 20 samples/s a worker) and a step of 4 samples every
+    100 ms (40 samples/s). The ladder ends at the cores, 2 workers, which give the model's rate with no headroom:
+    the best is at the top and does not feed, so the sweep tries 3 (the count that would feed with the 1.2x
+    headroom at 20 samples/s a worker), which feeds (60 samples/s). The fed pick runs near 40 samples/s and the
+    verdict says it feeds; before, it stopped at the ladder's top and called this input-bound."""
+    from dataperf.measure import trial as runner
+
+    monkeypatch.setenv("PACED_T", "0.05")
+    monkeypatch.setenv("PACED_STEP_S", "0.1")
+    monkeypatch.setenv("PACED_N", "100000")
+    monkeypatch.setattr(runner, "cores", lambda: 2)
+    out = tmp_path / "s.jsonl"
+    r = CliRunner().invoke(cli, ["sweep", "--dataset", "paced:sleep_map", "--model", "paced:fixed_step_model",
+                                 "--input", "image", "--batch-size", "4", "--image-size", "8", "--prefetch-factor", "2",
+                                 "--repeats", "3", "--repeat-seconds", "1", "--min-batches", "3", "--no-collect",
+                                 "--budget", "none", "--confirm-steps", "8", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    recs = records.load(out)
+    workers = [x.config["num_workers"] for x in recs if isinstance(x, LoaderResult)]
+    assert workers == [0, 1, 2, 3], workers
+    d = recs[-1]
+    assert d.kind == "decision" and d.confirmed and d.config["num_workers"] in (2, 3), d.answer
+    assert d.fed_samples_per_s >= 0.85 * 40 and "past the ladder, 3 workers were tried" in r.output
+    assert "answer: DataLoader(dataset, batch_size=4" in r.output
+
+
+def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
+    """96 samples at batch 8 give 4 workers 3 batches each: past a best at 2 workers that does not feed, the jump
+    (to 4x) is clamped to 4, the data's most, rather than given up (the H200's 16,000 images at batch 256 stopped
+    at 16 with 'at most 20')."""
+    data = sources.as_data(datasets["image-files"])
+    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
+                     training_samples_per_s=100.0)
+    slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
+                        training_samples_per_s=50.0)
+    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    assert nxt is not None and nxt[1].num_workers == 4 and why == ""
+    t.config = {**cfg.__dict__, "num_workers": 4}
+    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    assert nxt is None and "cannot each get 3 batches" in why and "(at most 4)" in why
+
+
+def test_the_edge_is_settled_when_the_best_kept_every_core_busy(datasets):
+    """A best at the top of the ladder that does not feed the model, whose workers kept 1.9 of 2 cores busy:
+    more workers would share the same cores, so nothing is tried past it and the answer is settled; at 1.2 cores
+    busy, the next count is tried."""
+    data = sources.as_data(datasets["image-files"])
+    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    env = {"cpu_count": 2}
+    t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
+                     training_samples_per_s=100.0, cpu_cores_busy_median=1.9, env=env)
+    slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
+                        training_samples_per_s=50.0, env=env)
+    assert sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2) == (None, "")
+    t.cpu_cores_busy_median = 1.2
+    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    assert nxt is not None and nxt[1].num_workers == 4 and why == ""
+
+
+def test_a_plateau_at_the_top_of_the_ladder_is_settled_with_a_model(datasets):
+    """The H200 (2026-12-04): 20 workers' training rate 1,904 samples/s against 16's 1,903, neither feeding a
+    2,200 samples/s model: more workers stopped paying, so the answer is settled there (it said "NOT SETTLED:
+    32 workers cannot each get 3 batches"); a top that still gains 5% on the count below is extended."""
+    data = sources.as_data(datasets["image-files"])
+    cfg = LoaderConfig(format="files", batch_size=2, num_workers=4, prefetch_factor=2, decode=True).explicit()
+    top = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=1904.0,
+                       training_samples_per_s=1904.0, steady_valid=True)
+    below = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 2}, samples_per_s_median=1903.0,
+                         training_samples_per_s=1903.0, steady_valid=True)
+    step = StepResult(samples_per_s=2200.0)
+    assert sw.edge_trial([top, below], [(data, cfg)], step, 1.2) == (None, "")
+    below.training_samples_per_s = below.samples_per_s_median = 1456.0
+    nxt, why = sw.edge_trial([top, below], [(data, cfg)], step, 1.2)
+    assert nxt is not None and nxt[1].num_workers > 4 and why == ""
+
+
+def test_confirm_feeds_the_cheapest_of_predictions_that_tie_first(datasets):
+    """Predictions within 5% of the fastest are a tie: under a budget that feeds one config, the cheaper is fed
+    (the H200: 20 workers predicted 1% above 16 were fed alone and fed 9% less than 16)."""
+    from dataperf import verdict
+
+    data = sources.as_data(datasets["image-files"])
+    base = LoaderConfig(format="files", batch_size=8, prefetch_factor=2, decode=True)
+    trials = []
+    for w, rate in ((12, 1456.0), (16, 1903.0), (20, 1922.0)):
+        c = replace(base, num_workers=w).explicit()
+        trials.append(LoaderResult(data=data.spec, config=c.__dict__, config_key=c.key(), samples_per_s_median=rate,
+                                   training_samples_per_s=rate, steady_valid=True))
+    step = StepResult(samples_per_s=2200.0)
+    assert [r.config["num_workers"] for r in verdict.by_prediction(trials, step)] == [20, 16, 12]
+    assert [r.config["num_workers"] for r in verdict.confirm_candidates(trials, step, 1.2, 1)] == [16]
+    assert [r.config["num_workers"] for r in verdict.confirm_candidates(trials, step, 1.2, 3)] == [16, 20, 12]
+
+
+def test_a_fed_best_below_the_largest_count_tried_is_settled(datasets):
+    """Predicted, 1 worker beats 0 and does not feed: the edge is 1 and the answer a lower bound. Fed, 0 workers
+    beat 1 (CI's 2 cores: 517 against 231 samples/s, the workers took the model's CPU): more workers fed less,
+    so the verdict is settled, not a lower bound."""
+    from dataperf import verdict
+    from dataperf.results import E2EResult
+
+    data = sources.as_data(datasets["image-files"])
+    base = LoaderConfig(format="files", batch_size=8, num_workers=0, decode=True).explicit()
+    w0 = LoaderResult(data=data.spec, config=base.__dict__, config_key=base.key(), samples_per_s_median=300.0,
+                      training_samples_per_s=300.0, steady_valid=True)
+    c1 = replace(base, num_workers=1, prefetch_factor=2)
+    w1 = LoaderResult(data=data.spec, config=c1.__dict__, config_key=c1.key(), samples_per_s_median=600.0,
+                      training_samples_per_s=600.0, steady_valid=True)
+    step = StepResult(samples_per_s=1000.0)
+    trials = [(data, base), (data, c1)]
+    rec = verdict.recommend([w0, w1], step, 1.2)
+    assert "try 2 and more" in sw.lower_bound([w0, w1], trials, step, 1.2, False, rec)
+    runs = [E2EResult(data=data.spec, config=t.config, config_key=t.config_key, samples_per_s=sps,
+                      data_stall_fraction=stall, confirm_round=k, batch_size=8, steps_per_repeat=20, repeats=3)
+            for t, sps, stall in [(w0, 517.0, 0.2), (w1, 231.0, 0.3)] for k in (1, 2)]
+    rec = verdict.recommend([w0, w1, *runs], step, 1.2)
+    assert rec.confirmed and rec.input_bound and rec.pick.config["num_workers"] == 0
+    assert sw.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec) == ""
+    runs = [replace(r, samples_per_s=900.0 - r.samples_per_s) for r in runs]  # fed, 1 worker is best: the edge
+    rec = verdict.recommend([w0, w1, *runs], step, 1.2)
+    assert rec.pick.config["num_workers"] == 1
+    assert "try 2 and more" in sw.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec)
+
+
+def test_on_cuda_the_pinned_variant_is_fed_first(datasets, tmp_path, monkeypatch):
+    """Where the budget leaves one fed config, it is the pinned one a GPU script runs."""
+    data = sources.as_data(datasets["image-files"])
+    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
+                     training_samples_per_s=100.0, startup_s_median=0.0)
+    fed = []
+    monkeypatch.setattr("dataperf.workflows.e2e.run_e2e", lambda d, c, *a, **k: fed.append(c) or (_ for _ in ()).throw(
+        RuntimeError("not run here")))
+    sw.confirm([t], StepResult(samples_per_s=50.0, batch_size=8, device="cuda"),
+               StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8), 1.2, sw.ConfirmOptions(1, rounds=1),
+               {data.spec: data}, TrialOptions(), tmp_path / "c.jsonl")
+    assert [c.pin_memory for c in fed] == [True, False]
+
+
+def test_a_budget_counts_from_the_process_start():
+    import psutil
+
+    from dataperf.cli import process_start
+
+    started = process_start()
+    assert started <= time.monotonic() - (time.time() - psutil.Process().create_time()) + 0.5
+    assert time.monotonic() - started >= time.time() - psutil.Process().create_time() - 0.5
+
+
+def test_a_worker_count_past_the_ladder_starts_only_with_the_fill_margin_left(monkeypatch, tmp_path):
+    """The H200: 20 workers started with the budget's last seconds, ran past the deadline and became a failed
+    record (so the answer stayed a lower bound). The edge trial, like _fill's, needs FILL_MARGIN x its expected
+    length left; trial time and the trial itself are stand-ins here (nothing timed)."""
+    cfg = LoaderConfig(num_workers=20)
+    ran: list[LoaderConfig] = []
+    monkeypatch.setattr(sw, "edge_trial", lambda *a, **k: ((None, cfg), "") if not ran else (None, ""))
+    monkeypatch.setattr(sw.budget, "trial_seconds", lambda *a, **k: 100.0)
+    monkeypatch.setattr(sw, "run_trial", lambda d, c, o: ran.append(c) or LoaderResult(config=asdict(c),
+                                                                                        config_key=c.key()))
+    out = tmp_path / "r.jsonl"
+    out.touch()
+    outcome = sw.SweepOutcome()
+    sw._extend(outcome, [], TrialOptions(), out, 1.2, None, time.monotonic() + 0.99 * sw.FILL_MARGIN * 100, 0.0)
+    assert ran == [] and outcome.extended == []
+    sw._extend(outcome, [], TrialOptions(), out, 1.2, None, time.monotonic() + 1.2 * sw.FILL_MARGIN * 100, 0.0)
+    assert ran == [cfg] and outcome.extended == [20]

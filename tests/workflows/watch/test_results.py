@@ -1,0 +1,37 @@
+"""dataperf/watch/results.py's figures from the hook's lines, on hand-made logs whose answer is set in advance
+(nothing timed: the hook's own timing is tested on real jobs in test_watch.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dataperf.workflows.watch.launch import Watched
+from dataperf.workflows.watch.results import ProcLog, _one
+
+BS, STEPS = 256, 20
+GPU_BUSY_MS, CPU_LAUNCH_MS, WAIT_MS = 120.0, 40.0, 300.0
+
+
+def cuda_job_waiting_on_data() -> ProcLog:
+    """A CUDA job as the H200 showed it: each step waits 300 ms for data, the CPU queues the step's kernels in
+    40 ms, and the GPU runs them in 120 ms, inside the next wait (the CUDA events see it, step - wait does not)."""
+    steps = [{"t": "step", "n": i + 1, "step_ms": WAIT_MS + CPU_LAUNCH_MS, "wait_ms": WAIT_MS, "samples": BS}
+             for i in range(STEPS)]
+    cuda = [{"t": "cuda", "n": i + 1, "busy_ms": GPU_BUSY_MS, **({"wall_ms": WAIT_MS + CPU_LAUNCH_MS} if i else {})}
+            for i in range(STEPS)]
+    return ProcLog(start={"pid": 1}, steps=steps, cuda=cuda)
+
+
+def test_on_cuda_the_models_rate_is_the_gpus_busy_time_not_the_cpus_side():
+    r = _one(cuda_job_waiting_on_data(), ["python", "train.py"], "train", Watched(exit_code=0, hook_dir=None), 16)
+    assert r.samples_per_s == pytest.approx(BS / ((WAIT_MS + CPU_LAUNCH_MS) / 1000))
+    assert r.model_samples_per_s == pytest.approx(BS / (GPU_BUSY_MS / 1000))  # 2,133, not the launch's 6,400
+    assert r.gpu_idle_fraction == pytest.approx(1 - GPU_BUSY_MS / (WAIT_MS + CPU_LAUNCH_MS))
+
+
+def test_without_cuda_events_the_models_rate_is_step_minus_wait():
+    log = cuda_job_waiting_on_data()
+    log.cuda = []
+    r = _one(log, ["python", "train.py"], "train", Watched(exit_code=0, hook_dir=None), 16)
+    assert r.model_samples_per_s == pytest.approx(BS / (CPU_LAUNCH_MS / 1000))
+    assert r.gpu_idle_fraction is None
