@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataperf.results.config import (
     BUFFER_FORMATS,
     DEFAULT_SHUFFLE_BUFFER,
-    ONE_STREAM,
     TORCH_PREFETCH_FACTOR,
     LoaderConfig,
 )
@@ -58,7 +57,6 @@ __all__ = [
     "LoaderResult",
     "MIB",
     "MemoryResult",
-    "ONE_STREAM",
     "ProfileResult",
     "RECORD_TYPES",
     "Record",

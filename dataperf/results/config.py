@@ -11,8 +11,6 @@ TORCH_PREFETCH_FACTOR = 2  # what torch's DataLoader prefetches per worker when 
 # samples in each webdataset worker's shuffle buffer (webdataset's own `.shuffle(1000)`), and DALI's initial_fill
 DEFAULT_SHUFFLE_BUFFER = 1000
 BUFFER_FORMATS = ("webdataset", "dali")  # formats whose sample shuffle is a buffer (the rest: a full permutation)
-# backends whose batches come out of one stream (worker -1): no per-worker ids, so no active-worker count
-ONE_STREAM = ("dali", "spdl", "torchdata")
 
 
 @dataclass
