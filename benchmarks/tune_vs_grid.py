@@ -38,7 +38,7 @@ from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.data.manifest import MANIFEST, read_manifest
 from dataperf.measure.trial import TrialOptions, run_trial, worker_ladder
 from dataperf.results import LoaderConfig, LoaderResult
-from dataperf.workflows.sweep import Grid, plan, run_sweep
+from dataperf.workflows.sweep import Grid, plan, run_grid
 from dataperf.workflows.tune import Tuner
 
 GOAL_QUALITY, GOAL_COST = 0.95, 0.30
@@ -96,7 +96,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
             show("grid", r)
     else:
         t0 = time.perf_counter()
-        results = [r for r in run_sweep(trials, opts, a.out / "grid.jsonl",
+        results = [r for r in run_grid(trials, opts, a.out / "grid.jsonl",
                                         on_result=lambda r: show("grid", r)).results if r.status == "ok"]
         grid_s = time.perf_counter() - t0
     if not results:

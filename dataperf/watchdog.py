@@ -5,7 +5,7 @@ main thread waiting for a batch forever; torch's own `timeout=` covers only proc
 the main thread's next(). So a thread of ours watches the time since the last batch (and the trial's
 deadline, set by `sweep --budget`) and, past it, interrupts the main thread (SIGUSR1 to that thread, whose
 handler raises a TrialError there): that works the same for process workers, thread workers and the main
-process. The runner shuts the workers down as the error passes (runner.time_epoch).
+process. The runner shuts the workers down as the error passes (trial.time_repeat).
 
 The same guard keeps a Ctrl-C: Python drops an exception raised in an at-fork hook, and a SIGINT landing while
 DataLoader workers fork raised its KeyboardInterrupt there, so a sweep went on and exited 0. The guard's SIGINT

@@ -52,6 +52,9 @@ class Backend:
     min_workers: int
     build: Callable[[Data, LoaderConfig, Any, Prepared], Iterable[dict[str, Any]]]
     prepare: Callable[[Data, LoaderConfig], Prepared] | None = None
+    # its batches come out of one stream (worker -1): no per-worker ids, so no active-worker count, and a model on
+    # a GPU pays no per-worker pinned copy
+    one_stream: bool = False
 
     def installed(self) -> bool:
         return not self.package or importlib.util.find_spec(self.package.split(".")[0]) is not None
@@ -133,13 +136,13 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
     *[Backend(f, "", "", f, ("process",), KNOBS if f not in TEXT else NO_SHUFFLE, False, 0, _dataloader)
       for f in SOURCE_FORMATS],
     Backend("dali", "nvidia.dali", "pip install 'dataperf[dali]' (nvidia-dali-cuda120)", "files, webdataset",
-            ("thread",), ("shuffle",), True, 0, _dali),
+            ("thread",), ("shuffle",), True, 0, _dali, one_stream=True),
     Backend("torchdata", "torchdata", "pip install 'dataperf[torchdata]'", "files, webdataset (in place)",
             ("thread", "process"), ("num_workers", "prefetch_factor", "pin_memory", "shuffle"), False, 0,
-            _lazy("dataperf.backends.torchdata", "build")),
+            _lazy("dataperf.backends.torchdata", "build"), one_stream=True),
     Backend("spdl", "spdl", "pip install 'dataperf[spdl]'", "files, webdataset (in place)",
             ("thread", "process"), ("num_workers", "prefetch_factor", "shuffle"), False, 1,
-            _lazy("dataperf.backends.spdl", "build")),
+            _lazy("dataperf.backends.spdl", "build"), one_stream=True),
     Backend("litdata", "litdata", "bash scripts/install_backends.sh litdata", "litdata chunks (converted once)",
             ("process",), KNOBS, False, 0, _lazy("dataperf.backends.litdata", "build"),
             _lazy("dataperf.backends.litdata", "prepare")),
@@ -149,6 +152,8 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
             ("process",), KNOBS, False, 0, _lazy("dataperf.backends.streaming", "build"),
             _lazy("dataperf.backends.streaming", "prepare")),
 ]}
+
+ONE_STREAM = tuple(b.name for b in REGISTRY.values() if b.one_stream)
 
 
 def get(name: str) -> Backend:

@@ -34,7 +34,7 @@ from dataperf import backends
 from dataperf.data import Data, as_data
 from dataperf.data.tario import split_key
 from dataperf.measure import cache
-from dataperf.measure.trial import TrialOptions, describe_failure, time_epoch
+from dataperf.measure.trial import TrialOptions, describe_failure, time_repeat
 from dataperf.results import LimitsResult, LoaderConfig, LoaderResult, StepResult
 
 LIMITS = ("storage", "decode", "main_process", "workers", "h2d", "model")
@@ -688,7 +688,7 @@ def main_process_ceiling(template: dict[str, Any] | None, cfg: LoaderConfig, cor
             yield b
 
     try:
-        rep = time_epoch(tap(), None)
+        rep = time_repeat(tap(), None)
     except KeyboardInterrupt:
         raise
     except Exception as e:

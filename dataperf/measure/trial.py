@@ -20,11 +20,12 @@ import psutil
 import torch
 
 from dataperf import backends, watchdog
+from dataperf.backends import ONE_STREAM
 from dataperf.data import Data, as_data
 from dataperf.errors import TrialError, UserError
 from dataperf.measure import cache, footprint
 from dataperf.measure.collectors import Running, default_collectors
-from dataperf.results import HIGH_SPREAD_PCT, MIB, ONE_STREAM, LoaderConfig, LoaderResult, percentile, summarize
+from dataperf.results import HIGH_SPREAD_PCT, MIB, LoaderConfig, LoaderResult, percentile, summarize
 
 NOOP_BATCHES = 200
 # A repeat's time budget. Training reads an epoch (minutes to hours); a repeat only needs a steady window long
@@ -111,7 +112,7 @@ class Repeat:
     nbytes: int
     batches: int
     ttfb_s: float
-    epoch_s: float  # iter() to the repeat's last batch (end of data, max_batches or budget), start-up included
+    wall_s: float  # iter() to the repeat's last batch (end of data, max_batches or budget), start-up included
     waits_s: list[float]
     storage_read_bytes: int
     arrivals: list[Arrival] = dataclass_field(default_factory=list)
@@ -153,7 +154,7 @@ class Repeat:
 
     @property
     def epoch_samples_per_s(self) -> float:
-        return self.samples / self.epoch_s if self.epoch_s > 0 else float("nan")
+        return self.samples / self.wall_s if self.wall_s > 0 else float("nan")
 
     @property
     def payload_mib_s(self) -> float:
@@ -161,7 +162,7 @@ class Repeat:
 
     @property
     def storage_read_mib_s(self) -> float:
-        return self.storage_read_bytes / MIB / self.epoch_s if self.epoch_s > 0 else float("nan")
+        return self.storage_read_bytes / MIB / self.wall_s if self.wall_s > 0 else float("nan")
 
     @property
     def active_workers(self) -> set[int]:
@@ -191,7 +192,7 @@ class Repeat:
         return {w for w, n in self.worker_batches.items() if n < STEADY_BATCHES}
 
 
-def time_epoch(batches: Iterable[dict[str, Any]], max_batches: int | None,
+def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
                on_workers: Callable[[list[int]], None] | None = None, seconds: float | None = None,
                min_batches: int = 0) -> Repeat:
     """Iterate once, timing every next(); the same loop measures the no-op baseline (harness overhead).
@@ -303,7 +304,7 @@ def harness_overhead_ms(cfg: LoaderConfig) -> float:
             kw = {"prefetch_factor": cfg.prefetch_factor, "persistent_workers": cfg.persistent_workers}
         dl = torch.utils.data.DataLoader(_NoOp(), batch_size=1, num_workers=cfg.num_workers, collate_fn=collate,
                                          **kw)
-        r = time_epoch(dl, None)
+        r = time_repeat(dl, None)
         rate = r.samples_per_s  # batches of 1: samples/s is batches/s
         _overhead[key] = 1000 / rate if rate == rate and rate > 0 else float("nan")
     return _overhead[key]
@@ -513,7 +514,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
     # Non-persistent workers start again in every repeat: that cost is in epoch_samples_per_s, not hidden.
     if opts.warmup_batches > 0:
-        time_epoch(batches, opts.warmup_batches)
+        time_repeat(batches, opts.warmup_batches)
     reps: list[Repeat] = []
     costs: list[footprint.Footprint] = []
     collectors = default_collectors(data.disk_path(), opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) \
@@ -529,7 +530,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
                 opts.barrier()
             net0 = psutil.net_io_counters().bytes_recv
             with footprint.Meter() if opts.footprint else contextlib.nullcontext() as meter:
-                rep = time_epoch(batches, opts.max_batches, running.watch, opts.repeat_seconds, opts.min_batches)
+                rep = time_repeat(batches, opts.max_batches, running.watch, opts.repeat_seconds, opts.min_batches)
             if data.remote:
                 res.network_recv_mib_per_repeat.append((psutil.net_io_counters().bytes_recv - net0) / MIB)
             if meter is not None:
@@ -721,9 +722,9 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     loads = worker_loads(data, cfg, per_rank, opts)
     res.tail_s, res.epoch_worker_samples = tail_s(loads, res.samples_per_s_median), loads
     res.whole_epochs = all(r.ended for r in reps)
-    res.startup_s_median = summarize([max(0.0, r.epoch_s - r.samples / r.samples_per_s - (res.tail_s if r.ended else 0))
+    res.startup_s_median = summarize([max(0.0, r.wall_s - r.samples / r.samples_per_s - (res.tail_s if r.ended else 0))
                                       for r in reps])["median"]
-    res.repeat_s, res.repeat_samples = [r.epoch_s for r in reps], [r.samples for r in reps]
+    res.repeat_s, res.repeat_samples = [r.wall_s for r in reps], [r.samples for r in reps]
     if per_rank:  # this rank's share of an epoch at the steady rate, its tail and one start-up
         res.epoch_estimate_s = per_rank / res.samples_per_s_median + res.tail_s + res.startup_s_median
     if opts.repeat_seconds and res.startup_s_median > opts.repeat_seconds / 2:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from dataperf.backends import ONE_STREAM
 from dataperf.results import (
-    ONE_STREAM,
     DecisionResult,
     E2EResult,
     LimitsResult,

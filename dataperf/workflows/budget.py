@@ -37,7 +37,7 @@ MODEL_SHARE = 0.25
 STEP_GUESS_S = 30.0
 FED_GUESS_S = 20.0
 # the shortest repeat a budget cuts to: a steady window still holds 3 batches a worker and the repeat runs on
-# until it does (runner.time_epoch), so a shorter budget only changes how far past 3 batches a repeat goes
+# until it does (trial.time_repeat), so a shorter budget only changes how far past 3 batches a repeat goes
 MIN_REPEAT_S = 2.0
 DEFAULT_MODEL_BUDGET = "5m"  # sweep --model without --budget: a verdict within 5 minutes (--budget none: the grid)
 # the limits of the verdict's config (storage, decode, main-process and h2d probes) and the report after them:

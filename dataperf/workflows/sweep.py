@@ -272,7 +272,7 @@ class GridRun:
     left: list[tuple[Data, LoaderConfig]] = field(default_factory=list)
 
 
-def run_sweep(
+def run_grid(
     trials: list[tuple[Data, LoaderConfig]],
     opts: TrialOptions,
     out: Path | None,
@@ -334,7 +334,7 @@ def edge_trial(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], step
         return None, ""
     best = best or (verdict.by_prediction(recs, step)[0] if step is not None else ok[0])
     cfg = best.loader_config
-    if cfg.format in records.ONE_STREAM:
+    if cfg.format in backends.ONE_STREAM:
         return None, ""
     same = [r for r in ok if replace(r.loader_config, num_workers=0, prefetch_factor=None,
                                       persistent_workers=False).key()
@@ -521,7 +521,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
     confirms end to end (confirm_opts), measures the limits of the verdict's config, and appends the decision
     record; the verdict is over every current record. With a deadline (time.monotonic() by which the verdict is
     due: --budget), every trial is bounded by it, the grid gets what is left after the step and after_grid,
-    spare trials fill what it leaves (run_sweep), --confirm runs what still fits, and trials left out run with
+    spare trials fill what it leaves (run_grid), --confirm runs what still fits, and trials left out run with
     whatever time is left at the end (a budget is spent, not returned). Ctrl-C is answered with an outcome saying
     how many finished trials are kept, not an exception."""
     t0 = time.monotonic()
@@ -541,12 +541,12 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
                 outcome.step = measure_step(step)
                 records.append(out, outcome.step)
             grid_s = None
-            if deadline is not None:  # every rank has one (run_sweep gathers the stop); rank 0's decides
+            if deadline is not None:  # every rank has one (run_grid gathers the stop); rank 0's decides
                 grid_s = outcome.grid_s = deadline - time.monotonic() - after_grid(outcome.step, step, trials, conf,
                                                                                     deadline)
             alone = ctx.world_size == 1
             # in one process the worker counts past the ladder come before the spare trials the budget cut
-            grid = run_sweep(trials, opts, out, skip, on_result, grid_s, None if alone and extend else spare)
+            grid = run_grid(trials, opts, out, skip, on_result, grid_s, None if alone and extend else spare)
             outcome.results, outcome.not_started, outcome.added = grid.results, grid.not_started, grid.added
             ctx.close()
             if ctx.rank != 0:
@@ -562,7 +562,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
                     grid.left += spare or []
                 elif spare:
                     left_s = None if deadline is None else deadline - time.monotonic() - reserve
-                    more = run_sweep(spare, opts, out, skip, None, left_s, None)
+                    more = run_grid(spare, opts, out, skip, None, left_s, None)
                     outcome.results += more.results
                     outcome.added += len(more.results)
                     grid.left = more.left

@@ -13,7 +13,7 @@ import pytest
 from dataperf import backends
 from dataperf.backends.order import Order
 from dataperf.data import Data, resolve, user_dataset
-from dataperf.measure.trial import TrialOptions, run_trial, time_epoch
+from dataperf.measure.trial import TrialOptions, run_trial, time_repeat
 from dataperf.results import LoaderConfig
 
 OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)
@@ -170,7 +170,7 @@ def test_consecutive_budgeted_repeats_read_disjoint_samples(logged, shuffle, per
     served = []
     for _ in range(3):
         logged.write_text("")
-        rep = time_epoch(batches, None, seconds=0.3, min_batches=3)
+        rep = time_repeat(batches, None, seconds=0.3, min_batches=3)
         assert 0 < rep.samples < 2000  # cut by the budget, not by the end of the data
         served.append([int(x) for x in logged.read_text().split()])
     sets = [set(s) for s in served]

@@ -17,7 +17,7 @@ def test_strip_nproc():
     assert strip_nproc(["sweep", "--nproc=4", "d"]) == ["sweep", "d"]
 
 
-def run_sweep(data, out, *extra):
+def run_grid(data, out, *extra):
     tests = str(Path(__file__).resolve().parents[1])  # tiny_models, for --model
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
     where = [str(data)] if data is not None else []  # None: a --dataset factory in `extra` stands in for DATA
@@ -35,9 +35,9 @@ def test_two_ranks_split_data_and_gather_to_rank0(tmp_path, datasets, monkeypatc
     for name in ("image-files", "image-webdataset", "paced"):
         out = tmp_path / f"{name}.jsonl"
         if name == "paced":
-            p = run_sweep(None, out, "--nproc", "2", "--dataset", "paced:sleep_map")
+            p = run_grid(None, out, "--nproc", "2", "--dataset", "paced:sleep_map")
         else:
-            p = run_sweep(datasets[name], out, "--nproc", "2")
+            p = run_grid(datasets[name], out, "--nproc", "2")
         assert p.returncode == 0, p.stdout + p.stderr
         recs = [r for r in results.load(out) if r.kind == "loader"]
         assert len(recs) == 2, "only rank 0 writes, one record per trial"
@@ -67,7 +67,7 @@ def test_under_torchrun_the_step_follows_the_grid_and_a_budget_reaches_every_ran
     cores and wait for it at a barrier. With --budget every rank has a deadline, so every rank joins the gather
     that decides each trial's start (a rank without one would hang the others); 10 minutes fit both trials."""
     out = tmp_path / "s.jsonl"
-    p = run_sweep(datasets["image-files"], out, "--nproc", "2", "--model", "tiny_models:tiny", "--image-size", "16",
+    p = run_grid(datasets["image-files"], out, "--nproc", "2", "--model", "tiny_models:tiny", "--image-size", "16",
                   "--budget", "10m")
     assert p.returncode == 0, p.stdout + p.stderr
     kinds = [r.kind for r in results.load(out)]  # then --confirm's fed runs (2 by default with a model)

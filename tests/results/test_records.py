@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -140,7 +141,7 @@ def test_d2_short_write_is_cut_back(tmp_path, monkeypatch):
         real(fd, data[:10], off)
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(records.os, "pwrite", eio)
+    monkeypatch.setattr(os, "pwrite", eio)
     with pytest.raises(UserError, match="Input/output error"):
         records.append(p, _rec(1))
     assert p.stat().st_size == size and len(records.load(p)) == 1
@@ -157,7 +158,7 @@ def test_d3_report_and_compare_read_every_record_kind(tmp_path):
     for cls in records.RECORD_TYPES.values():
         records.append(p, cls())
     records.append(p, records.LimitsResult(  # a filled one: figures, NaN (not measured) and the binding limit
-        data="d", config=records.asdict(records.LoaderConfig()), config_key=records.LoaderConfig().key(),
+        data="d", config=dataclasses.asdict(records.LoaderConfig()), config_key=records.LoaderConfig().key(),
         decode_samples_per_s=120.0, decode_how="measured", h2d_how="n/a (no CUDA)", active_workers=2,
         binding_limit="decode", binding_samples_per_s=120.0, best_of_binding_pct=91.0))
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))

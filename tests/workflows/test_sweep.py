@@ -110,11 +110,11 @@ def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch
     real = interrupt_on_trial(monkeypatch, 3)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
     with pytest.raises(KeyboardInterrupt):
-        sw.run_sweep(trials, opts, out)
+        sw.run_grid(trials, opts, out)
     assert len(records.load(out)) == 2
     monkeypatch.setattr(sw, "run_trial", real)
     done = sw.finished_ids(out)
-    run = sw.run_sweep(trials, opts, out, skip=done)
+    run = sw.run_grid(trials, opts, out, skip=done)
     new = run.results
     assert run.not_started == 0 and len(new) == 1 and new[0].config["num_workers"] == 2
     assert len(records.load(out)) == 3
@@ -277,10 +277,10 @@ def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
     trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 12, 16, 24]))
     opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None,
                         sample_cost_s=0.01, footprint=False)
-    run = sw.run_sweep(trials, opts, tmp_path / "a.jsonl", grid_s=1.0, spare=trials[1:])
+    run = sw.run_grid(trials, opts, tmp_path / "a.jsonl", grid_s=1.0, spare=trials[1:])
     assert len(run.results) == 1 and run.not_started == 3 and run.added == 0
     assert run.results[0].config["batch_size"] == 8 and len(records.load(tmp_path / "a.jsonl")) == 1
-    run = sw.run_sweep(trials[:1], opts, tmp_path / "b.jsonl", grid_s=1e9, spare=trials[1:2])
+    run = sw.run_grid(trials[:1], opts, tmp_path / "b.jsonl", grid_s=1e9, spare=trials[1:2])
     assert len(run.results) == 2 and run.not_started == 0 and run.added == 1  # time was left: the spare ran
 
 
@@ -298,7 +298,7 @@ def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
         return [obj]
 
     rank0_goes_on = TrialOptions(**{**opts.__dict__, "gather": gather})
-    run = sw.run_sweep(trials, rank0_goes_on, None, grid_s=1.0)
+    run = sw.run_grid(trials, rank0_goes_on, None, grid_s=1.0)
     assert asked == [True] and len(run.results) == 2 and run.not_started == 0
 
 

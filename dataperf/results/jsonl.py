@@ -1,0 +1,263 @@
+"""Records on disk: appended one whole line at a time and fsynced, so a crash mid-sweep keeps every finished trial;
+a results file has one writer at a time (an flock on a sidecar), and a damaged line is named, never guessed at.
+Old records are upgraded on read."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from dataperf.errors import UserError
+from dataperf.results.config import LoaderConfig
+from dataperf.results.kinds import RECORD_TYPES, SCHEMA_VERSION, LoaderResult, Record
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and v != v:  # NaN is not JSON; None says "not measured"
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_clean(x) for x in v]
+    return v
+
+
+def to_json(rec: Record) -> str:
+    return json.dumps(_clean(asdict(rec)), sort_keys=True)
+
+
+def stamp(rec: Record) -> Record:
+    """Fill the record's provenance (machine, versions, commit, command, filesystem under its data) if unset."""
+    if not rec.env:
+        from dataperf.results import provenance
+
+        rec.env = provenance.collect(getattr(rec, "data", None))
+    return rec
+
+
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The sidecar file whose flock marks a results file as in use; it holds the holder's pid.
+
+    The lock is on a sidecar, not on the results file, so `--overwrite` can replace the results file while
+    the lock stays where a second run looks for it. The sidecar is left in place: unlinking it would let a
+    late opener lock an orphaned inode."""
+    p = Path(path)
+    return p.with_name(f".{p.name}.lock")
+
+
+_held: dict[Path, int] = {}  # results file (resolved) -> fd of its lock, for this process
+
+
+@contextlib.contextmanager
+def exclusive(path: str | os.PathLike) -> Iterator[None]:
+    """Hold the exclusive lock on a results file for as long as this run writes to it.
+
+    A second writer (a second sweep, `--resume` or `--overwrite` alike) gets a UserError naming the pid of
+    the run that holds it, instead of interleaving or deleting that run's trials."""
+    key = Path(path).resolve()
+    if key in _held:
+        yield
+        return
+    lp = lock_path(path)
+    try:
+        lp.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lp, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise UserError(f"cannot create the lock file {lp}: {e.strerror}; choose an --out in a folder "
+                        "you can write") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise UserError(f"{path} is being written by another dataperf run (pid {holder}); wait for it to "
+                        "finish, or choose another --out") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    _held[key] = fd
+    try:
+        yield
+    finally:
+        del _held[key]
+        os.ftruncate(fd, 0)
+        os.close(fd)  # closing releases the flock
+
+
+def append(path: str | os.PathLike, rec: Record) -> None:
+    """Append one record as one whole line, then fsync, so finished trials survive a crash of the rest.
+
+    A partial last line (a crash or a full disk mid-write) is cut off first, never glued onto. If the write
+    or fsync fails (ENOSPC, EIO) the file is cut back to where it was, so it stays valid JSONL holding every
+    record written before, and the failure is a UserError naming the file."""
+    p = Path(path)
+    line = (to_json(stamp(rec)) + "\n").encode("utf-8")
+    with exclusive(p):
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:
+            raise UserError(f"cannot write results to {p}: {e.strerror}; choose another --out") from None
+        try:
+            end = _cut_partial_tail(fd)
+            try:
+                n = os.pwrite(fd, line, end)
+                if n != len(line):
+                    raise OSError(errno.ENOSPC, "short write (disk full?)")
+                os.fsync(fd)
+            except OSError as e:
+                os.ftruncate(fd, end)
+                raise UserError(f"cannot write results to {p}: {e.strerror or e}; the {_count_lines(fd)} "
+                                "records written before are kept; free space (or fix the disk) and run the "
+                                "same command with --resume") from None
+        finally:
+            os.close(fd)
+
+
+def _cut_partial_tail(fd: int) -> int:
+    """Truncate a last line that has no newline (a record cut short); return the size to write at."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    pos = size
+    while pos > 0:
+        step = min(65536, pos)
+        chunk = os.pread(fd, step, pos - step)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            pos = pos - step + i + 1
+            break
+        pos -= step
+    os.ftruncate(fd, pos)
+    return pos
+
+
+def _count_lines(fd: int) -> int:
+    size = os.fstat(fd).st_size
+    return os.pread(fd, size, 0).count(b"\n") if size else 0
+
+
+def from_dict(d: Any, where: str = "record") -> Record:
+    if not isinstance(d, dict):
+        raise UserError(f"{where}: a JSON {type(d).__name__}, not a record object; is this a dataperf "
+                        "results file?")
+    kind = d.get("kind")
+    cls = RECORD_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise UserError(f"{where}: unknown record kind {kind!r}; is this a dataperf results file?")
+    d = upgrade(d)
+    if d.get("schema_version") != SCHEMA_VERSION:
+        raise UserError(
+            f"{where}: record has schema_version {d.get('schema_version')}, this dataperf reads up to "
+            f"{SCHEMA_VERSION}; upgrade dataperf to read it"
+        )
+    fields_ = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for k, v in d.items():
+        if k not in fields_:
+            continue  # a field a newer dataperf added: readable, ignored
+        if not _type_ok(str(fields_[k].type), v):
+            raise UserError(f"{where}: field {k!r} holds {v!r}, not a {fields_[k].type}; the file is damaged")
+        kwargs[k] = float("nan") if v is None and _is_float_field(cls, k) else v
+    cfg = kwargs.get("config")
+    if isinstance(cfg, dict) and cfg:
+        names = {f.name for f in dataclasses.fields(LoaderConfig)}
+        bad = sorted(set(cfg) - names)
+        if bad:
+            raise UserError(f"{where}: unknown loader config keys {bad}; the file is damaged or from another "
+                            "dataperf version")
+    return cls(**kwargs)
+
+
+def upgrade(d: dict[str, Any]) -> dict[str, Any]:
+    """Bring an older record up to SCHEMA_VERSION instead of refusing it (as asv migrates its results).
+
+    Before schema 3 every loader read in storage order: an old config gets `shuffle: False` and its
+    config_key is recomputed, so an old sequential trial never matches a new shuffled one (resume, compare)."""
+    if d.get("schema_version") == 1:
+        d = {**d, "schema_version": 2, "env": d.get("env") or {}}
+    if d.get("schema_version") == 2:
+        d = {**d, "schema_version": 3}
+        cfg = d.get("config")
+        if isinstance(cfg, dict) and cfg and "shuffle" not in cfg:
+            d["config"] = cfg = {**cfg, "shuffle": False}
+            names = {f.name for f in dataclasses.fields(LoaderConfig)}
+            if set(cfg) <= names:  # unknown keys are named as damage by from_dict
+                d["config_key"] = LoaderConfig(**cfg).key()
+    return d
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "float": (int, float), "int": (int,), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,),
+    "None": (type(None),),
+}
+
+
+def _type_ok(annotation: str, v: Any) -> bool:
+    """Does a JSON value fit a field's annotation (as written: 'float', 'list[float]', 'int | None')?"""
+    for alt in (a.strip() for a in annotation.split("|")):
+        base, _, inner = alt.partition("[")
+        types = _TYPES.get(base)
+        if types is None:
+            return True  # Any and friends
+        if base == "float" and v is None:
+            return True  # NaN is written as null
+        if isinstance(v, bool) and base in ("int", "float"):
+            continue
+        if isinstance(v, types):
+            if base == "list" and inner.rstrip("]") in ("float", "int"):
+                return all(_type_ok(inner.rstrip("]"), x) for x in v)
+            return True
+    return False
+
+
+def _is_float_field(cls: type, name: str) -> bool:
+    f = cls.__dataclass_fields__[name]
+    return f.type in ("float", float)
+
+
+def load(path: str | os.PathLike) -> list[Record]:
+    """Read a results file. A last line cut short (no newline: a crash while writing) is skipped, not fatal;
+    any other line that is not a record is damage and named by line number."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{p} is a folder, not a results file; pass the .jsonl written by `--out`")
+    if not p.is_file():
+        raise UserError(f"results file not found: {p}; pass the .jsonl written by `dataperf sweep --out`")
+    try:
+        raw = p.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {p}: {e.strerror}") from None
+    out: list[Record] = []
+    lines = raw.split(b"\n")
+    for i, bline in enumerate(lines, 1):
+        if not bline.strip():
+            continue
+        partial = i == len(lines)  # text after the last newline: a line cut short
+        try:
+            d = json.loads(bline.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            if partial:
+                continue
+            why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8 text"
+            raise UserError(f"{p}:{i}: not valid JSON ({why}); the file is damaged") from None
+        out.append(from_dict(d, f"{p}:{i}"))
+    return out
+
+
+def current(recs: list[Record]) -> list[Record]:
+    """The latest record of each loader trial: a trial re-run by --resume supersedes its old failure."""
+    last: dict[str, int] = {}
+    for i, r in enumerate(recs):
+        if isinstance(r, LoaderResult):
+            last[f"{Path(r.data).resolve()}|{r.config_key}|{r.world_size}"] = i
+    keep = set(last.values())
+    return [r for i, r in enumerate(recs) if not isinstance(r, LoaderResult) or i in keep]
