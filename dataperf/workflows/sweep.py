@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from dataperf import backends, verdict
-from dataperf import results as records
 from dataperf.data import Data, as_data
 from dataperf.errors import UserError
 from dataperf.measure.distributed import DistContext
@@ -29,6 +28,7 @@ from dataperf.measure.trial import (
     worker_ladder,
 )
 from dataperf.results import (
+    BUFFER_FORMATS,
     DecisionResult,
     E2EResult,
     LimitsResult,
@@ -36,6 +36,7 @@ from dataperf.results import (
     LoaderResult,
     Record,
     StepResult,
+    jsonl,
 )
 from dataperf.workflows import budget
 
@@ -66,7 +67,7 @@ class Grid:
     dali_decode_device: list[str] = field(default_factory=lambda: ["cpu"])
     on_corrupt: str | None = None
     shuffle: list[bool] = field(default_factory=lambda: [True])  # True: a seeded random order, as training reads
-    shuffle_buffer: int | None = None  # webdataset/dali shuffle buffer; None = records.DEFAULT_SHUFFLE_BUFFER
+    shuffle_buffer: int | None = None  # webdataset/dali shuffle buffer; None = DEFAULT_SHUFFLE_BUFFER
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
         """Every config per backend; a knob the backend cannot express keeps only its off value, a worker
@@ -86,7 +87,7 @@ class Grid:
             perss = self.persistent_workers if "persistent_workers" in can else [False]
             shufs = self.shuffle if "shuffle" in can else [False]
             for bs, dec, cache, shuf in itertools.product(self.batch_size, self.decode, self.cache, shufs):
-                buffer = self.shuffle_buffer if shuf and fmt in records.BUFFER_FORMATS else None
+                buffer = self.shuffle_buffer if shuf and fmt in BUFFER_FORMATS else None
                 common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
                               cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt, transform=self.transform,
                               seq_len=self.seq_len, shuffle=shuf, shuffle_buffer=buffer)
@@ -195,7 +196,7 @@ def trial_id(data: Data | Path, cfg: LoaderConfig) -> str:
 
 def finished_ids(out: Path) -> set[str]:
     """Trials already recorded as ok in a results file (failed ones are retried on resume)."""
-    return ok_ids(records.load(out)) if out.exists() else set()
+    return ok_ids(jsonl.load(out)) if out.exists() else set()
 
 
 def ok_ids(results: list[Record]) -> set[str]:
@@ -254,7 +255,7 @@ def make_plan(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: 
               budget_s: float | None, model: bool, fed_runs: int = 0) -> budget.Plan:
     """The plan of a sweep: its trials not yet in --out (with --resume), timed from the finished ones there,
     with the step, the limits and fed_runs of --confirm counted, fitted to budget_s (budget.make_plan)."""
-    finished = [r for r in records.load(out) if isinstance(r, LoaderResult)] if resume and out.exists() else []
+    finished = [r for r in jsonl.load(out) if isinstance(r, LoaderResult)] if resume and out.exists() else []
     done = ok_ids(finished)
     pending = [t for t in trials if trial_id(*t) not in done]
     return budget.make_plan(pending, opts, budget_s, model=model, finished=finished, fed_runs=fed_runs)
@@ -306,7 +307,7 @@ def run_grid(
             trial_opts = replace(opts, deadline=max(end, floor))
         r = run_trial(data, cfg, trial_opts)
         if out is not None and opts.rank == 0:
-            records.append(out, r)
+            jsonl.append(out, r)
         run.results.append(r)
         run.added += extra
         if on_result:
@@ -467,7 +468,7 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
                                   status="failed", error=describe_failure(e))
                 r.confirm_round = rnd
                 r.variant_of = t.config_key if cfg.key() != t.config_key else None
-                records.append(out, r)
+                jsonl.append(out, r)
                 runs.append(r)
                 advance(1)
     return runs, cut
@@ -486,7 +487,7 @@ def verdict_limits(recs: list[Record], step: StepResult | None, headroom: float,
         res = measure_limits(datas.get(chosen.data) or as_data(chosen.data), chosen.loader_config,
                              replace(opts, barrier=None, gather=None), step=step, best=chosen, lopts=lopts,
                              advance=advance)
-    records.append(out, res)
+    jsonl.append(out, res)
     return res
 
 
@@ -526,7 +527,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
     how many finished trials are kept, not an exception."""
     t0 = time.monotonic()
     ctx = ctx or DistContext()
-    with records.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
+    with jsonl.exclusive(out) if ctx.rank == 0 else contextlib.nullcontext():
         if ctx.rank == 0:
             prepare_out(out, resume, overwrite)
         if ctx.barrier:
@@ -539,7 +540,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         try:
             if step is not None and ctx.world_size == 1:
                 outcome.step = measure_step(step)
-                records.append(out, outcome.step)
+                jsonl.append(out, outcome.step)
             grid_s = None
             if deadline is not None:  # every rank has one (run_grid gathers the stop); rank 0's decides
                 grid_s = outcome.grid_s = deadline - time.monotonic() - after_grid(outcome.step, step, trials, conf,
@@ -553,7 +554,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
                 return outcome
             if step is not None and outcome.step is None:  # torchrun: measured now that the other ranks are done
                 outcome.step = measure_step(step)
-                records.append(out, outcome.step)
+                jsonl.append(out, outcome.step)
             reserve = after_grid(outcome.step, step, trials, conf, deadline) if deadline is not None else 0.0
             if extend and alone:  # worker counts before fed runs: a fed run confirms only what was measured
                 least = after_grid(outcome.step, step, trials, conf, deadline, k=1) if deadline is not None else 0.0
@@ -570,11 +571,11 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
             if outcome.step is not None:
                 if conf is not None:
                     left = None if deadline is None else deadline - time.monotonic() - budget.LIMITS_GUESS_S
-                    outcome.confirmations, cut = confirm(records.current(records.load(out)), outcome.step, step,
+                    outcome.confirmations, cut = confirm(jsonl.current(jsonl.load(out)), outcome.step, step,
                                                          headroom, conf, datas, opts, out, bar, left)
                     outcome.cuts += [cut] if cut else []
                 if deadline is None or deadline - time.monotonic() > budget.LIMITS_GUESS_S / 2:
-                    outcome.limits = verdict_limits(records.current(records.load(out)), outcome.step, headroom,
+                    outcome.limits = verdict_limits(jsonl.current(jsonl.load(out)), outcome.step, headroom,
                                                     datas, opts, out, lopts, bar)
                 else:
                     outcome.cuts.append("limits: not measured, no time left in the budget")
@@ -583,7 +584,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
                     _extend(outcome, trials, opts, out, headroom, on_result, deadline, 0.0)
                 _fill(outcome, grid.left, opts, out, on_result, deadline)
                 if outcome.step is not None and conf is not None:  # a trial run since may beat what was fed
-                    recs = records.current(records.load(out))
+                    recs = jsonl.current(jsonl.load(out))
                     rec = verdict.recommend(recs, outcome.step, headroom)
                     ranked = verdict.by_prediction(recs, outcome.step)
                     if rec.fed and verdict.outshone(rec.fed, ranked, outcome.step):
@@ -595,7 +596,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
             outcome.interrupted = True
             outcome.kept = len(finished_ids(out)) if ctx.rank == 0 else 0
             return outcome
-        outcome.records = records.current(records.load(out))
+        outcome.records = jsonl.current(jsonl.load(out))
         outcome.recommendation = rec = verdict.recommend(outcome.records, outcome.step or verdict.latest_step(
             outcome.records), headroom)
         if rec.outcome in ("input_bound", "best_without_model") and ctx.world_size == 1:
@@ -605,7 +606,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
         outcome.wall_s = time.monotonic() - t0
         outcome.decision = decision_record("sweep", rec, outcome.records, outcome.wall_s, budget_s)
         outcome.decision.trials_not_run = outcome.not_started
-        records.append(out, outcome.decision)
+        jsonl.append(out, outcome.decision)
     return outcome
 
 
@@ -615,14 +616,14 @@ def _extend(outcome: SweepOutcome, trials: list[tuple[Data, LoaderConfig]], opts
     """Run edge_trial's next worker count while there is one (and, under a budget, time for it beside what
     follows the grid)."""
     while True:
-        recs = records.current(records.load(out))
+        recs = jsonl.current(jsonl.load(out))
         nxt, _ = edge_trial(recs, trials, outcome.step, headroom)
         if nxt is None:
             return
         if deadline is not None and not _time_for_a_trial(opts, recs, deadline, reserve_s, nxt[1]):
             return
         r = run_trial(*nxt, opts)
-        records.append(out, r)
+        jsonl.append(out, r)
         outcome.results.append(r)
         outcome.extended.append(nxt[1].num_workers)
         if on_result:
@@ -662,13 +663,13 @@ def _fill(outcome: SweepOutcome, left: list[tuple[Data, LoaderConfig]], opts: Tr
     """Trials the budget left out, run with the time left once the verdict's work is done: those nearest the
     verdict's config in workers first (a prefetch or pin variant of the pick tells more than one of a config far
     from it), in plan order among equals."""
-    rec = verdict.recommend(records.current(records.load(out)), outcome.step)
+    rec = verdict.recommend(jsonl.current(jsonl.load(out)), outcome.step)
     near = (rec.pick or rec.best).config.get("num_workers", 0) if (rec.pick or rec.best) else 0
     for data, cfg in sorted(left, key=lambda t: abs(t[1].num_workers - near)):
-        if not _time_for_a_trial(opts, records.load(out), deadline, cfg=cfg):
+        if not _time_for_a_trial(opts, jsonl.load(out), deadline, cfg=cfg):
             return
         r = run_trial(data, cfg, opts)
-        records.append(out, r)
+        jsonl.append(out, r)
         outcome.results.append(r)
         outcome.filled += 1
         outcome.not_started = max(0, outcome.not_started - 1)
