@@ -82,7 +82,7 @@ def test_shuffled_pass_reads_every_sample_once_in_another_order_reproducibly(dat
 
 def test_remote_shards_are_shuffled_like_local_ones(datasets):
     """Shards over HTTP go through the same shard order and sample buffer as local ones."""
-    from tests.sources.servers import HttpServer
+    from tests.data.servers import HttpServer
 
     folder = datasets["image-webdataset"]
     shards = sorted(p.name for p in folder.glob("*.tar"))

@@ -6,9 +6,9 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from tests.sources.servers import HttpServer
 
 from dataperf.cli import cli
+from tests.data.servers import HttpServer
 
 FORMS = ["imagefolder", "shards-glob", "shards-brace", "bin", "npy", "jsonl", "http", "user-dataset"]
 COMMANDS = ["bench", "sweep", "e2e", "diagnose", "tune"]

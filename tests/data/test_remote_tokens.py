@@ -9,7 +9,6 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from tests.sources.servers import HttpServer
 
 from dataperf import data as sources
 from dataperf.cli import cli
@@ -17,6 +16,7 @@ from dataperf.data import tokens
 from dataperf.errors import UserError
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import LoaderConfig
+from tests.data.servers import HttpServer
 
 SEQ = 32
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from tests.sources.servers import HttpServer
 
 from dataperf import data as sources
 from dataperf.cli import cli
 from dataperf.errors import UserError
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import LoaderConfig
+from tests.data.servers import HttpServer
 
 
 def test_imagefolder_labels_from_class_folders(user_data):

@@ -11,7 +11,6 @@ from pathlib import Path
 import limits_cases
 import pytest
 import torch
-from tests.sources.servers import HttpServer
 
 from dataperf import data as sources
 from dataperf import results
@@ -21,6 +20,7 @@ from dataperf.measure.limits import LimitsOptions, measure_limits
 from dataperf.measure.step import StepOptions, measure_step
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import LimitsResult, LoaderConfig, StepResult
+from tests.data.servers import HttpServer
 
 SAMPLE_S = 0.05
 FAST = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
