@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import statistics
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -365,19 +368,46 @@ def print_fed(rec: verdict.Recommendation) -> None:
 
 
 def print_limits(res: LimitsResult) -> None:
-    """The limits table (dataperf.measure.limits.rows) and the sentence naming the binding one."""
-    from dataperf.measure import limits
-
+    """The limits table (limit_rows) and the sentence naming the binding one."""
     cfg = LoaderConfig(**res.config)
     t = Table(title=f"limits of {cfg.short()} ({res.usable_cores} usable cores, {res.device})")
     for col in ("limit", "ceiling samples/s", "how measured"):
         t.add_column(col, justify="right" if col.startswith("ceiling") else "left")
-    for row in limits.rows(res):
+    for row in limit_rows(res):
         name = f"[bold]{row.limit} (binding)[/bold]" if row.binding else row.limit
         t.add_row(name, fmt(row.samples_per_s), row.how)
     console.print(t)
-    console.print(limits.describe(res))
+    console.print(describe_limits(res))
     print_notes(res.notes)
+
+
+@dataclass
+class LimitRow:
+    """One row of the limits table."""
+
+    limit: str
+    samples_per_s: float
+    how: str
+    binding: bool
+
+
+def limit_rows(res: LimitsResult) -> list[LimitRow]:
+    """The limits table: limit, ceiling samples/s (NaN: not measured), how measured, binding or not."""
+    from dataperf.measure.limits import ceilings  # loads torch: only when a limits record is shown
+
+    return [LimitRow(c.limit, c.samples_per_s, c.how, c.limit == res.binding_limit) for c in ceilings(res)]
+
+
+def describe_limits(res: LimitsResult) -> str:
+    """One sentence: which limit binds, at what rate, and how close the best config comes to it."""
+    if not res.binding_limit:
+        return "no ceiling could be measured"
+    s = f"binding limit: {res.binding_limit} at {res.binding_samples_per_s:,.0f} samples/s"
+    if math.isfinite(res.best_of_binding_pct):
+        known = {f.name for f in fields(LoaderConfig)}
+        best = LoaderConfig(**{k: v for k, v in json.loads(res.best_config_key).items() if k in known})
+        s += f"; the measured config ({best.short()}) reaches {res.best_of_binding_pct:.0f}% of it"
+    return s
 
 
 def _named(r: LoaderResult) -> str:

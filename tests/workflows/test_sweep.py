@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from dataperf import data as sources
 from dataperf import results as records
 from dataperf.cli import cli
+from dataperf.commands._render import limit_rows
 from dataperf.errors import UserError
-from dataperf.measure import limits
 from dataperf.measure.limits import LimitsOptions
 from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
@@ -237,7 +237,7 @@ def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
     outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS)
     rec = outcome.recommendation
-    assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limits.rows(outcome.limits)
+    assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limit_rows(outcome.limits)
     assert outcome.limits.decode_cpu_ms_per_sample >= SPIN_CPU_S * 1000
 
 
