@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import re
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from dataperf.commands import bench, diagnose, e2e, profile
+from dataperf.commands import step as step_command
 from dataperf.commands._options import (
     HEADROOM,
     OPTIMIZERS,
@@ -195,34 +196,6 @@ def process_start() -> float:
     import psutil
 
     return time.monotonic() - max(0.0, time.time() - psutil.Process().create_time())
-OUT = click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
-
-
-@cli.command()
-@click.argument("data", required=False)
-@loader_options("bench")
-@OUT
-@trial_options
-def bench(data, out, **kw) -> None:
-    """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
-    from dataperf import results as records
-    from dataperf.commands import _render
-    from dataperf.measure import preflight
-    from dataperf.measure.trial import run_trial
-
-    loader, topts = split(kw, "bench")
-    preflight.writable_file(out, "--out")
-    data = resolve_data(data, loader["dataset_factory"])[0]
-    cfg = make_config(data, **loader)
-    opts = make_trial_options(raw_dir=out.parent / "raw" if out else None, **topts)
-    preflight.check_loader(data, cfg)
-    with records.exclusive(out) if out else contextlib.nullcontext():
-        r = run_trial(data, cfg, opts)
-        if out:
-            records.append(out, r)
-    if r.status != "ok":
-        raise UserError(f"{cfg.short()} failed: {r.error}")
-    _render.print_trial(r)
 
 
 @cli.command()
@@ -332,104 +305,6 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
 
 
 @cli.command()
-@model_options("step")
-@click.option("--repeats", type=int, default=5, show_default=True)
-@click.option("--steps", type=int, default=10, show_default=True, help="timed steps per repeat")
-@click.option("--warmup", type=int, default=3, show_default=True)
-@OUT
-def step(batch_size, image_size, seq_len, repeats, steps, warmup, out, **model) -> None:
-    """Median ms/step, samples/s and peak memory of a real train step on synthetic in-memory data."""
-    from dataperf import results as records
-    from dataperf.commands import _render
-    from dataperf.measure import preflight
-    from dataperf.measure.step import measure_step
-
-    preflight.writable_file(out, "--out")
-    check_image_side(image_size)
-    preflight.check_model(model["model"], input_kind=model["input_kind"],
-                          seq_len=seq_len if model["input_kind"] != "image" else None)
-    r = measure_step(make_step_options(**model, batch_size=batch_size, seq_len=seq_len, image_size=image_size,
-                                       repeats=repeats, steps=steps, warmup=warmup,
-                                       results_dir=out.parent if out else None))
-    if out:
-        records.append(out, r)
-    _render.print_step(r)
-
-
-def fed_config(command: str, data, kw: dict):
-    """e2e, profile, diagnose: the loader config, its data and the step's options, checked before measuring.
-    `kw` keeps what belongs to the command alone."""
-    from dataperf.measure import preflight
-
-    loader, model, _ = split(kw, command, "model")
-    data = resolve_data(data, loader["dataset_factory"])[0]
-    cfg = make_config(data, device=model["device"], **loader)
-    preflight.check_fed(data, cfg, model["model"], model["input_kind"])
-    return data, cfg, model, loader["seq_len"]
-
-
-@cli.command()
-@click.argument("data", required=False)
-@loader_options("e2e")
-@model_options("e2e")
-@click.option("--steps", type=int, default=20, show_default=True, help="fed steps per repeat")
-@click.option("--repeats", type=int, default=5, show_default=True)
-@click.option("--warmup", type=int, default=3, show_default=True)
-@click.option("--no-predict", is_flag=True, help="skip the separate loader and step measurements")
-@click.option("--sync-each-step", is_flag=True,
-              help="CUDA: synchronize after every step, so host wait equals GPU idle (slower; default: events)")
-@click.option("--nan-guard", "nan_guard_dir", type=click.Path(path_type=Path), default=None,
-              help="check every step for NaN/inf; checkpoint into this folder and stop on the first")
-@OUT
-def e2e(data, steps, repeats, warmup, no_predict, sync_each_step, nan_guard_dir, out, **kw) -> None:
-    """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
-    from dataperf import results as records
-    from dataperf.commands import _render
-    from dataperf.measure import preflight
-    from dataperf.measure.guards import NonFiniteError
-    from dataperf.workflows.e2e import run_e2e
-
-    preflight.writable_file(out, "--out")
-    preflight.writable_dir(nan_guard_dir, "--nan-guard")
-    data, cfg, model, seq_len = fed_config("e2e", data, kw)
-    sopts = make_step_options(**model, seq_len=seq_len, results_dir=out.parent if out else None,
-                              nan_guard_dir=nan_guard_dir)
-    try:
-        r = run_e2e(data, cfg, sopts, steps, repeats, warmup, predict=not no_predict, sync_each_step=sync_each_step)
-    except NonFiniteError as e:
-        raise UserError(str(e)) from None
-    if out:
-        records.append(out, r)
-    _render.print_e2e(r)
-
-
-@cli.command("profile")
-@click.argument("data", required=False)
-@loader_options("profile")
-@model_options("profile")
-@click.option("--out-dir", type=click.Path(path_type=Path), default=Path("results/profile"), show_default=True)
-@click.option("--top", type=int, default=15, show_default=True, help="rows of the top-ops table")
-@click.option("--nsys", is_flag=True, help="also run under Nsight Systems (nsys) and save its report")
-@OUT
-def profile_cmd(data, out_dir, top, nsys, out, **kw) -> None:
-    """torch.profiler (wait=1, warmup=1, active=3) around the fed loop: Chrome trace, top ops, time split."""
-    from dataperf import results as records
-    from dataperf.commands import _render
-    from dataperf.measure import preflight
-    from dataperf.workflows.profile import nsys_wrap, run_profile
-
-    preflight.writable_file(out, "--out")
-    preflight.writable_dir(out_dir, "--out-dir")
-    data, cfg, model, seq_len = fed_config("profile", data, kw)
-    r = run_profile(data, cfg, make_step_options(**model, seq_len=seq_len), out_dir, top)
-    if nsys:
-        _, r.nsys = nsys_wrap(sys.argv[1:], out_dir)
-    if out:
-        records.append(out, r)
-    _render.print_profile(r)
-
-
-@cli.command()
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
 @click.option("--metrics", callback=str_list, default="step_ms,peak_mem_mib,samples_per_s", show_default=True,
@@ -472,34 +347,6 @@ def lengths(data, batch_size, cap, model, device, out) -> None:
     if out:
         records.append(out, r)
     _render.print_lengths(r)
-
-
-@cli.command()
-@click.argument("data", required=False)
-@loader_options("diagnose")
-@model_options("diagnose")
-@click.option("--throttle-mib-s", type=float, default=None,
-              help="simulate slow storage for the cold measurement (MiB/s per reader)")
-@click.option("--page-cache-gib", type=float, default=None, help="what-if: predicted stall with this much cache")
-@OUT
-@trial_options
-def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
-    """Where data stalls come from: prep (CPU decode) vs fetch (storage), as shares of step time."""
-    from dataperf import results as records
-    from dataperf.commands import _render
-    from dataperf.measure import preflight
-    from dataperf.workflows.diagnose import diagnose as run_diagnose
-
-    preflight.writable_file(out, "--out")
-    data, cfg, model, seq_len = fed_config("diagnose", data, kw)
-    topts = make_trial_options(**kw)
-    sopts = make_step_options(**model, seq_len=seq_len, seed=topts.seed)
-    r, lim = run_diagnose(data, cfg, sopts, topts, throttle_mib_s, page_cache_gib)
-    if out:
-        records.append(out, r)
-        records.append(out, lim)
-    _render.print_diagnose(r)
-    _render.print_limits(lim)
 
 
 @cli.command()
@@ -615,8 +462,8 @@ def report_cmd(results, headroom, plot) -> None:
         raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
     step = verdict.latest_step(recs)
     _render.print_env(recs)
-    printers = {"e2e": _render.print_e2e, "lengths": _render.print_lengths, "profile": _render.print_profile,
-                "diagnose": _render.print_diagnose}
+    printers = {"e2e": e2e.render, "lengths": _render.print_lengths, "profile": profile.render,
+                "diagnose": diagnose.render}
     rec = verdict.recommend(recs, step, headroom)
     verdict.saved_bound(rec, recs)
     for r in recs:
@@ -636,7 +483,7 @@ def report_cmd(results, headroom, plot) -> None:
         if line:
             _render.console.print(line)
     if step is not None:
-        _render.print_step(step)
+        step_command.render(step)
     mem = [r for r in recs if r.kind == "memory"]
     if mem:
         _render.print_memory(mem)
@@ -684,6 +531,10 @@ def watch(cmd, pid, out, label, ebpf, nsys) -> None:
         _render.console.print(f"results: {out} ({len(recs)} watch record(s)); per-step hook lines: {w.hook_dir}")
     if w.exit_code is not None:
         sys.exit(w.exit_code)
+
+
+for command in (bench.bench, diagnose.diagnose, e2e.e2e, profile.profile, step_command.step):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Everything a person reads: tables, progress bars, plots and verdicts. Takes records, never measures."""
+"""What a person reads: tables, progress bars, plots and verdicts; the commands moved to their own modules render
+their records there (commands/e2e.py ...). Takes records, never measures."""
 
 from __future__ import annotations
 
@@ -27,14 +28,11 @@ from dataperf.data.manifest import Manifest
 from dataperf.measure import collectors
 from dataperf.results import (
     MIB,
-    DiagnoseResult,
-    E2EResult,
     LengthsResult,
     LimitsResult,
     LoaderConfig,
     LoaderResult,
     MemoryResult,
-    ProfileResult,
     Record,
     StepResult,
     WatchResult,
@@ -115,12 +113,12 @@ def print_inspection(ins) -> None:
     if ins.token_lengths:
         rows += [("tokens_p50", f"{ins.token_p50:.0f}"), ("tokens_p99", f"{ins.token_p99:.0f}"),
                  ("tokens_max", str(max(ins.token_lengths)))]
-    console.print(_figure_table(f"dataset {ins.path}", rows))
+    console.print(figure_table(f"dataset {ins.path}", rows))
     if ins.token_lengths:
         print_histogram("token length (tokens)", length_histogram(ins.token_lengths))
 
 
-def _figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
+def figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
     """A two-column table of named figures."""
     t = Table(title=title)
     t.add_column("figure")
@@ -462,42 +460,6 @@ def heatmap(results: list[Record], path: Path) -> Path | None:
     return path
 
 
-def print_trial(r: LoaderResult) -> None:
-    """One trial in full: figures, collectors, notes."""
-    console.print(loader_table([r], title=f"bench {r.data}"))
-    if r.status == "ok":
-        console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
-                      f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
-                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
-                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
-        console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
-                      soft_wrap=True)
-        console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
-                      f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
-                      "of this trial's batch time")
-        print_footprint(r)
-        print_collectors(r.collectors)
-    else:
-        print_failures([r])
-    print_notes(r.notes)
-
-
-def print_footprint(r: LoaderResult) -> None:
-    """Cost of the trial: cores busy and PSS of the process tree, and a converted store's one-off cost."""
-    b = getattr(r, "backend", None) or {}
-    if getattr(r, "cpu_cores_busy_median", None) == getattr(r, "cpu_cores_busy_median", 0.0):  # not NaN
-        console.print(f"footprint: {fmt(r.cpu_cores_busy_median, 2)} cores busy "
-                      f"({fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
-                      f"{fmt(r.pss_mib_peak)} MiB, main process + workers "
-                      f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
-                      f"epoch {fmt(r.worker_pss_growth_pct, 1)}%, private memory "
-                      f"{fmt(r.worker_private_growth_mib, 1)} MiB, of it copied from the parent "
-                      f"{fmt(r.worker_copied_mib, 1)} MiB (copy-on-read)")
-    if "conversion_s" in b:
-        console.print(f"store: {b['store']} ({fmt(b['store_mib'], 1)} MiB, converted in "
-                      f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
-
-
 def print_collectors(c: dict[str, Any]) -> None:
     """What the collectors saw, each in its own words (collectors.describe)."""
     for item in collectors.describe(c):
@@ -512,70 +474,6 @@ def print_collectors(c: dict[str, Any]) -> None:
             print_histogram(item.title, item.bins)
         else:
             console.print(item)
-
-
-def print_step(r: StepResult) -> None:
-    shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
-    rows = [("batch", shape),
-            ("step_ms median \\[min-max]", f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
-            ("samples_per_s", fmt(r.samples_per_s, 1))]
-    if r.tokens_per_s:
-        rows.append(("tokens_per_s", fmt(r.tokens_per_s)))
-    rows.append(("cpu_cores_busy (training process)", fmt(r.cpu_cores_busy_median, 2)))
-    rows.append(("peak_mem_mib", fmt(r.peak_mem_mib, 1)))
-    if r.cuda_max_allocated_mib is not None:
-        rows.append(("cuda_max_allocated_mib", fmt(r.cuda_max_allocated_mib, 1)))
-        rows.append(("nvml_peak_used_mib", fmt(r.nvml_peak_used_mib, 1)))
-    rows.append(("peak_rss_mib", fmt(r.peak_rss_mib, 1)))
-    console.print(_figure_table(f"step {r.model} on {r.device} ({r.params_m:.1f}M params, {r.optimizer})", rows))
-    print_notes(r.notes)
-
-
-def print_e2e(r: E2EResult) -> None:
-    rows = [("step_ms median (wall, fed)", fmt(r.step_ms_median, 2)),
-            ("data_wait_ms median / p99", f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
-            ("epoch restarts while measured", str(r.epoch_restarts)),
-            ("h2d_ms median", fmt(r.h2d_ms_median, 3)),
-            ("compute_ms median", fmt(r.compute_ms_median, 2)),
-            ("step host ms median (in the step call)", fmt(r.step_host_ms_median, 2)),
-            ("samples_per_s", fmt(r.samples_per_s, 1)),
-            ("host_wait_fraction", f"{r.host_wait_fraction * 100:.1f}%")]
-    if r.gpu_idle_fraction is not None:
-        rows.append(("gpu_idle_fraction", f"{r.gpu_idle_fraction * 100:.1f}%"))
-    rows.append(("data_stall_fraction (device idle)", f"{r.data_stall_fraction * 100:.1f}%"))
-    if r.predicted_stall_fraction is not None:
-        rows += [("loader_samples_per_s (alone, steady)", fmt(r.loader_samples_per_s, 1)),
-                 ("loader epoch samples/s (alone, start-up incl.)", fmt(r.loader_epoch_samples_per_s, 1)),
-                 ("loader rate with this run's epoch restarts", fmt(r.predicted_loader_samples_per_s, 1)),
-                 ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
-                 ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
-    console.print(_figure_table(f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}", rows))
-    verdict_ = "input-bound" if r.data_stall_fraction > verdict.FED_STALL else "not input-bound"
-    console.print(f"{verdict_}: the model's device sat idle waiting for data {r.data_stall_fraction * 100:.1f}% of "
-                  f"the time ({r.stall_basis})")
-    print_notes(r.notes)
-
-
-def print_profile(r: ProfileResult) -> None:
-    t = Table(title=f"top ops by {r.sort_by} ({r.model} on {r.device})")
-    for col in ("op", "calls", "self_ms", "cpu_total_ms"):
-        t.add_column(col, justify="left" if col == "op" else "right")
-    for o in r.top_ops:
-        t.add_row(o["name"][:70], str(o["calls"]), fmt(o["self_ms"], 3), fmt(o["cpu_total_ms"], 3))
-    console.print(t)
-    split = " / ".join(f"{k} {v:.2f} ms ({r.split_fraction.get(k, 0) * 100:.0f}%)" for k, v in r.split_ms.items())
-    console.print(f"step time split (per active step): {split}")
-    console.print("note: these steps start on a fresh loader and are served from the batches its workers "
-                  "already queued (workers x prefetch), so data_wait here is a lower bound; dataperf e2e "
-                  "measures the stall")
-    if r.span_ms:
-        console.print("profiler spans per step (host): "
-                      + ", ".join(f"{k} {v:.2f} ms" for k, v in r.span_ms.items()))
-    if r.device.startswith("cuda"):
-        console.print(f"CUDA ops with device time: {r.cuda_kernels_seen}")
-    console.print(f"Chrome trace: {r.trace_path} (open in https://ui.perfetto.dev or chrome://tracing)")
-    if r.nsys:
-        console.print(f"nsys: {r.nsys}")
 
 
 def print_compare(changes: list, threshold: str) -> None:
@@ -617,37 +515,11 @@ def print_lengths(r: LengthsResult) -> None:
         rows.append(("step peak_mem_mib at p99 batch length", fmt(r.step_peak_mem_mib_uncapped, 1)))
     if r.step_peak_mem_mib_capped is not None:
         rows.append(("step peak_mem_mib capped", fmt(r.step_peak_mem_mib_capped, 1)))
-    console.print(_figure_table(f"token lengths {r.data}", rows))
+    console.print(figure_table(f"token lengths {r.data}", rows))
     ratio = r.batch_max_tokens_p99 / r.batch_max_tokens_p50 if r.batch_max_tokens_p50 else 1
     if ratio > 2:
         console.print(f"OOM risk: the p99 batch is {ratio:.1f}x longer than the median batch; size memory for "
                       f"{r.batch_max_tokens_max} tokens per row, or --cap / bucket by length")
-
-
-def print_diagnose(r: DiagnoseResult) -> None:
-    t = Table(title=f"diagnose {r.data} -> {r.model}")
-    t.add_column("measurement")
-    t.add_column("samples_per_s", justify="right")
-    t.add_row("(1) model step, synthetic in-memory data", fmt(r.step_samples_per_s, 1))
-    t.add_row("(2) loader, warm page cache", fmt(r.warm_samples_per_s, 1))
-    t.add_row("(3) loader, cold cache", fmt(r.cold_samples_per_s, 1))
-    console.print(t)
-    fetch = "not measured (cold not verified)" if r.fetch_stall_fraction != r.fetch_stall_fraction else \
-        f"{r.fetch_stall_fraction * 100:.0f}%"
-    console.print(f"share of step time: compute {r.compute_fraction * 100:.0f}%, prep stall "
-                  f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {fetch}")
-    if r.binding_limit:
-        console.print(f"binding limit: {r.binding_limit} (the limits table follows)")
-    console.print(r.sentence)
-    for a in r.advice:
-        console.print(f"  - {a}")
-    w = Table(title="what-if: dataset fraction in page cache")
-    w.add_column("cached_fraction", justify="right")
-    w.add_column("predicted model idle", justify="right")
-    for row in r.what_if:
-        w.add_row(f"{row['cached_fraction'] * 100:.0f}%", f"{row['predicted_stall_fraction'] * 100:.0f}%")
-    console.print(w)
-    print_notes(r.notes)
 
 
 def print_tune_step(step) -> None:
