@@ -1,5 +1,6 @@
-"""What a person reads: tables, progress bars, plots and verdicts; the commands moved to their own modules render
-their records there (commands/e2e.py ...). Takes records, never measures."""
+"""What several commands print: the console, progress bars, figure tables, notes, histograms, the loader table
+and its warnings, the recommendation (fed runs and limits table included), the heatmap and the collectors. Each
+command's own record is rendered in its module (commands/e2e.py ...). Takes records, never measures."""
 
 from __future__ import annotations
 
@@ -24,18 +25,13 @@ from rich.progress import (
 from rich.table import Table
 
 from dataperf import verdict
-from dataperf.data.manifest import Manifest
 from dataperf.measure import collectors
 from dataperf.results import (
-    MIB,
-    LengthsResult,
     LimitsResult,
     LoaderConfig,
     LoaderResult,
-    MemoryResult,
     Record,
     StepResult,
-    WatchResult,
     fmt,
 )
 from dataperf.verdict import ok_loaders, rank_rate, sorted_by_rate
@@ -43,6 +39,21 @@ from dataperf.verdict import ok_loaders, rank_rate, sorted_by_rate
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
     console = Console(width=240)
+
+
+@contextlib.contextmanager
+def to_stderr() -> Iterator[None]:
+    """Print on stderr for a while: `dataperf watch` leaves the job's stdout exactly as the job wrote it. It swaps
+    this module's console, so the command modules print through `_render.console`, looked up at each call."""
+    global console
+    saved = console
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, width=180)
+    try:
+        yield
+    finally:
+        console = saved
 
 
 @contextlib.contextmanager
@@ -61,61 +72,6 @@ def progress_bar(label: str, total: int | None, enabled: bool = True,
     with prog:
         task = prog.add_task(label, total=total)
         yield lambda n=1: prog.advance(task, n)
-
-
-def print_plan(plan) -> None:
-    """Before a sweep starts: how long it should take (budget.Plan), and what --budget cut to fit."""
-    console.print(plan.describe())
-    for cut in plan.dropped:
-        console.print(f"  budget: {cut}")
-
-
-def print_duration(plan, outcome) -> None:
-    """After a sweep: how long it took against the plan, the trials --budget left no time for, and the fed runs
-    of --confirm it cut."""
-    from dataperf.workflows.budget import minutes
-
-    line = f"took {minutes(outcome.wall_s)} (planned {minutes(plan.expected_s)})"
-    if outcome.added:
-        line += f"; {outcome.added} of the {len(plan.spare)} trials the budget cut were run after all (time was left)"
-    if outcome.extended:
-        line += (f"; past the ladder, {', '.join(map(str, outcome.extended))} workers were tried (the best was the "
-                 "largest count tried and the answer was not settled there)")
-    if outcome.filled:
-        line += f"; {outcome.filled} trials the budget had left out ran with the time left at the end"
-    if outcome.not_started:
-        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(outcome.grid_s or 0, 0))} "
-                 "for the grid ran out (rerun with --resume and a larger --budget to add them)")
-    console.print(line, soft_wrap=True)
-    for cut in outcome.cuts:
-        console.print(f"  budget: {cut}")
-
-
-def print_made(out: Path, m: Manifest, made=None) -> None:
-    """What was written; with `made` (formats.generate.Generated) also how fast, over its wall time."""
-    extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
-    console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
-    if made is not None:
-        unit = "images/s" if m.kind == "image" else "samples/s"
-        console.print(f"generated at {made.samples_per_s:.1f} {unit}, {made.mib_per_s:.1f} MiB/s "
-                      f"({made.wall_s:.1f} s, {made.jobs} process{'es' if made.jobs > 1 else ''})")
-
-
-def print_inspection(ins) -> None:
-    from dataperf.data.make.inspect import length_histogram
-
-    rows = [
-        ("format", ins.format), ("kind", ins.kind), ("samples", str(ins.count)),
-        ("total_mib", f"{ins.total_bytes / MIB:.2f}"), ("shards", str(ins.shard_count)),
-        ("sample_bytes_mean", f"{ins.sample_bytes_mean:.0f}"), ("sample_bytes_p50", f"{ins.sample_bytes_p50:.0f}"),
-        ("sample_bytes_p99", f"{ins.sample_bytes_p99:.0f}"),
-    ]
-    if ins.token_lengths:
-        rows += [("tokens_p50", f"{ins.token_p50:.0f}"), ("tokens_p99", f"{ins.token_p99:.0f}"),
-                 ("tokens_max", str(max(ins.token_lengths)))]
-    console.print(figure_table(f"dataset {ins.path}", rows))
-    if ins.token_lengths:
-        print_histogram("token length (tokens)", length_histogram(ins.token_lengths))
 
 
 def figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
@@ -223,6 +179,13 @@ def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]
     return out
 
 
+def print_warnings(results: list[Record], step: StepResult | None) -> None:
+    """Under a loader table (sweep, report): idle workers, and what the loader-vs-step verdict cannot see."""
+    for line in [idle_warning(results), *verdict_caveats(results, step)]:
+        if line:
+            console.print(line)
+
+
 def backend_label(r: LoaderResult) -> str:
     """The backend facet: its name, its worker kind, and knobs it could not express."""
     b = getattr(r, "backend", None) or {}
@@ -263,13 +226,6 @@ def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> s
                 f"model idle {f.idle_fraction * 100:.0f}% of the time)")
     tag = "" if f.has_headroom else f", below the {headroom:g}x headroom"
     return f"loader has {f.ratio:.2f}x headroom{tag}"
-
-
-def verdict_short(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
-    f = verdict.fit(loader_sps, step_sps, headroom)
-    if f.input_bound:
-        return f"[red]input-bound by {f.idle_fraction * 100:.0f}%[/red]"
-    return f"{f.ratio:.2f}x headroom" + ("" if f.has_headroom else f" (< {headroom:g}x)")
 
 
 def fed_short(r: LoaderResult, step: StepResult, headroom: float) -> str:
@@ -474,217 +430,3 @@ def print_collectors(c: dict[str, Any]) -> None:
             print_histogram(item.title, item.bins)
         else:
             console.print(item)
-
-
-def print_compare(changes: list, threshold: str) -> None:
-    t = Table(title=f"base vs head (threshold {threshold})")
-    for col in ("kind", "config", "metric", "base", "head", "change", "95% CI", "verdict"):
-        t.add_column(col, justify="left" if col in ("kind", "config", "metric", "verdict") else "right")
-    colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white",
-              "too few repeats": "yellow"}
-    for c in changes:
-        t.add_row(c.kind, c.config[:60], c.metric, fmt(c.base_median, 2), fmt(c.head_median, 2),
-                  f"{c.change_pct:+.1f}%", f"{c.ci_pct[0]:+.1f}..{c.ci_pct[1]:+.1f}%",
-                  f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
-    console.print(t)
-    n = sum(c.verdict == "regression" for c in changes)
-    console.print("verdict: regression when the whole 95% CI is beyond the threshold on the worse side")
-    few = sum(c.verdict == "too few repeats" for c in changes)
-    if few:
-        console.print(f"note: {few} row(s) have fewer than 5 repeats a side: no verdict (measure with --repeats 5, "
-                      "or pool several runs in one file)")
-    console.print(f"{n} regression(s)" if n else "no regression")
-
-
-def print_lengths(r: LengthsResult) -> None:
-    from dataperf.data.make.inspect import length_histogram
-
-    print_histogram("sample length (tokens)", length_histogram(r.sample_lengths))
-    print_histogram(f"per-batch padded length (tokens, batch {r.batch_size})", length_histogram(r.batch_max_tokens))
-    rows = [("samples", str(r.samples)),
-            ("sample_tokens p50 / p99 / max",
-             f"{r.sample_tokens_p50:.0f} / {r.sample_tokens_p99:.0f} / {r.sample_tokens_max}"),
-            ("batch_max_tokens p50 / p99 / max",
-             f"{r.batch_max_tokens_p50:.0f} / {r.batch_max_tokens_p99:.0f} / {r.batch_max_tokens_max}"),
-            ("padding_waste_pct", f"{r.padding_waste_pct:.1f}")]
-    if r.cap_tokens:
-        rows += [(f"capped at {r.cap_tokens}: batch_max_tokens p99", f"{r.capped_batch_max_tokens_p99:.0f}"),
-                 ("capped padding_waste_pct", f"{r.capped_padding_waste_pct:.1f}"),
-                 ("tokens_dropped_by_cap_pct", f"{r.tokens_dropped_by_cap_pct:.1f}")]
-    if r.step_peak_mem_mib_uncapped is not None:
-        rows.append(("step peak_mem_mib at p99 batch length", fmt(r.step_peak_mem_mib_uncapped, 1)))
-    if r.step_peak_mem_mib_capped is not None:
-        rows.append(("step peak_mem_mib capped", fmt(r.step_peak_mem_mib_capped, 1)))
-    console.print(figure_table(f"token lengths {r.data}", rows))
-    ratio = r.batch_max_tokens_p99 / r.batch_max_tokens_p50 if r.batch_max_tokens_p50 else 1
-    if ratio > 2:
-        console.print(f"OOM risk: the p99 batch is {ratio:.1f}x longer than the median batch; size memory for "
-                      f"{r.batch_max_tokens_max} tokens per row, or --cap / bucket by length")
-
-
-def print_tune_step(step) -> None:
-    r = step.result
-    rate = fmt(rank_rate(r)) if r.status == "ok" else "failed"
-    console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
-                  soft_wrap=True)
-
-
-def print_prediction(p, probe: LimitsResult) -> None:
-    """What tune measured before its first trial, and the config it predicts from that."""
-    print_limits(probe)
-    console.print(f"prediction: {p.why}", soft_wrap=True)
-
-
-def print_tune(outcome) -> None:
-    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
-    if outcome.pick is None:
-        return
-    for short, rates in outcome.confirmed.items():
-        console.print(f"confirmation: {short}: {', '.join(fmt(x) for x in rates)} samples/s")
-    tgt = f" (target {fmt(outcome.target_samples_per_s)})" if outcome.target_samples_per_s else ""
-    console.print(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
-                  f"a training epoch{tgt}", soft_wrap=True)
-    for p in outcome.predictions:
-        if p.get("measured") and p.get("predicted") == p.get("predicted"):
-            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])} "
-                          f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
-    if outcome.recommendation is not None:
-        print_recommendation(outcome.recommendation)
-    else:
-        if outcome.limits is not None:
-            print_limits(outcome.limits)
-        console.print(f"answer: {verdict.dataloader_args(outcome.pick_config or outcome.pick.loader_config)}",
-                      soft_wrap=True)
-
-
-def print_env(recs: list[Record]) -> None:
-    """Where the results came from, once at the top; a warning when the file mixes machines or versions."""
-    from dataperf.results import provenance
-
-    envs = [r.env for r in recs if getattr(r, "env", None)]
-    if not envs:
-        console.print("provenance: not recorded (results written by dataperf before schema 2)")
-        return
-    e = envs[0]
-    gpu = f", GPU {e['gpu_model']} (driver {e['gpu_driver']})" if e.get("gpu_model") else ", no GPU"
-    console.print(f"machine: {e.get('host')}: {e.get('cpu_count')} x {e.get('cpu_model')}, "
-                  f"{e.get('mem_total_gib')} GiB, kernel {e.get('kernel')}{gpu}")
-    commit = e.get("dataperf_commit") or "no commit"
-    console.print(f"software: python {e.get('python')}, torch {e.get('torch')}, webdataset {e.get('webdataset')}, "
-                  f"DALI {e.get('dali') or '-'}, dataperf {e.get('dataperf')} ({commit})")
-    if e.get("fs_type"):
-        console.print(f"storage: {e['fs_type']} on {e.get('fs_device')}")
-    mixed = sorted({k for other in envs[1:] for k, _, _ in provenance.differences(e, other)})
-    if mixed:
-        console.print(f"[yellow]warning: this file mixes results from different {', '.join(mixed)}; "
-                      "figures from different machines or versions are not comparable[/yellow]")
-
-
-def print_env_differences(diffs: list[tuple[str, object, object]]) -> None:
-    for k, b, h in diffs:
-        console.print(f"[yellow]warning: base and head differ in {k}: {b!r} vs {h!r}; the comparison is not "
-                      "like for like[/yellow]")
-
-
-@contextlib.contextmanager
-def to_stderr() -> Iterator[None]:
-    """Print on stderr for a while: `dataperf watch` leaves the job's stdout exactly as the job wrote it."""
-    global console
-    saved = console
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        console = Console(stderr=True, width=180)
-    try:
-        yield
-    finally:
-        console = saved
-
-
-def watch_verdict(r: WatchResult) -> str:
-    """Input-bound or not, from the host's wait on the DataLoader and, on CUDA, the GPU's idle share."""
-    if r.steps_measured == 0:
-        return "no verdict: no optimizer steps were measured"
-    gpu = "" if r.gpu_idle_fraction is None else f"; GPU idle {r.gpu_idle_fraction * 100:.1f}% of the time"
-    stall = r.data_stall_fraction * 100
-    if r.data_stall_fraction > 0.05:
-        return f"input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
-    return f"not input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
-
-
-def print_watch(recs: list[Record]) -> None:
-    """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step."""
-    ws = [r for r in recs if isinstance(r, WatchResult)]
-    if not ws:
-        return
-    t = Table(title=f"watch: {' '.join(ws[0].command)[:100]}")
-    t.add_column("figure")
-    for r in ws:
-        t.add_column("job" if r.rank is None else f"rank {r.rank}", justify="right")
-    pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
-    rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
-            ("first_step_ms (start-up, first batch)", lambda r: fmt(r.first_step_ms, 1)),
-            ("step_ms median / p99", lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_p99, 2)}"),
-            ("data_wait_ms median / p99",
-             lambda r: f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
-            ("samples_per_s (steady / whole run)",
-             lambda r: f"{fmt(r.samples_per_s, 1)} / {fmt(r.run_samples_per_s, 1)}"),
-            ("model_samples_per_s (when fed)", lambda r: fmt(r.model_samples_per_s, 1)),
-            ("data_stall_fraction", lambda r: pct(r.data_stall_fraction)),
-            ("gpu_idle_fraction (CUDA events)", lambda r: pct(r.gpu_idle_fraction) if r.gpu_idle_fraction is not None
-             else "n/a (no CUDA)"),
-            ("hook cost us/step (% of step)", lambda r: f"{fmt(r.hook_us_per_step_median, 1)} "
-             f"({fmt(r.hook_overhead_pct, 3)}%)"),
-            ("exit code", lambda r: str(r.exit_code))]
-    for name, fn in rows:
-        t.add_row(name, *[fn(r) for r in ws])
-    console.print(t)
-    for r in ws:
-        who = "job" if r.rank is None else f"rank {r.rank}"
-        for ld in r.loaders:
-            console.print(f"{who} DataLoader: {ld.get('dataset_type')} bs={ld.get('batch_size')} "
-                          f"workers={ld.get('num_workers')} prefetch={ld.get('prefetch_factor')} "
-                          f"pin={ld.get('pin_memory')} persistent={ld.get('persistent_workers')} "
-                          f"batches={ld.get('batches')} iterators={ld.get('iterators')} path={ld.get('data_path')}")
-        if r.hook_loaded:
-            console.print(f"{who}: {watch_verdict(r)}")
-    for r in ws:
-        if r.collectors:
-            print_collectors(r.collectors)
-    seen = set()
-    for r in ws:
-        for n in r.notes:
-            if n not in seen:
-                seen.add(n)
-                console.print(f"note: {n}")
-    # one command per line, never wrapped (a wrapped tail pasted into a shell runs as a command of its own)
-    for step, notes in dict.fromkeys((r.next_step, tuple(r.next_notes)) for r in ws):
-        for text in ([f"next: {step}"] if step else []) + [f"note: {n}" for n in notes]:
-            console.print(text, soft_wrap=True, markup=False, highlight=False)
-
-
-def print_memory(rows: list[MemoryResult]) -> None:
-    """The memory table: one row per optimizer at one batch size, reduction against AdamW."""
-    first = rows[0]
-    t = Table(title=f"GPU memory {first.model} batch {first.batch_size} seq {first.seq_len} amp {first.amp}")
-    cols = ("optimizer", "max_allocated_mib", "nvml_peak_used_mib", "step_ms", "samples_per_s",
-            "reduction_vs_adamw", "max_batch")
-    for col in cols:
-        t.add_column(col, justify="left" if col == "optimizer" else "right")
-    for r in rows:
-        red = "-" if r.reduction_vs_adamw_pct is None else f"{r.reduction_vs_adamw_pct:+.1f}%"
-        if r.status != "ok":
-            t.add_row(r.optimizer, "failed", "", "", "", "", fmt(r.max_batch) if r.max_batch is not None else "-")
-            continue
-        t.add_row(r.optimizer, fmt(r.cuda_max_allocated_mib), fmt(r.nvml_peak_used_mib), fmt(r.step_ms_median, 1),
-                  fmt(r.samples_per_s, 1), red, fmt(r.max_batch) if r.max_batch is not None else "-")
-    console.print(t)
-    for r in rows:
-        if r.error:
-            console.print(f"{r.optimizer}: {r.error}")
-        if r.oom_summary:
-            console.print(f"{r.optimizer}: memory summary of the first batch that did not fit: {r.oom_summary}")
-        for n in r.notes:
-            if n.startswith("max-batch"):
-                console.print(f"{r.optimizer}: {n}")
-    console.print(f"nvml_peak_used_mib is sampled every {first.nvml_interval_s:g} s (as nvidia-smi -l 1) and "
-                  "includes the CUDA context; reduction is of max_allocated_mib")
