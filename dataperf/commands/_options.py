@@ -109,6 +109,9 @@ HEADROOM = click.option("--headroom", type=float, default=1.2, show_default=True
                         help="how much faster than the step a loader must be to feed it")
 
 
+OUT = click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
+
+
 def _apply(fn: F, opts: list) -> F:
     for opt in reversed(opts):
         fn = opt(fn)
@@ -381,3 +384,15 @@ def make_step_options(model: str, device: str = "cpu", optimizer: str = "adamw",
 
     return StepOptions(model=model, device=device, optimizer=optimizer, amp=amp, input=input_kind,
                        deterministic=deterministic, **kw)
+
+
+def fed_config(command: str, data, kw: dict):
+    """e2e, profile, diagnose: the loader config, its data and the step's options, checked before measuring.
+    `kw` keeps what belongs to the command alone."""
+    from dataperf.measure import preflight
+
+    loader, model, _ = split(kw, command, "model")
+    data = resolve_data(data, loader["dataset_factory"])[0]
+    cfg = make_config(data, device=model["device"], **loader)
+    preflight.check_fed(data, cfg, model["model"], model["input_kind"])
+    return data, cfg, model, loader["seq_len"]

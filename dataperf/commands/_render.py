@@ -1,10 +1,15 @@
-"""Everything a person reads: tables, progress bars, plots and verdicts. Takes records, never measures."""
+"""What several commands print: the console, progress bars, figure tables, notes, histograms, the loader table
+and its warnings, the recommendation (fed runs and limits table included), the heatmap and the collectors. Each
+command's own record is rendered in its module (commands/e2e.py ...). Takes records, never measures."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import statistics
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +25,13 @@ from rich.progress import (
 from rich.table import Table
 
 from dataperf import verdict
-from dataperf.data.manifest import Manifest
 from dataperf.measure import collectors
 from dataperf.results import (
-    MIB,
-    DiagnoseResult,
-    E2EResult,
-    LengthsResult,
     LimitsResult,
     LoaderConfig,
     LoaderResult,
-    MemoryResult,
-    ProfileResult,
     Record,
     StepResult,
-    WatchResult,
     fmt,
 )
 from dataperf.verdict import ok_loaders, rank_rate, sorted_by_rate
@@ -42,6 +39,21 @@ from dataperf.verdict import ok_loaders, rank_rate, sorted_by_rate
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
     console = Console(width=240)
+
+
+@contextlib.contextmanager
+def to_stderr() -> Iterator[None]:
+    """Print on stderr for a while: `dataperf watch` leaves the job's stdout exactly as the job wrote it. It swaps
+    this module's console, so the command modules print through `_render.console`, looked up at each call."""
+    global console
+    saved = console
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        console = Console(stderr=True, width=180)
+    try:
+        yield
+    finally:
+        console = saved
 
 
 @contextlib.contextmanager
@@ -62,62 +74,7 @@ def progress_bar(label: str, total: int | None, enabled: bool = True,
         yield lambda n=1: prog.advance(task, n)
 
 
-def print_plan(plan) -> None:
-    """Before a sweep starts: how long it should take (budget.Plan), and what --budget cut to fit."""
-    console.print(plan.describe())
-    for cut in plan.dropped:
-        console.print(f"  budget: {cut}")
-
-
-def print_duration(plan, outcome) -> None:
-    """After a sweep: how long it took against the plan, the trials --budget left no time for, and the fed runs
-    of --confirm it cut."""
-    from dataperf.workflows.budget import minutes
-
-    line = f"took {minutes(outcome.wall_s)} (planned {minutes(plan.expected_s)})"
-    if outcome.added:
-        line += f"; {outcome.added} of the {len(plan.spare)} trials the budget cut were run after all (time was left)"
-    if outcome.extended:
-        line += (f"; past the ladder, {', '.join(map(str, outcome.extended))} workers were tried (the best was the "
-                 "largest count tried and the answer was not settled there)")
-    if outcome.filled:
-        line += f"; {outcome.filled} trials the budget had left out ran with the time left at the end"
-    if outcome.not_started:
-        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(outcome.grid_s or 0, 0))} "
-                 "for the grid ran out (rerun with --resume and a larger --budget to add them)")
-    console.print(line, soft_wrap=True)
-    for cut in outcome.cuts:
-        console.print(f"  budget: {cut}")
-
-
-def print_made(out: Path, m: Manifest, made=None) -> None:
-    """What was written; with `made` (formats.generate.Generated) also how fast, over its wall time."""
-    extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
-    console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
-    if made is not None:
-        unit = "images/s" if m.kind == "image" else "samples/s"
-        console.print(f"generated at {made.samples_per_s:.1f} {unit}, {made.mib_per_s:.1f} MiB/s "
-                      f"({made.wall_s:.1f} s, {made.jobs} process{'es' if made.jobs > 1 else ''})")
-
-
-def print_inspection(ins) -> None:
-    from dataperf.data.make.inspect import length_histogram
-
-    rows = [
-        ("format", ins.format), ("kind", ins.kind), ("samples", str(ins.count)),
-        ("total_mib", f"{ins.total_bytes / MIB:.2f}"), ("shards", str(ins.shard_count)),
-        ("sample_bytes_mean", f"{ins.sample_bytes_mean:.0f}"), ("sample_bytes_p50", f"{ins.sample_bytes_p50:.0f}"),
-        ("sample_bytes_p99", f"{ins.sample_bytes_p99:.0f}"),
-    ]
-    if ins.token_lengths:
-        rows += [("tokens_p50", f"{ins.token_p50:.0f}"), ("tokens_p99", f"{ins.token_p99:.0f}"),
-                 ("tokens_max", str(max(ins.token_lengths)))]
-    console.print(_figure_table(f"dataset {ins.path}", rows))
-    if ins.token_lengths:
-        print_histogram("token length (tokens)", length_histogram(ins.token_lengths))
-
-
-def _figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
+def figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
     """A two-column table of named figures."""
     t = Table(title=title)
     t.add_column("figure")
@@ -222,6 +179,13 @@ def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]
     return out
 
 
+def print_warnings(results: list[Record], step: StepResult | None) -> None:
+    """Under a loader table (sweep, report): idle workers, and what the loader-vs-step verdict cannot see."""
+    for line in [idle_warning(results), *verdict_caveats(results, step)]:
+        if line:
+            console.print(line)
+
+
 def backend_label(r: LoaderResult) -> str:
     """The backend facet: its name, its worker kind, and knobs it could not express."""
     b = getattr(r, "backend", None) or {}
@@ -262,13 +226,6 @@ def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> s
                 f"model idle {f.idle_fraction * 100:.0f}% of the time)")
     tag = "" if f.has_headroom else f", below the {headroom:g}x headroom"
     return f"loader has {f.ratio:.2f}x headroom{tag}"
-
-
-def verdict_short(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
-    f = verdict.fit(loader_sps, step_sps, headroom)
-    if f.input_bound:
-        return f"[red]input-bound by {f.idle_fraction * 100:.0f}%[/red]"
-    return f"{f.ratio:.2f}x headroom" + ("" if f.has_headroom else f" (< {headroom:g}x)")
 
 
 def fed_short(r: LoaderResult, step: StepResult, headroom: float) -> str:
@@ -365,19 +322,46 @@ def print_fed(rec: verdict.Recommendation) -> None:
 
 
 def print_limits(res: LimitsResult) -> None:
-    """The limits table (dataperf.measure.limits.rows) and the sentence naming the binding one."""
-    from dataperf.measure import limits
-
+    """The limits table (limit_rows) and the sentence naming the binding one."""
     cfg = LoaderConfig(**res.config)
     t = Table(title=f"limits of {cfg.short()} ({res.usable_cores} usable cores, {res.device})")
     for col in ("limit", "ceiling samples/s", "how measured"):
         t.add_column(col, justify="right" if col.startswith("ceiling") else "left")
-    for row in limits.rows(res):
+    for row in limit_rows(res):
         name = f"[bold]{row.limit} (binding)[/bold]" if row.binding else row.limit
         t.add_row(name, fmt(row.samples_per_s), row.how)
     console.print(t)
-    console.print(limits.describe(res))
+    console.print(describe_limits(res))
     print_notes(res.notes)
+
+
+@dataclass
+class LimitRow:
+    """One row of the limits table."""
+
+    limit: str
+    samples_per_s: float
+    how: str
+    binding: bool
+
+
+def limit_rows(res: LimitsResult) -> list[LimitRow]:
+    """The limits table: limit, ceiling samples/s (NaN: not measured), how measured, binding or not."""
+    from dataperf.measure.limits import ceilings  # loads torch: only when a limits record is shown
+
+    return [LimitRow(c.limit, c.samples_per_s, c.how, c.limit == res.binding_limit) for c in ceilings(res)]
+
+
+def describe_limits(res: LimitsResult) -> str:
+    """One sentence: which limit binds, at what rate, and how close the best config comes to it."""
+    if not res.binding_limit:
+        return "no ceiling could be measured"
+    s = f"binding limit: {res.binding_limit} at {res.binding_samples_per_s:,.0f} samples/s"
+    if math.isfinite(res.best_of_binding_pct):
+        known = {f.name for f in fields(LoaderConfig)}
+        best = LoaderConfig(**{k: v for k, v in json.loads(res.best_config_key).items() if k in known})
+        s += f"; the measured config ({best.short()}) reaches {res.best_of_binding_pct:.0f}% of it"
+    return s
 
 
 def _named(r: LoaderResult) -> str:
@@ -432,42 +416,6 @@ def heatmap(results: list[Record], path: Path) -> Path | None:
     return path
 
 
-def print_trial(r: LoaderResult) -> None:
-    """One trial in full: figures, collectors, notes."""
-    console.print(loader_table([r], title=f"bench {r.data}"))
-    if r.status == "ok":
-        console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
-                      f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
-                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
-                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
-        console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
-                      soft_wrap=True)
-        console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
-                      f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
-                      "of this trial's batch time")
-        print_footprint(r)
-        print_collectors(r.collectors)
-    else:
-        print_failures([r])
-    print_notes(r.notes)
-
-
-def print_footprint(r: LoaderResult) -> None:
-    """Cost of the trial: cores busy and PSS of the process tree, and a converted store's one-off cost."""
-    b = getattr(r, "backend", None) or {}
-    if getattr(r, "cpu_cores_busy_median", None) == getattr(r, "cpu_cores_busy_median", 0.0):  # not NaN
-        console.print(f"footprint: {fmt(r.cpu_cores_busy_median, 2)} cores busy "
-                      f"({fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
-                      f"{fmt(r.pss_mib_peak)} MiB, main process + workers "
-                      f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
-                      f"epoch {fmt(r.worker_pss_growth_pct, 1)}%, private memory "
-                      f"{fmt(r.worker_private_growth_mib, 1)} MiB, of it copied from the parent "
-                      f"{fmt(r.worker_copied_mib, 1)} MiB (copy-on-read)")
-    if "conversion_s" in b:
-        console.print(f"store: {b['store']} ({fmt(b['store_mib'], 1)} MiB, converted in "
-                      f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")
-
-
 def print_collectors(c: dict[str, Any]) -> None:
     """What the collectors saw, each in its own words (collectors.describe)."""
     for item in collectors.describe(c):
@@ -482,307 +430,3 @@ def print_collectors(c: dict[str, Any]) -> None:
             print_histogram(item.title, item.bins)
         else:
             console.print(item)
-
-
-def print_step(r: StepResult) -> None:
-    shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
-    rows = [("batch", shape),
-            ("step_ms median \\[min-max]", f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
-            ("samples_per_s", fmt(r.samples_per_s, 1))]
-    if r.tokens_per_s:
-        rows.append(("tokens_per_s", fmt(r.tokens_per_s)))
-    rows.append(("cpu_cores_busy (training process)", fmt(r.cpu_cores_busy_median, 2)))
-    rows.append(("peak_mem_mib", fmt(r.peak_mem_mib, 1)))
-    if r.cuda_max_allocated_mib is not None:
-        rows.append(("cuda_max_allocated_mib", fmt(r.cuda_max_allocated_mib, 1)))
-        rows.append(("nvml_peak_used_mib", fmt(r.nvml_peak_used_mib, 1)))
-    rows.append(("peak_rss_mib", fmt(r.peak_rss_mib, 1)))
-    console.print(_figure_table(f"step {r.model} on {r.device} ({r.params_m:.1f}M params, {r.optimizer})", rows))
-    print_notes(r.notes)
-
-
-def print_e2e(r: E2EResult) -> None:
-    rows = [("step_ms median (wall, fed)", fmt(r.step_ms_median, 2)),
-            ("data_wait_ms median / p99", f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
-            ("epoch restarts while measured", str(r.epoch_restarts)),
-            ("h2d_ms median", fmt(r.h2d_ms_median, 3)),
-            ("compute_ms median", fmt(r.compute_ms_median, 2)),
-            ("step host ms median (in the step call)", fmt(r.step_host_ms_median, 2)),
-            ("samples_per_s", fmt(r.samples_per_s, 1)),
-            ("host_wait_fraction", f"{r.host_wait_fraction * 100:.1f}%")]
-    if r.gpu_idle_fraction is not None:
-        rows.append(("gpu_idle_fraction", f"{r.gpu_idle_fraction * 100:.1f}%"))
-    rows.append(("data_stall_fraction (device idle)", f"{r.data_stall_fraction * 100:.1f}%"))
-    if r.predicted_stall_fraction is not None:
-        rows += [("loader_samples_per_s (alone, steady)", fmt(r.loader_samples_per_s, 1)),
-                 ("loader epoch samples/s (alone, start-up incl.)", fmt(r.loader_epoch_samples_per_s, 1)),
-                 ("loader rate with this run's epoch restarts", fmt(r.predicted_loader_samples_per_s, 1)),
-                 ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
-                 ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
-    console.print(_figure_table(f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}", rows))
-    verdict_ = "input-bound" if r.data_stall_fraction > verdict.FED_STALL else "not input-bound"
-    console.print(f"{verdict_}: the model's device sat idle waiting for data {r.data_stall_fraction * 100:.1f}% of "
-                  f"the time ({r.stall_basis})")
-    print_notes(r.notes)
-
-
-def print_profile(r: ProfileResult) -> None:
-    t = Table(title=f"top ops by {r.sort_by} ({r.model} on {r.device})")
-    for col in ("op", "calls", "self_ms", "cpu_total_ms"):
-        t.add_column(col, justify="left" if col == "op" else "right")
-    for o in r.top_ops:
-        t.add_row(o["name"][:70], str(o["calls"]), fmt(o["self_ms"], 3), fmt(o["cpu_total_ms"], 3))
-    console.print(t)
-    split = " / ".join(f"{k} {v:.2f} ms ({r.split_fraction.get(k, 0) * 100:.0f}%)" for k, v in r.split_ms.items())
-    console.print(f"step time split (per active step): {split}")
-    console.print("note: these steps start on a fresh loader and are served from the batches its workers "
-                  "already queued (workers x prefetch), so data_wait here is a lower bound; dataperf e2e "
-                  "measures the stall")
-    if r.span_ms:
-        console.print("profiler spans per step (host): "
-                      + ", ".join(f"{k} {v:.2f} ms" for k, v in r.span_ms.items()))
-    if r.device.startswith("cuda"):
-        console.print(f"CUDA ops with device time: {r.cuda_kernels_seen}")
-    console.print(f"Chrome trace: {r.trace_path} (open in https://ui.perfetto.dev or chrome://tracing)")
-    if r.nsys:
-        console.print(f"nsys: {r.nsys}")
-
-
-def print_compare(changes: list, threshold: str) -> None:
-    t = Table(title=f"base vs head (threshold {threshold})")
-    for col in ("kind", "config", "metric", "base", "head", "change", "95% CI", "verdict"):
-        t.add_column(col, justify="left" if col in ("kind", "config", "metric", "verdict") else "right")
-    colour = {"regression": "red", "improvement": "green", "within noise": "yellow", "unchanged": "white",
-              "too few repeats": "yellow"}
-    for c in changes:
-        t.add_row(c.kind, c.config[:60], c.metric, fmt(c.base_median, 2), fmt(c.head_median, 2),
-                  f"{c.change_pct:+.1f}%", f"{c.ci_pct[0]:+.1f}..{c.ci_pct[1]:+.1f}%",
-                  f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
-    console.print(t)
-    n = sum(c.verdict == "regression" for c in changes)
-    console.print("verdict: regression when the whole 95% CI is beyond the threshold on the worse side")
-    few = sum(c.verdict == "too few repeats" for c in changes)
-    if few:
-        console.print(f"note: {few} row(s) have fewer than 5 repeats a side: no verdict (measure with --repeats 5, "
-                      "or pool several runs in one file)")
-    console.print(f"{n} regression(s)" if n else "no regression")
-
-
-def print_lengths(r: LengthsResult) -> None:
-    from dataperf.data.make.inspect import length_histogram
-
-    print_histogram("sample length (tokens)", length_histogram(r.sample_lengths))
-    print_histogram(f"per-batch padded length (tokens, batch {r.batch_size})", length_histogram(r.batch_max_tokens))
-    rows = [("samples", str(r.samples)),
-            ("sample_tokens p50 / p99 / max",
-             f"{r.sample_tokens_p50:.0f} / {r.sample_tokens_p99:.0f} / {r.sample_tokens_max}"),
-            ("batch_max_tokens p50 / p99 / max",
-             f"{r.batch_max_tokens_p50:.0f} / {r.batch_max_tokens_p99:.0f} / {r.batch_max_tokens_max}"),
-            ("padding_waste_pct", f"{r.padding_waste_pct:.1f}")]
-    if r.cap_tokens:
-        rows += [(f"capped at {r.cap_tokens}: batch_max_tokens p99", f"{r.capped_batch_max_tokens_p99:.0f}"),
-                 ("capped padding_waste_pct", f"{r.capped_padding_waste_pct:.1f}"),
-                 ("tokens_dropped_by_cap_pct", f"{r.tokens_dropped_by_cap_pct:.1f}")]
-    if r.step_peak_mem_mib_uncapped is not None:
-        rows.append(("step peak_mem_mib at p99 batch length", fmt(r.step_peak_mem_mib_uncapped, 1)))
-    if r.step_peak_mem_mib_capped is not None:
-        rows.append(("step peak_mem_mib capped", fmt(r.step_peak_mem_mib_capped, 1)))
-    console.print(_figure_table(f"token lengths {r.data}", rows))
-    ratio = r.batch_max_tokens_p99 / r.batch_max_tokens_p50 if r.batch_max_tokens_p50 else 1
-    if ratio > 2:
-        console.print(f"OOM risk: the p99 batch is {ratio:.1f}x longer than the median batch; size memory for "
-                      f"{r.batch_max_tokens_max} tokens per row, or --cap / bucket by length")
-
-
-def print_diagnose(r: DiagnoseResult) -> None:
-    t = Table(title=f"diagnose {r.data} -> {r.model}")
-    t.add_column("measurement")
-    t.add_column("samples_per_s", justify="right")
-    t.add_row("(1) model step, synthetic in-memory data", fmt(r.step_samples_per_s, 1))
-    t.add_row("(2) loader, warm page cache", fmt(r.warm_samples_per_s, 1))
-    t.add_row("(3) loader, cold cache", fmt(r.cold_samples_per_s, 1))
-    console.print(t)
-    fetch = "not measured (cold not verified)" if r.fetch_stall_fraction != r.fetch_stall_fraction else \
-        f"{r.fetch_stall_fraction * 100:.0f}%"
-    console.print(f"share of step time: compute {r.compute_fraction * 100:.0f}%, prep stall "
-                  f"{r.prep_stall_fraction * 100:.0f}%, fetch stall {fetch}")
-    if r.binding_limit:
-        console.print(f"binding limit: {r.binding_limit} (the limits table follows)")
-    console.print(r.sentence)
-    for a in r.advice:
-        console.print(f"  - {a}")
-    w = Table(title="what-if: dataset fraction in page cache")
-    w.add_column("cached_fraction", justify="right")
-    w.add_column("predicted model idle", justify="right")
-    for row in r.what_if:
-        w.add_row(f"{row['cached_fraction'] * 100:.0f}%", f"{row['predicted_stall_fraction'] * 100:.0f}%")
-    console.print(w)
-    print_notes(r.notes)
-
-
-def print_tune_step(step) -> None:
-    r = step.result
-    rate = fmt(rank_rate(r)) if r.status == "ok" else "failed"
-    console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
-                  soft_wrap=True)
-
-
-def print_prediction(p, probe: LimitsResult) -> None:
-    """What tune measured before its first trial, and the config it predicts from that."""
-    print_limits(probe)
-    console.print(f"prediction: {p.why}", soft_wrap=True)
-
-
-def print_tune(outcome) -> None:
-    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
-    if outcome.pick is None:
-        return
-    for short, rates in outcome.confirmed.items():
-        console.print(f"confirmation: {short}: {', '.join(fmt(x) for x in rates)} samples/s")
-    tgt = f" (target {fmt(outcome.target_samples_per_s)})" if outcome.target_samples_per_s else ""
-    console.print(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
-                  f"a training epoch{tgt}", soft_wrap=True)
-    for p in outcome.predictions:
-        if p.get("measured") and p.get("predicted") == p.get("predicted"):
-            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])} "
-                          f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
-    if outcome.recommendation is not None:
-        print_recommendation(outcome.recommendation)
-    else:
-        if outcome.limits is not None:
-            print_limits(outcome.limits)
-        console.print(f"answer: {verdict.dataloader_args(outcome.pick_config or outcome.pick.loader_config)}",
-                      soft_wrap=True)
-
-
-def print_env(recs: list[Record]) -> None:
-    """Where the results came from, once at the top; a warning when the file mixes machines or versions."""
-    from dataperf.results import provenance
-
-    envs = [r.env for r in recs if getattr(r, "env", None)]
-    if not envs:
-        console.print("provenance: not recorded (results written by dataperf before schema 2)")
-        return
-    e = envs[0]
-    gpu = f", GPU {e['gpu_model']} (driver {e['gpu_driver']})" if e.get("gpu_model") else ", no GPU"
-    console.print(f"machine: {e.get('host')}: {e.get('cpu_count')} x {e.get('cpu_model')}, "
-                  f"{e.get('mem_total_gib')} GiB, kernel {e.get('kernel')}{gpu}")
-    commit = e.get("dataperf_commit") or "no commit"
-    console.print(f"software: python {e.get('python')}, torch {e.get('torch')}, webdataset {e.get('webdataset')}, "
-                  f"DALI {e.get('dali') or '-'}, dataperf {e.get('dataperf')} ({commit})")
-    if e.get("fs_type"):
-        console.print(f"storage: {e['fs_type']} on {e.get('fs_device')}")
-    mixed = sorted({k for other in envs[1:] for k, _, _ in provenance.differences(e, other)})
-    if mixed:
-        console.print(f"[yellow]warning: this file mixes results from different {', '.join(mixed)}; "
-                      "figures from different machines or versions are not comparable[/yellow]")
-
-
-def print_env_differences(diffs: list[tuple[str, object, object]]) -> None:
-    for k, b, h in diffs:
-        console.print(f"[yellow]warning: base and head differ in {k}: {b!r} vs {h!r}; the comparison is not "
-                      "like for like[/yellow]")
-
-
-@contextlib.contextmanager
-def to_stderr() -> Iterator[None]:
-    """Print on stderr for a while: `dataperf watch` leaves the job's stdout exactly as the job wrote it."""
-    global console
-    saved = console
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        console = Console(stderr=True, width=180)
-    try:
-        yield
-    finally:
-        console = saved
-
-
-def watch_verdict(r: WatchResult) -> str:
-    """Input-bound or not, from the host's wait on the DataLoader and, on CUDA, the GPU's idle share."""
-    if r.steps_measured == 0:
-        return "no verdict: no optimizer steps were measured"
-    gpu = "" if r.gpu_idle_fraction is None else f"; GPU idle {r.gpu_idle_fraction * 100:.1f}% of the time"
-    stall = r.data_stall_fraction * 100
-    if r.data_stall_fraction > 0.05:
-        return f"input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
-    return f"not input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
-
-
-def print_watch(recs: list[Record]) -> None:
-    """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step."""
-    ws = [r for r in recs if isinstance(r, WatchResult)]
-    if not ws:
-        return
-    t = Table(title=f"watch: {' '.join(ws[0].command)[:100]}")
-    t.add_column("figure")
-    for r in ws:
-        t.add_column("job" if r.rank is None else f"rank {r.rank}", justify="right")
-    pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
-    rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
-            ("first_step_ms (start-up, first batch)", lambda r: fmt(r.first_step_ms, 1)),
-            ("step_ms median / p99", lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_p99, 2)}"),
-            ("data_wait_ms median / p99",
-             lambda r: f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
-            ("samples_per_s (steady / whole run)",
-             lambda r: f"{fmt(r.samples_per_s, 1)} / {fmt(r.run_samples_per_s, 1)}"),
-            ("model_samples_per_s (when fed)", lambda r: fmt(r.model_samples_per_s, 1)),
-            ("data_stall_fraction", lambda r: pct(r.data_stall_fraction)),
-            ("gpu_idle_fraction (CUDA events)", lambda r: pct(r.gpu_idle_fraction) if r.gpu_idle_fraction is not None
-             else "n/a (no CUDA)"),
-            ("hook cost us/step (% of step)", lambda r: f"{fmt(r.hook_us_per_step_median, 1)} "
-             f"({fmt(r.hook_overhead_pct, 3)}%)"),
-            ("exit code", lambda r: str(r.exit_code))]
-    for name, fn in rows:
-        t.add_row(name, *[fn(r) for r in ws])
-    console.print(t)
-    for r in ws:
-        who = "job" if r.rank is None else f"rank {r.rank}"
-        for ld in r.loaders:
-            console.print(f"{who} DataLoader: {ld.get('dataset_type')} bs={ld.get('batch_size')} "
-                          f"workers={ld.get('num_workers')} prefetch={ld.get('prefetch_factor')} "
-                          f"pin={ld.get('pin_memory')} persistent={ld.get('persistent_workers')} "
-                          f"batches={ld.get('batches')} iterators={ld.get('iterators')} path={ld.get('data_path')}")
-        if r.hook_loaded:
-            console.print(f"{who}: {watch_verdict(r)}")
-    for r in ws:
-        if r.collectors:
-            print_collectors(r.collectors)
-    seen = set()
-    for r in ws:
-        for n in r.notes:
-            if n not in seen:
-                seen.add(n)
-                console.print(f"note: {n}")
-    # one command per line, never wrapped (a wrapped tail pasted into a shell runs as a command of its own)
-    for step, notes in dict.fromkeys((r.next_step, tuple(r.next_notes)) for r in ws):
-        for text in ([f"next: {step}"] if step else []) + [f"note: {n}" for n in notes]:
-            console.print(text, soft_wrap=True, markup=False, highlight=False)
-
-
-def print_memory(rows: list[MemoryResult]) -> None:
-    """The memory table: one row per optimizer at one batch size, reduction against AdamW."""
-    first = rows[0]
-    t = Table(title=f"GPU memory {first.model} batch {first.batch_size} seq {first.seq_len} amp {first.amp}")
-    cols = ("optimizer", "max_allocated_mib", "nvml_peak_used_mib", "step_ms", "samples_per_s",
-            "reduction_vs_adamw", "max_batch")
-    for col in cols:
-        t.add_column(col, justify="left" if col == "optimizer" else "right")
-    for r in rows:
-        red = "-" if r.reduction_vs_adamw_pct is None else f"{r.reduction_vs_adamw_pct:+.1f}%"
-        if r.status != "ok":
-            t.add_row(r.optimizer, "failed", "", "", "", "", fmt(r.max_batch) if r.max_batch is not None else "-")
-            continue
-        t.add_row(r.optimizer, fmt(r.cuda_max_allocated_mib), fmt(r.nvml_peak_used_mib), fmt(r.step_ms_median, 1),
-                  fmt(r.samples_per_s, 1), red, fmt(r.max_batch) if r.max_batch is not None else "-")
-    console.print(t)
-    for r in rows:
-        if r.error:
-            console.print(f"{r.optimizer}: {r.error}")
-        if r.oom_summary:
-            console.print(f"{r.optimizer}: memory summary of the first batch that did not fit: {r.oom_summary}")
-        for n in r.notes:
-            if n.startswith("max-batch"):
-                console.print(f"{r.optimizer}: {n}")
-    console.print(f"nvml_peak_used_mib is sampled every {first.nvml_interval_s:g} s (as nvidia-smi -l 1) and "
-                  "includes the CUDA context; reduction is of max_allocated_mib")

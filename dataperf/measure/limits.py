@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,16 +72,6 @@ class Ceiling:
     @property
     def measured(self) -> bool:
         return math.isfinite(self.samples_per_s) and self.samples_per_s > 0
-
-
-@dataclass
-class LimitRow:
-    """One row of the limits table a report prints."""
-
-    limit: str
-    samples_per_s: float
-    how: str
-    binding: bool
 
 
 def usable_cores() -> int:
@@ -834,21 +824,3 @@ def bind(res: LimitsResult, best: LoaderResult | None = None) -> None:
         res.best_samples_per_s = best.samples_per_s_median
         if b is not None:
             res.best_of_binding_pct = best.samples_per_s_median / b.samples_per_s * 100
-
-
-def rows(res: LimitsResult) -> list[LimitRow]:
-    """The limits table: limit, ceiling samples/s (NaN: not measured), how measured, binding or not."""
-    return [LimitRow(c.limit, c.samples_per_s, c.how, c.limit == res.binding_limit) for c in ceilings(res)]
-
-
-def describe(res: LimitsResult) -> str:
-    """One sentence: which limit binds, at what rate, and how close the best config comes to it."""
-    if not res.binding_limit:
-        return "no ceiling could be measured"
-    s = f"binding limit: {res.binding_limit} at {res.binding_samples_per_s:,.0f} samples/s"
-    if math.isfinite(res.best_of_binding_pct):
-        known = {f.name for f in fields(LoaderConfig)}
-        best = LoaderConfig(**{k: v for k, v in json.loads(res.best_config_key).items() if k in known})
-        s += f"; the measured config ({best.short()}) reaches {res.best_of_binding_pct:.0f}% of it"
-    return s
-

@@ -14,6 +14,7 @@ import torch
 
 from dataperf import data as sources
 from dataperf import results
+from dataperf.commands._render import describe_limits, limit_rows
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.measure import limits
 from dataperf.measure.limits import LimitsOptions, measure_limits
@@ -28,13 +29,13 @@ FAST = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
 
 def check_binding(res: LimitsResult, limit: str) -> None:
     """The expected limit binds, its row says so, and the record names how every ceiling was measured."""
-    assert res.binding_limit == limit, limits.rows(res)
+    assert res.binding_limit == limit, limit_rows(res)
     assert res.binding_samples_per_s == getattr(res, f"{limit}_samples_per_s")
-    rows = limits.rows(res)
+    rows = limit_rows(res)
     assert [r.limit for r in rows] == list(limits.LIMITS)
     assert [r.limit for r in rows if r.binding] == [limit]
     assert all(r.how for r in rows)
-    assert limits.describe(res).startswith(f"binding limit: {limit} at ")
+    assert describe_limits(res).startswith(f"binding limit: {limit} at ")
 
 
 def test_throttled_storage_binds_and_reads_at_readers_times_the_cap(tmp_path):
@@ -119,7 +120,7 @@ def test_starved_workers_bind_at_active_workers_times_the_per_worker_rate(tmp_pa
     limits.bind(res, best)
     assert res.best_config_key == cfg.explicit().key()
     assert 60 <= res.best_of_binding_pct <= 140, (best.samples_per_s_median, res.workers_samples_per_s)
-    assert "reaches" in limits.describe(res)
+    assert "reaches" in describe_limits(res)
 
 
 def test_main_process_binds_at_batch_over_its_per_batch_cost():
@@ -170,7 +171,7 @@ def test_binding_is_the_lowest_measured_ceiling():
     assert limits.binding([limits.Ceiling("h2d", how="n/a (no CUDA)")]) is None
     res = LimitsResult()
     limits.bind(res)
-    assert res.binding_limit == "" and limits.describe(res) == "no ceiling could be measured"
+    assert res.binding_limit == "" and describe_limits(res) == "no ceiling could be measured"
 
 
 def test_read_plan_spreads_whole_files_and_cuts_one_big_file(tmp_path):
@@ -214,7 +215,7 @@ def test_a_limits_record_round_trips_through_a_results_file(tmp_path, datasets):
     results.append(out, res)
     back, = results.load(out)
     assert isinstance(back, LimitsResult) and back.config_key == cfg.explicit().key()
-    for a, b in zip(limits.rows(back), limits.rows(res), strict=True):
+    for a, b in zip(limit_rows(back), limit_rows(res), strict=True):
         assert (a.limit, a.how, a.binding) == (b.limit, b.how, b.binding)
         assert a.samples_per_s == b.samples_per_s or math.isnan(a.samples_per_s) and math.isnan(b.samples_per_s)
     assert Path(back.data) == Path(res.data) and back.env

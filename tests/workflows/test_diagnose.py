@@ -1,7 +1,7 @@
 import paced
 import pytest
 
-from dataperf.measure import limits
+from dataperf.commands._render import limit_rows
 from dataperf.measure.limits import LimitsOptions
 from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
@@ -40,7 +40,7 @@ def test_names_prep_on_slow_samples_without_workers(datasets):
     assert r.bottleneck == "prep", r.sentence
     assert 0.85 <= r.warm_samples_per_s * paced.sample_s() <= 1.03, r.warm_samples_per_s
     assert r.prep_stall_fraction >= r.fetch_stall_fraction and r.prep_stall_fraction > 0
-    assert r.binding_limit == lim.binding_limit == "workers", limits.rows(lim)
+    assert r.binding_limit == lim.binding_limit == "workers", limit_rows(lim)
     assert r.sentence.startswith("bottleneck: workers: 1 loading stream (num_workers=0)")
     assert any(a.startswith("more DataLoader workers") for a in r.advice), r.advice
     assert lim.config["cache"] == "cold" and r.cold_cache_verified  # the ceilings of the config as it reads storage
@@ -55,7 +55,7 @@ def test_names_fetch_when_cold_reads_are_slow(datasets):
                       page_cache_gib=1.0, lopts=FAST)
     assert r.bottleneck == "fetch", r.sentence
     assert r.fetch_stall_fraction > r.prep_stall_fraction
-    assert r.binding_limit == "storage" and r.sentence.startswith("bottleneck: storage: "), limits.rows(lim)
+    assert r.binding_limit == "storage" and r.sentence.startswith("bottleneck: storage: "), limit_rows(lim)
     assert "throttled to 0.1 MiB/s" in lim.storage_how
     assert any("shards" in a for a in r.advice)
     assert r.what_if[-1]["cached_fraction"] == 1.0 and r.what_if[-1]["predicted_stall_fraction"] < \

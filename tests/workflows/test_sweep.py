@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from dataperf import data as sources
 from dataperf import results as records
 from dataperf.cli import cli
+from dataperf.commands._render import limit_rows
 from dataperf.errors import UserError
-from dataperf.measure import limits
 from dataperf.measure.limits import LimitsOptions
 from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
@@ -237,7 +237,7 @@ def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
     outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS)
     rec = outcome.recommendation
-    assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limits.rows(outcome.limits)
+    assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limit_rows(outcome.limits)
     assert outcome.limits.decode_cpu_ms_per_sample >= SPIN_CPU_S * 1000
 
 
@@ -350,7 +350,7 @@ def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, data
     """--nproc hands its ranks the monotonic time the command started (one host, one clock): a rank that starts
     late still owes its verdict budget seconds after the command. Here the command "started" 1,199 s before a
     --budget 20m sweep, so after its first trial no time is left for the second (load cannot add time)."""
-    from dataperf.cli import BUDGET_START_ENV
+    from dataperf.commands.sweep import BUDGET_START_ENV
 
     monkeypatch.setenv(BUDGET_START_ENV, repr(time.monotonic() - 1199))
     out = tmp_path / "s.jsonl"
@@ -504,7 +504,7 @@ def test_on_cuda_the_pinned_variant_is_fed_first(datasets, tmp_path, monkeypatch
 def test_a_budget_counts_from_the_process_start():
     import psutil
 
-    from dataperf.cli import process_start
+    from dataperf.commands.sweep import process_start
 
     started = process_start()
     assert started <= time.monotonic() - (time.time() - psutil.Process().create_time()) + 0.5

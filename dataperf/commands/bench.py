@@ -1,0 +1,84 @@
+"""`dataperf bench`: one loader configuration timed, and a loader trial shown in full."""
+
+from __future__ import annotations
+
+import contextlib
+
+import click
+
+from dataperf.commands import _render
+from dataperf.commands._options import (
+    OUT,
+    loader_options,
+    make_config,
+    make_trial_options,
+    resolve_data,
+    split,
+    trial_options,
+)
+from dataperf.errors import UserError
+from dataperf.results import LoaderResult, fmt
+from dataperf.verdict import rank_rate
+
+
+@click.command()
+@click.argument("data", required=False)
+@loader_options("bench")
+@OUT
+@trial_options
+def bench(data, out, **kw) -> None:
+    """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
+    from dataperf import results as records
+    from dataperf.measure import preflight
+    from dataperf.measure.trial import run_trial
+
+    loader, topts = split(kw, "bench")
+    preflight.writable_file(out, "--out")
+    data = resolve_data(data, loader["dataset_factory"])[0]
+    cfg = make_config(data, **loader)
+    opts = make_trial_options(raw_dir=out.parent / "raw" if out else None, **topts)
+    preflight.check_loader(data, cfg)
+    with records.exclusive(out) if out else contextlib.nullcontext():
+        r = run_trial(data, cfg, opts)
+        if out:
+            records.append(out, r)
+    if r.status != "ok":
+        raise UserError(f"{cfg.short()} failed: {r.error}")
+    render(r)
+
+
+def render(r: LoaderResult) -> None:
+    """One trial in full: figures, collectors, notes."""
+    console = _render.console
+    console.print(_render.loader_table([r], title=f"bench {r.data}"))
+    if r.status == "ok":
+        console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
+                      f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
+                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
+                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
+        console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
+                      soft_wrap=True)
+        console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
+                      f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
+                      "of this trial's batch time")
+        print_footprint(r)
+        _render.print_collectors(r.collectors)
+    else:
+        _render.print_failures([r])
+    _render.print_notes(r.notes)
+
+
+def print_footprint(r: LoaderResult) -> None:
+    """Cost of the trial: cores busy and PSS of the process tree, and a converted store's one-off cost."""
+    b = getattr(r, "backend", None) or {}
+    if getattr(r, "cpu_cores_busy_median", None) == getattr(r, "cpu_cores_busy_median", 0.0):  # not NaN
+        _render.console.print(f"footprint: {fmt(r.cpu_cores_busy_median, 2)} cores busy "
+                              f"({fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
+                              f"{fmt(r.pss_mib_peak)} MiB, main process + workers "
+                              f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
+                              f"epoch {fmt(r.worker_pss_growth_pct, 1)}%, private memory "
+                              f"{fmt(r.worker_private_growth_mib, 1)} MiB, of it copied from the parent "
+                              f"{fmt(r.worker_copied_mib, 1)} MiB (copy-on-read)")
+    if "conversion_s" in b:
+        _render.console.print(f"store: {b['store']} ({fmt(b['store_mib'], 1)} MiB, converted in "
+                              f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")

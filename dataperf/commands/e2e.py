@@ -1,0 +1,74 @@
+"""`dataperf e2e`: the loader feeding the real step, and the table of an e2e record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dataperf import verdict
+from dataperf.commands import _render
+from dataperf.commands._options import OUT, fed_config, loader_options, make_step_options, model_options
+from dataperf.errors import UserError
+from dataperf.results import E2EResult, fmt
+
+
+@click.command()
+@click.argument("data", required=False)
+@loader_options("e2e")
+@model_options("e2e")
+@click.option("--steps", type=int, default=20, show_default=True, help="fed steps per repeat")
+@click.option("--repeats", type=int, default=5, show_default=True)
+@click.option("--warmup", type=int, default=3, show_default=True)
+@click.option("--no-predict", is_flag=True, help="skip the separate loader and step measurements")
+@click.option("--sync-each-step", is_flag=True,
+              help="CUDA: synchronize after every step, so host wait equals GPU idle (slower; default: events)")
+@click.option("--nan-guard", "nan_guard_dir", type=click.Path(path_type=Path), default=None,
+              help="check every step for NaN/inf; checkpoint into this folder and stop on the first")
+@OUT
+def e2e(data, steps, repeats, warmup, no_predict, sync_each_step, nan_guard_dir, out, **kw) -> None:
+    """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
+    from dataperf import results as records
+    from dataperf.measure import preflight
+    from dataperf.measure.guards import NonFiniteError
+    from dataperf.workflows.e2e import run_e2e
+
+    preflight.writable_file(out, "--out")
+    preflight.writable_dir(nan_guard_dir, "--nan-guard")
+    data, cfg, model, seq_len = fed_config("e2e", data, kw)
+    sopts = make_step_options(**model, seq_len=seq_len, results_dir=out.parent if out else None,
+                              nan_guard_dir=nan_guard_dir)
+    try:
+        r = run_e2e(data, cfg, sopts, steps, repeats, warmup, predict=not no_predict, sync_each_step=sync_each_step)
+    except NonFiniteError as e:
+        raise UserError(str(e)) from None
+    if out:
+        records.append(out, r)
+    render(r)
+
+
+def render(r: E2EResult) -> None:
+    """An e2e record's figures and whether the device waited on data (`report` shows them too)."""
+    rows = [("step_ms median (wall, fed)", fmt(r.step_ms_median, 2)),
+            ("data_wait_ms median / p99", f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
+            ("epoch restarts while measured", str(r.epoch_restarts)),
+            ("h2d_ms median", fmt(r.h2d_ms_median, 3)),
+            ("compute_ms median", fmt(r.compute_ms_median, 2)),
+            ("step host ms median (in the step call)", fmt(r.step_host_ms_median, 2)),
+            ("samples_per_s", fmt(r.samples_per_s, 1)),
+            ("host_wait_fraction", f"{r.host_wait_fraction * 100:.1f}%")]
+    if r.gpu_idle_fraction is not None:
+        rows.append(("gpu_idle_fraction", f"{r.gpu_idle_fraction * 100:.1f}%"))
+    rows.append(("data_stall_fraction (device idle)", f"{r.data_stall_fraction * 100:.1f}%"))
+    if r.predicted_stall_fraction is not None:
+        rows += [("loader_samples_per_s (alone, steady)", fmt(r.loader_samples_per_s, 1)),
+                 ("loader epoch samples/s (alone, start-up incl.)", fmt(r.loader_epoch_samples_per_s, 1)),
+                 ("loader rate with this run's epoch restarts", fmt(r.predicted_loader_samples_per_s, 1)),
+                 ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
+                 ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]
+    _render.console.print(_render.figure_table(f"end to end: {r.loader_config.short()} -> {r.model} on {r.device}",
+                                               rows))
+    verdict_ = "input-bound" if r.data_stall_fraction > verdict.FED_STALL else "not input-bound"
+    _render.console.print(f"{verdict_}: the model's device sat idle waiting for data "
+                          f"{r.data_stall_fraction * 100:.1f}% of the time ({r.stall_basis})")
+    _render.print_notes(r.notes)

@@ -1,0 +1,94 @@
+"""`dataperf report`: a saved results file shown again, each record by its own command's renderer, then the
+verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dataperf import verdict
+from dataperf.commands import _render, diagnose, e2e, lengths, memory, profile, watch
+from dataperf.commands import step as step_command
+from dataperf.commands._options import HEADROOM
+from dataperf.errors import UserError
+from dataperf.results import Record
+
+# the record kinds shown one by one, each by its command's renderer (loader, step, memory, watch and limits
+# records are shown together, below)
+PRINTERS = {"e2e": e2e.render, "lengths": lengths.render, "profile": profile.render, "diagnose": diagnose.render}
+
+
+@click.command("report")
+@click.argument("results", type=click.Path(path_type=Path))
+@HEADROOM
+@click.option("--plot", type=click.Path(path_type=Path), default=None, help="heatmap PNG")
+def report(results, headroom, plot) -> None:
+    """Tables, heatmap and the input-bound verdict from a saved results file."""
+    from dataperf import results as records
+    from dataperf.measure import preflight
+
+    preflight.writable_file(plot, "--plot")
+    recs = records.current(records.load(results))
+    if not recs:
+        raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
+    render(recs, headroom, plot)
+
+
+def render(recs: list[Record], headroom: float, plot: Path | None) -> None:
+    """Every record of a file: provenance first, then each kind, the loader table, its warnings, the step, the
+    heatmap and the recommendation. A confirmation and the recommendation's own limits record are shown inside
+    the verdict, not twice."""
+    console = _render.console
+    step = verdict.latest_step(recs)
+    print_env(recs)
+    rec = verdict.recommend(recs, step, headroom)
+    verdict.saved_bound(rec, recs)
+    for r in recs:
+        confirmation = r.kind == "e2e" and r.confirm_round is not None  # shown in the verdict's fed table
+        if r.kind in PRINTERS and r.status == "ok" and not confirmation:
+            PRINTERS[r.kind](r)
+        if r.kind == "limits" and r is not rec.limits:
+            _render.print_limits(r)
+    if any(r.kind == "watch" for r in recs):
+        watch.render(recs)
+    loaders = [r for r in recs if r.kind == "loader"]
+    if loaders:
+        console.print(_render.loader_table(recs, step, headroom))
+    _render.print_failures(recs)
+    _render.print_trial_notes(recs)
+    _render.print_warnings(recs, step)
+    if step is not None:
+        step_command.render(step)
+    mem = [r for r in recs if r.kind == "memory"]
+    if mem:
+        memory.render(mem)
+    if plot:
+        png = _render.heatmap(recs, plot)
+        console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")
+    if loaders:
+        _render.print_recommendation(rec)
+
+
+def print_env(recs: list[Record]) -> None:
+    """Where the results came from, once at the top; a warning when the file mixes machines or versions."""
+    from dataperf.results import provenance
+
+    console = _render.console
+    envs = [r.env for r in recs if getattr(r, "env", None)]
+    if not envs:
+        console.print("provenance: not recorded (results written by dataperf before schema 2)")
+        return
+    e = envs[0]
+    gpu = f", GPU {e['gpu_model']} (driver {e['gpu_driver']})" if e.get("gpu_model") else ", no GPU"
+    console.print(f"machine: {e.get('host')}: {e.get('cpu_count')} x {e.get('cpu_model')}, "
+                  f"{e.get('mem_total_gib')} GiB, kernel {e.get('kernel')}{gpu}")
+    commit = e.get("dataperf_commit") or "no commit"
+    console.print(f"software: python {e.get('python')}, torch {e.get('torch')}, webdataset {e.get('webdataset')}, "
+                  f"DALI {e.get('dali') or '-'}, dataperf {e.get('dataperf')} ({commit})")
+    if e.get("fs_type"):
+        console.print(f"storage: {e['fs_type']} on {e.get('fs_device')}")
+    mixed = sorted({k for other in envs[1:] for k, _, _ in provenance.differences(e, other)})
+    if mixed:
+        console.print(f"[yellow]warning: this file mixes results from different {', '.join(mixed)}; "
+                      "figures from different machines or versions are not comparable[/yellow]")

@@ -1,0 +1,185 @@
+"""`dataperf sweep`: a grid over loader settings, then its table, heatmap, recommendation and how long it took."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from dataperf.commands import _render
+from dataperf.commands._options import (
+    HEADROOM,
+    loader_options,
+    make_grid,
+    make_step_options,
+    make_trial_options,
+    model_options,
+    resolve_data,
+    split,
+    trial_options,
+)
+from dataperf.errors import UserError
+
+BUDGET_START_ENV = "DATAPERF_BUDGET_START"  # --nproc: when the launching command started (time.monotonic())
+_main_started: float | None = None  # cli.main() sets it (mark_started): when this command's process started
+
+
+def process_start() -> float:
+    """When this process started, on the time.monotonic() clock: a budget counts the interpreter's start and
+    imports too (on the H200 a 5-minute sweep ended 16 s past its budget, counted from the command's body)."""
+    import psutil
+
+    return time.monotonic() - max(0.0, time.time() - psutil.Process().create_time())
+
+
+def mark_started() -> None:
+    """Called by the command's own process only (cli.main): a caller that imports the CLI keeps its clock."""
+    global _main_started
+    _main_started = process_start()
+
+
+@click.command()
+@click.argument("data", nargs=-1, required=False)
+@click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
+              help="TOML/YAML file of sweep axes (overrides the axis options)")
+@loader_options("sweep")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep.jsonl"), show_default=True)
+@click.option("--resume", is_flag=True, help="skip trials already recorded as ok in --out")
+@click.option("--overwrite", is_flag=True, help="discard --out's old results")
+@click.option("--plot", type=click.Path(path_type=Path), default=None, help="heatmap PNG [next to --out]")
+@model_options("sweep")
+@click.option("--model-batch-size", type=int, default=None, help="step batch size [first --batch-size]")
+@HEADROOM
+@click.option("--confirm", "confirm_k", type=int, default=None, metavar="K",
+              help="with --model: feed the model from K configs (the cheapest predicted to feed it, then the "
+                   "fastest predicted) and, on CUDA, the first pinned, 2 interleaved rounds each, and pick by the "
+                   "fed rate [2 with --model; 0: off]")
+@click.option("--confirm-steps", type=int, default=20, show_default=True, help="fed steps per repeat of --confirm")
+@click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
+@click.option("--budget", "budget_text", default=None, metavar="DURATION",
+              help="fit the sweep into this time (300, 90s, 10m, 1h): fewer repeats first (not below 3), then "
+                   "shorter ones, then fewer trials (worker counts last), then fewer --confirm runs, each cut said, "
+                   "and time left at the end runs what was cut; with --model the step is measured first and the "
+                   "grid gets what the step, the limits and --confirm leave [5m with --model; none: no budget]")
+@trial_options
+def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, confirm_k, confirm_steps,
+          nproc, budget_text, **kw) -> None:
+    """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
+    # --budget counts from the process's start (main()), or under --nproc from the launching command (one host:
+    # one monotonic clock), or, called in-process (tests), from here
+    started = float(os.environ.get(BUDGET_START_ENV) or _main_started or time.monotonic())
+    from dataperf.measure import distributed, preflight
+    from dataperf.workflows import budget
+    from dataperf.workflows import sweep as sw
+
+    loader, step_kw, topts = split(kw, "sweep", "model")
+    model = step_kw["model"]
+    if budget_text is None and model:
+        budget_text = budget.DEFAULT_MODEL_BUDGET
+    budget_s = budget.parse_duration(budget_text) if budget_text not in (None, "none") else None
+    preflight.writable_file(out, "--out")
+    preflight.writable_file(plot, "--plot")
+    if confirm_k and not model:
+        raise UserError(f"--confirm {confirm_k} feeds a model: give --model too (e.g. --model cnn-small)")
+    confirm_k = (2 if model else 0) if confirm_k is None else confirm_k
+    if confirm_k < 0 or confirm_steps < 1:
+        raise UserError(f"--confirm takes a count of configs (0: off) and --confirm-steps a positive count, got "
+                        f"{confirm_k} and {confirm_steps}")
+    if loader["decode"] is None:
+        loader["decode"] = model is not None  # a model eats decoded samples: its verdict needs decoded rates
+    datas = resolve_data(sw.unique_datasets(data), loader["dataset_factory"])
+    grid = make_grid(datas, **loader)
+    if nproc is not None:
+        sw.check_ranks(datas, nproc)
+        sys.exit(distributed.launch_self(nproc, sys.argv[1:], lambda: interrupted(len(sw.finished_ids(out)), out),
+                                         env={BUDGET_START_ENV: repr(started)}))
+    if config_file:
+        grid, file_opts = sw.load_grid_file(config_file)
+        topts.update(file_opts)
+    opts = make_trial_options(raw_dir=out.parent / "raw", **topts)  # checks the values before any rank starts
+    ladder = loader["num_workers"] is None and not config_file  # the default worker axis: sized by the data
+    trials = sw.plan(datas, grid, ladder=ladder)
+    for d, cfg in trials:
+        preflight.check_loader(d, cfg)
+    sopts = None
+    if model:
+        kinds = {d.kind for d in datas}
+        preflight.check_model(model, kinds.pop() if len(kinds) == 1 else None, step_kw["input_kind"],
+                              seq_len=loader["seq_len"] if "tokens" in kinds else None)
+        sopts = make_step_options(**step_kw, batch_size=model_batch_size or loader["batch_size"][0],
+                                  seq_len=loader["seq_len"], image_size=loader["image_size"])
+    ctx = distributed.init_from_env()
+    confirm = sw.ConfirmOptions(confirm_k, steps=confirm_steps) if confirm_k else None
+    plan = sw.make_plan(trials, opts, out, resume and not overwrite, budget_s, model=model is not None,
+                        fed_runs=confirm.k * confirm.rounds if confirm else 0)
+    if ctx.rank == 0:
+        print_plan(plan)
+    with _render.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
+                              eta=True) as advance:
+        outcome = sw.run(plan.trials, plan.opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
+                         headroom=headroom, confirm_opts=confirm, bar=_render.progress_bar,
+                         deadline=None if budget_s is None else started + budget_s, spare=plan.spare,
+                         extend=ladder, budget_s=budget_s)
+    if outcome.interrupted:
+        if ctx.rank == 0:
+            interrupted(outcome.kept, out)
+        sys.exit(130)
+    if ctx.rank != 0:
+        return
+    render(plan, outcome, out, plot or out.with_suffix(".png"), headroom)
+    if outcome.all_failed:
+        raise UserError(f"every trial failed ({len(outcome.results)}); the first: {outcome.results[0].error}")
+
+
+def interrupted(kept: int, out: Path) -> None:
+    """The one line a Ctrl-C'd sweep ends with, in one process or under --nproc."""
+    click.echo(f"interrupted: {kept} finished trials are kept in {out}; run the same command with --resume to skip "
+               "them", err=True)
+
+
+def print_plan(plan) -> None:
+    """Before a sweep starts: how long it should take (budget.Plan), and what --budget cut to fit."""
+    _render.console.print(plan.describe())
+    for cut in plan.dropped:
+        _render.console.print(f"  budget: {cut}")
+
+
+def render(plan, outcome, out: Path, plot: Path, headroom: float) -> None:
+    """After the grid: the trials fastest first, what the verdict cannot see, the heatmap, the recommendation,
+    the time taken and where the records are."""
+    console = _render.console
+    recs, step = outcome.records, outcome.step
+    console.print(_render.loader_table(recs, step, headroom))
+    _render.print_failures(recs)
+    _render.print_trial_notes(recs)
+    _render.print_warnings(recs, step)
+    png = _render.heatmap(recs, plot)
+    if png:
+        console.print(f"heatmap: {png}")
+    _render.print_recommendation(outcome.recommendation)
+    print_duration(plan, outcome)
+    console.print(f"results: {out} ({len(outcome.results)} new trials)")
+
+
+def print_duration(plan, outcome) -> None:
+    """After a sweep: how long it took against the plan, the trials --budget left no time for, and the fed runs
+    of --confirm it cut."""
+    from dataperf.workflows.budget import minutes
+
+    line = f"took {minutes(outcome.wall_s)} (planned {minutes(plan.expected_s)})"
+    if outcome.added:
+        line += f"; {outcome.added} of the {len(plan.spare)} trials the budget cut were run after all (time was left)"
+    if outcome.extended:
+        line += (f"; past the ladder, {', '.join(map(str, outcome.extended))} workers were tried (the best was the "
+                 "largest count tried and the answer was not settled there)")
+    if outcome.filled:
+        line += f"; {outcome.filled} trials the budget had left out ran with the time left at the end"
+    if outcome.not_started:
+        line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(outcome.grid_s or 0, 0))} "
+                 "for the grid ran out (rerun with --resume and a larger --budget to add them)")
+    _render.console.print(line, soft_wrap=True)
+    for cut in outcome.cuts:
+        _render.console.print(f"  budget: {cut}")

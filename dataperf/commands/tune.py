@@ -1,0 +1,116 @@
+"""`dataperf tune`: a search for the fastest (or cheapest sufficient) config, shown trial by trial."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from dataperf import verdict
+from dataperf.commands import _render
+from dataperf.commands._options import (
+    HEADROOM,
+    loader_options,
+    make_config,
+    make_step_options,
+    make_trial_options,
+    model_options,
+    resolve_data,
+    split,
+    trial_options,
+)
+from dataperf.data.sizes import check_image_side
+from dataperf.errors import UserError
+from dataperf.results import LimitsResult, fmt
+from dataperf.verdict import rank_rate
+
+
+@click.command()
+@click.argument("data", required=False)
+@click.option("--target-samples-per-s", type=float, default=None, help="the rate to sustain")
+@model_options("tune")
+@HEADROOM
+@loader_options("tune")
+@click.option("--min-gain", type=float, default=0.05, show_default=True,
+              help="smallest gain that moves the search one more step")
+@click.option("--max-workers", type=int, default=None, help="[2 x cores]")
+@click.option("--max-batch-size", type=int, default=256, show_default=True, help="largest batch size tried")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
+@trial_options
+def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_size, out, **kw) -> None:
+    """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
+    from the limits, their neighbours and a confirmation of the top two or three, without the whole grid."""
+    from dataperf.measure import preflight
+    from dataperf.workflows.tune import Tuner
+
+    loader, model_kw, topts = split(kw, "tune", "model")
+    model = model_kw["model"]
+    if loader["batch_size"] < 1:  # as bench and sweep refuse it (preflight.check_loader), before the limits probe
+        raise UserError(f"--batch-size must be at least 1, got {loader['batch_size']}")
+    if target_samples_per_s is not None and model is not None:
+        raise UserError("give --target-samples-per-s or --model, not both (the model's target is its step rate "
+                        "x --headroom)")
+    if target_samples_per_s is not None and not target_samples_per_s > 0:
+        raise UserError(f"--target-samples-per-s must be a positive rate, got {target_samples_per_s}")
+    if max_workers is not None:
+        preflight.check_workers(max_workers, "--max-workers")
+    if max_batch_size < loader["batch_size"]:
+        raise UserError(f"--max-batch-size {max_batch_size} is below the starting --batch-size "
+                        f"{loader['batch_size']}; raise it or lower --batch-size")
+    check_image_side(loader["image_size"])
+    preflight.writable_file(out, "--out")
+    opts = make_trial_options(raw_dir=out.parent / "raw", **topts)
+    if model:
+        preflight.check_model(model, seq_len=loader["seq_len"] if model.startswith("gpt") else None)
+    data = resolve_data(data, loader["dataset_factory"])[0]
+    base = make_config(data, **loader)
+    sopts = make_step_options(**model_kw, batch_size=loader["batch_size"], seq_len=loader["seq_len"],
+                              image_size=loader["image_size"]) if model else None
+    outcome = Tuner(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
+                    out=out, on_trial=print_trial, on_prediction=print_prediction, bar=_render.progress_bar).run()
+    render(outcome)
+    if outcome.pick is None:  # nothing ran: never "done" (0), nor a target missed by a config that runs (1)
+        failed = next((s.result.error for s in outcome.steps if s.result.status != "ok"), None)
+        raise UserError(f"tune found no config that runs ({outcome.stop_reason.split(';')[0]})"
+                        + (f"; the first failed: {failed}" if failed else ""))
+    if not outcome.met and outcome.target_samples_per_s is not None:
+        sys.exit(1)
+
+
+def print_trial(step) -> None:
+    """One line per trial as the search runs: its phase, config, rate and why it was tried."""
+    r = step.result
+    rate = fmt(rank_rate(r)) if r.status == "ok" else "failed"
+    _render.console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
+                          soft_wrap=True)
+
+
+def print_prediction(p, probe: LimitsResult) -> None:
+    """What tune measured before its first trial, and the config it predicts from that."""
+    _render.print_limits(probe)
+    _render.console.print(f"prediction: {p.why}", soft_wrap=True)
+
+
+def render(outcome) -> None:
+    """Where the search stopped, its confirmations and pick, how good its predictions were, and the answer."""
+    console = _render.console
+    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
+    if outcome.pick is None:
+        return
+    for short, rates in outcome.confirmed.items():
+        console.print(f"confirmation: {short}: {', '.join(fmt(x) for x in rates)} samples/s")
+    tgt = f" (target {fmt(outcome.target_samples_per_s)})" if outcome.target_samples_per_s else ""
+    console.print(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
+                  f"a training epoch{tgt}", soft_wrap=True)
+    for p in outcome.predictions:
+        if p.get("measured") and p.get("predicted") == p.get("predicted"):
+            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])} "
+                          f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
+    if outcome.recommendation is not None:
+        _render.print_recommendation(outcome.recommendation)
+    else:
+        if outcome.limits is not None:
+            _render.print_limits(outcome.limits)
+        console.print(f"answer: {verdict.dataloader_args(outcome.pick_config or outcome.pick.loader_config)}",
+                      soft_wrap=True)
