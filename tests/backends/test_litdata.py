@@ -1,7 +1,8 @@
 """The litdata backend on the tiny datasets (skipped where it is not installed)."""
 
 import pytest
-from tests.formats.backend_cases import bench_and_sweep, same_samples, trial_ok
+
+from tests.backends.backend_cases import bench_and_sweep, same_samples, trial_ok
 
 pytest.importorskip("litdata", reason="litdata not installed")
 

@@ -4,10 +4,10 @@
 import importlib.util
 
 import pytest
-from tests.formats.backend_cases import FAST, bench_and_sweep, same_samples, trial_ok
 
 from dataperf.measure.trial import run_trial
 from dataperf.results import LoaderConfig
+from tests.backends.backend_cases import FAST, bench_and_sweep, same_samples, trial_ok
 
 MISSING = importlib.util.find_spec("streaming") is None
 needs_streaming = pytest.mark.skipif(MISSING, reason="mosaicml-streaming not installed: bash scripts/streaming_env.sh")
