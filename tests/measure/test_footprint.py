@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def fresh(scenario: str, *args) -> dict:
     """Run scenario(*args) of this module in a new interpreter (a process tree of its own); its result as a dict."""
-    code = (f"import json, sys; from tests import test_footprint as t; "
+    code = (f"import json, sys; from tests.measure import test_footprint as t; "
             f"print(json.dumps(t.{scenario}(*{list(args)!r})))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
@@ -225,7 +225,7 @@ def test_memory_a_worker_allocates_itself_is_growth_but_not_copy_on_read():
 
 def list_metadata_trial() -> dict:
     cfg = LoaderConfig(format="user-dataset", batch_size=2, num_workers=2)
-    r = run_trial(user_dataset("tests.test_footprint:python_list_metadata"), cfg,
+    r = run_trial(user_dataset("tests.measure.test_footprint:python_list_metadata"), cfg,
                   TrialOptions(repeats=1, warmup_batches=0, min_batches=3, collect=False))
     return {k: getattr(r, k) for k in ("status", "error", "notes", "worker_private_growth_mib",
                                        "worker_copied_mib", "cpu_cores_busy_median", "pss_mib_peak")}
