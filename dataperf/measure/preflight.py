@@ -10,9 +10,7 @@ import os
 import shutil
 from pathlib import Path
 
-import psutil
-
-from dataperf.data.sizes import check_image_side
+from dataperf.data.sizes import available_mib, check_image_side
 from dataperf.errors import UserError
 from dataperf.results import MIB, TORCH_PREFETCH_FACTOR
 
@@ -69,10 +67,6 @@ def _writable_parent(p: Path, option: str) -> None:
     if not os.access(q, os.W_OK | os.X_OK):
         raise UserError(f"{option} {p}: cannot create it in {q} (read-only or permission denied); "
                         "choose another path")
-
-
-def available_mib() -> float:
-    return psutil.virtual_memory().available / MIB
 
 
 def shm_free_mib() -> float | None:

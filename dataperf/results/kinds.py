@@ -300,7 +300,6 @@ class WatchResult(Record):
     collectors: dict[str, Any] = field(default_factory=dict)
 
 
-
 @dataclass
 class MemoryResult(Record):
     """One optimizer's GPU memory at one batch size (dataperf memory), and the largest batch that fit."""
