@@ -28,9 +28,9 @@ from dataperf.verdict import rank_rate
 @trial_options
 def bench(data, out, **kw) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
-    from dataperf import results as records
     from dataperf.measure import preflight
     from dataperf.measure.trial import run_trial
+    from dataperf.results import jsonl
 
     loader, topts = split(kw, "bench")
     preflight.writable_file(out, "--out")
@@ -38,10 +38,10 @@ def bench(data, out, **kw) -> None:
     cfg = make_config(data, **loader)
     opts = make_trial_options(raw_dir=out.parent / "raw" if out else None, **topts)
     preflight.check_loader(data, cfg)
-    with records.exclusive(out) if out else contextlib.nullcontext():
+    with jsonl.exclusive(out) if out else contextlib.nullcontext():
         r = run_trial(data, cfg, opts)
         if out:
-            records.append(out, r)
+            jsonl.append(out, r)
     if r.status != "ok":
         raise UserError(f"{cfg.short()} failed: {r.error}")
     render(r)

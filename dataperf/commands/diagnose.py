@@ -29,8 +29,8 @@ from dataperf.results import DiagnoseResult, fmt
 @trial_options
 def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
     """Where data stalls come from: prep (CPU decode) vs fetch (storage), as shares of step time."""
-    from dataperf import results as records
     from dataperf.measure import preflight
+    from dataperf.results import jsonl
     from dataperf.workflows.diagnose import diagnose as run_diagnose
 
     preflight.writable_file(out, "--out")
@@ -39,8 +39,8 @@ def diagnose(data, throttle_mib_s, page_cache_gib, out, **kw) -> None:
     sopts = make_step_options(**model, seq_len=seq_len, seed=topts.seed)
     r, lim = run_diagnose(data, cfg, sopts, topts, throttle_mib_s, page_cache_gib)
     if out:
-        records.append(out, r)
-        records.append(out, lim)
+        jsonl.append(out, r)
+        jsonl.append(out, lim)
     render(r)
     _render.print_limits(lim)
 

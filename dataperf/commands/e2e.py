@@ -28,9 +28,9 @@ from dataperf.results import E2EResult, fmt
 @OUT
 def e2e(data, steps, repeats, warmup, no_predict, sync_each_step, nan_guard_dir, out, **kw) -> None:
     """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
-    from dataperf import results as records
     from dataperf.measure import preflight
     from dataperf.measure.guards import NonFiniteError
+    from dataperf.results import jsonl
     from dataperf.workflows.e2e import run_e2e
 
     preflight.writable_file(out, "--out")
@@ -43,7 +43,7 @@ def e2e(data, steps, repeats, warmup, no_predict, sync_each_step, nan_guard_dir,
     except NonFiniteError as e:
         raise UserError(str(e)) from None
     if out:
-        records.append(out, r)
+        jsonl.append(out, r)
     render(r)
 
 

@@ -19,9 +19,9 @@ from dataperf.results import LengthsResult, fmt
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 def lengths(data, batch_size, cap, model, device, out) -> None:
     """Per-batch token-length histogram and p99 (OOM risk from length variance), and what --cap changes."""
-    from dataperf import results as records
     from dataperf.measure import preflight
     from dataperf.measure.step import StepOptions
+    from dataperf.results import jsonl
     from dataperf.workflows.lengths import analyse, measure_cap_memory
 
     preflight.writable_file(out, "--out")
@@ -31,7 +31,7 @@ def lengths(data, batch_size, cap, model, device, out) -> None:
     if model:
         measure_cap_memory(r, StepOptions(model=model, device=device, steps=2, warmup=1))
     if out:
-        records.append(out, r)
+        jsonl.append(out, r)
     render(r)
 
 

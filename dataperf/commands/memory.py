@@ -33,7 +33,7 @@ from dataperf.results import MemoryResult, fmt
 def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, warmup, max_batch, max_batch_limit,
            tolerance, out) -> None:
     """GPU memory, step time and % saved against AdamW for each optimizer at one batch size, one process each."""
-    from dataperf import results as records
+    from dataperf.results import jsonl
     from dataperf.workflows.memory import measure_memory
 
     bad = [o for o in optimizers if o not in OPTIMIZERS]
@@ -49,7 +49,7 @@ def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, 
             "amp": None if amp == "none" else amp, "repeats": repeats, "steps": steps, "warmup": warmup,
             "results_dir": str(out.parent)}
     rows = measure_memory(base, optimizers, max_batch=max_batch, max_batch_limit=max_batch_limit,
-                          tolerance_pct=tolerance, on_result=lambda r: records.append(out, r))
+                          tolerance_pct=tolerance, on_result=lambda r: jsonl.append(out, r))
     render(rows)
     _render.console.print(f"results: {out}")
 

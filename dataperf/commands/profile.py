@@ -23,8 +23,8 @@ from dataperf.results import ProfileResult, fmt
 @OUT
 def profile(data, out_dir, top, nsys, out, **kw) -> None:
     """torch.profiler (wait=1, warmup=1, active=3) around the fed loop: Chrome trace, top ops, time split."""
-    from dataperf import results as records
     from dataperf.measure import preflight
+    from dataperf.results import jsonl
     from dataperf.workflows.profile import nsys_wrap, run_profile
 
     preflight.writable_file(out, "--out")
@@ -34,7 +34,7 @@ def profile(data, out_dir, top, nsys, out, **kw) -> None:
     if nsys:
         _, r.nsys = nsys_wrap(sys.argv[1:], out_dir)
     if out:
-        records.append(out, r)
+        jsonl.append(out, r)
     render(r)
 
 

@@ -25,11 +25,11 @@ PRINTERS = {"e2e": e2e.render, "lengths": lengths.render, "profile": profile.ren
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="heatmap PNG")
 def report(results, headroom, plot) -> None:
     """Tables, heatmap and the input-bound verdict from a saved results file."""
-    from dataperf import results as records
     from dataperf.measure import preflight
+    from dataperf.results import jsonl
 
     preflight.writable_file(plot, "--plot")
-    recs = records.current(records.load(results))
+    recs = jsonl.current(jsonl.load(results))
     if not recs:
         raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
     render(recs, headroom, plot)

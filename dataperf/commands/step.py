@@ -18,9 +18,9 @@ from dataperf.results import StepResult, fmt
 @OUT
 def step(batch_size, image_size, seq_len, repeats, steps, warmup, out, **model) -> None:
     """Median ms/step, samples/s and peak memory of a real train step on synthetic in-memory data."""
-    from dataperf import results as records
     from dataperf.measure import preflight
     from dataperf.measure.step import measure_step
+    from dataperf.results import jsonl
 
     preflight.writable_file(out, "--out")
     check_image_side(image_size)
@@ -30,7 +30,7 @@ def step(batch_size, image_size, seq_len, repeats, steps, warmup, out, **model) 
                                        repeats=repeats, steps=steps, warmup=warmup,
                                        results_dir=out.parent if out else None))
     if out:
-        records.append(out, r)
+        jsonl.append(out, r)
     render(r)
 
 

@@ -27,7 +27,7 @@ def watch(cmd, pid, out, label, ebpf, nsys) -> None:
     Per rank: step time, data wait, samples/s, data-stall fraction (GPU idle on CUDA), the DataLoader settings
     the script built, the hook's own cost; collectors on the job's process tree; exits with the job's code.
     """
-    from dataperf import results as records
+    from dataperf.results import jsonl
     from dataperf.workflows.watch import launch, results
 
     cmd = list(cmd)
@@ -43,7 +43,7 @@ def watch(cmd, pid, out, label, ebpf, nsys) -> None:
         w = launch.run(cmd, raw, ebpf, nsys, results.data_path_of)
     recs = results.build(w, cmd or [f"pid {pid}"], label)
     for r in recs:
-        records.append(out, r)
+        jsonl.append(out, r)
     with _render.to_stderr():
         render(recs)
         _render.console.print(f"results: {out} ({len(recs)} watch record(s)); per-step hook lines: {w.hook_dir}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import time
 import traceback
@@ -460,7 +461,7 @@ def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any]
     res.repeat_s = [max(r["repeat_s"][k] for r in ranks) for k in range(n)]
     s = summarize(glob)
     res.samples_per_s_repeats = glob
-    if res.flow_samples_per_s_median == res.flow_samples_per_s_median:  # all ranks' flow, as the steady rate
+    if not math.isnan(res.flow_samples_per_s_median):  # all ranks' flow, as the steady rate
         res.flow_samples_per_s_median = summarize([sum(r["samples"][k] for r in ranks) /
                                                    max(max(r["flow_s"][k] for r in ranks), 1e-9)
                                                    for k in range(n)])["median"]
