@@ -6,5 +6,5 @@ python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[dev,dali,gpu,spdl,torchdata]'
-ruff check dataperf tests benchmarks scripts
+ruff check --no-cache dataperf tests benchmarks scripts
 python -m pytest -p no:cacheprovider tests
