@@ -486,19 +486,21 @@ def test_a_fed_best_below_the_largest_count_tried_is_settled(datasets):
     assert "try 2 and more" in sw.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec)
 
 
-def test_on_cuda_the_pinned_variant_is_fed_first(datasets, tmp_path, monkeypatch):
-    """Where the budget leaves one fed config, it is the pinned one a GPU script runs."""
+def test_on_cuda_the_pinned_persistent_variant_is_fed_first(datasets, tmp_path, monkeypatch):
+    """Where the budget leaves one fed config, it is the pinned persistent one a GPU script runs (the persistent
+    variant applies: the start-up is over 5% of the epoch), then the pinned one, then the trial's own."""
     data = sources.as_data(datasets["image-files"])
     cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
     t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
-                     training_samples_per_s=100.0, startup_s_median=0.0)
+                     training_samples_per_s=100.0, startup_s_median=1.0, epoch_samples=200,
+                     epoch_estimate_s=3.0)
     fed = []
     monkeypatch.setattr("dataperf.workflows.e2e.run_e2e", lambda d, c, *a, **k: fed.append(c) or (_ for _ in ()).throw(
         RuntimeError("not run here")))
     sw.confirm([t], StepResult(samples_per_s=50.0, batch_size=8, device="cuda"),
                StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8), 1.2, sw.ConfirmOptions(1, rounds=1),
                {data.spec: data}, TrialOptions(), tmp_path / "c.jsonl")
-    assert [c.pin_memory for c in fed] == [True, False]
+    assert [(c.pin_memory, c.persistent_workers) for c in fed] == [(True, True), (True, False), (False, False)]
 
 
 def test_a_budget_counts_from_the_process_start():

@@ -69,6 +69,22 @@ def test_predicted_workers_reach_the_ceiling_and_no_more_than_have_work():
     assert predict_workers(lim, 64, 32, CHOICES, None).num_workers == 4
 
 
+def test_cpu_bound_workers_past_the_cores_are_not_predicted():
+    """The H200's tune probe, its numbers: 16 usable cores, 16 workers at 151 samples/s each, decode 6.04 ms CPU
+    of 6.18 ms wall a sample, a target of 2,640. 20 workers were predicted (20 x 151 >= 2,640); on those cores
+    they share 16 cores' time, so the prediction is 16, short of the target, and says why. Samples that wait
+    (CPU 1 ms of 6 ms wall: remote reads) still get more workers than cores."""
+    lim = LimitsResult(usable_cores=16, per_worker_samples_per_s=151.1, decode_samples_per_s=2647.0,
+                       main_process_samples_per_s=5463.0, decode_cpu_ms_per_sample=6.04,
+                       decode_wall_ms_per_sample=6.18)
+    ladder = [0, 1, 2, 4, 8, 16, 20]
+    p = predict_workers(lim, 256, 256, ladder, 20, target=2640.0)
+    assert p.num_workers == 16 and p.samples_per_s == pytest.approx(16 * 151.1)
+    assert "more workers than the 16 cores share them" in p.why
+    lim.decode_cpu_ms_per_sample = 1.0
+    assert predict_workers(lim, 256, 256, ladder, 20, target=2640.0).num_workers == 20
+
+
 def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
     """Predicted w=8 bs=32 (decode 750 / 100 per worker); the surface peaks at w=16 bs=64 pf=2: one rung up
     and one batch up find it (the next two steps up lose: one that does not gain is passed over), a second
