@@ -13,6 +13,7 @@ import click
 
 from dataperf import watchdog
 from dataperf.backends import REGISTRY
+from dataperf.commands import _render
 from dataperf.errors import UserError
 from dataperf.watchdog import DEFAULT_STALL_S
 
@@ -288,7 +289,9 @@ def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None
     if not given:
         raise UserError("missing DATA: a folder, a file, a glob, a brace pattern or a URL "
                         "(or --dataset MODULE:FACTORY for your own Dataset)")
-    return [sources.resolve(d) for d in given]
+    datas = [sources.resolve(d) for d in given]
+    _render.print_data(datas)
+    return datas
 
 
 def check_transform(transform: str | None) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
@@ -25,6 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from dataperf import verdict
+from dataperf.data.spec import Data
 from dataperf.measure import collectors
 from dataperf.results import (
     LimitsResult,
@@ -82,6 +84,14 @@ def figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
     for row in rows:
         t.add_row(*row)
     return t
+
+
+def print_data(datas: list[Data]) -> None:
+    """One line a DATA on what is read and what is left out (other splits, stray files), once (rank 0)."""
+    if os.environ.get("RANK", "0") != "0":
+        return
+    for d in datas:
+        console.print(f"data: {d.summary()}", soft_wrap=True)
 
 
 def print_notes(notes: list[str]) -> None:

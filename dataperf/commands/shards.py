@@ -92,6 +92,9 @@ def print_made(out: Path, m: Manifest, made=None) -> None:
     """What was written; with `made` (data.make.generate.Generated) also how fast, over its wall time."""
     extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
     _render.console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
+    if left := (m.generator or {}).get("left_out"):
+        shown = ", ".join(left[:3]) + (", ..." if len(left) > 3 else "")
+        _render.console.print(f"left out {len(left)} files that belong to no image sample ({shown})")
     if made is not None:
         unit = "images/s" if m.kind == "image" else "samples/s"
         _render.console.print(f"generated at {made.samples_per_s:.1f} {unit}, {made.mib_per_s:.1f} MiB/s "

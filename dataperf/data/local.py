@@ -1,12 +1,16 @@
 """Local DATA: a dataperf dataset, a folder of images (flat or ImageFolder), WebDataset shards (folder, glob,
 brace pattern), or token files (.bin memmap, .npy, .jsonl, .parquet). Names and sizes are read here, and the
-samples in each tar shard are counted from its headers; what a scan learns is cached (sources/facts.py),
-never written into the data."""
+samples in each tar shard are counted from its headers; what a scan learns is cached (data/facts.py),
+never written into the data. A folder that holds a training split and others (train/ and val/, train.bin and
+val.bin) is read as its training split, and what was left out is said (Data.left_out): a split is never mixed
+in silently."""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
+import re
 from pathlib import Path
 
 from dataperf.data import facts
@@ -16,6 +20,9 @@ from dataperf.errors import UserError
 
 PATTERN_CHARS = ("*", "?", "[", "{")
 Stat = tuple[Path, int, int]  # a file, its size and its mtime_ns
+TRAIN_SPLITS = ("train", "training")
+OTHER_SPLITS = ("val", "valid", "validation", "test", "testing", "dev", "eval", "evaluation", "holdout")
+SIDECARS = (MANIFEST, "index.json")  # files a data folder holds that are not samples, never "left out"
 
 
 def resolve_local(spec: str, path: str, options: dict[str, str]) -> Data:
@@ -83,11 +90,13 @@ def _ext(p: Path) -> str:
     return p.name.rpartition(".")[2].lower()
 
 
-def _scan(root: Path) -> tuple[list[Stat], list[Stat], dict[str, list[Stat]]]:
-    """A folder's .tar shards, images and token files by format (the cached scan when it is still good)."""
+def _scan(root: Path) -> tuple[list[Stat], list[Stat], dict[str, list[Stat]], list[Stat]]:
+    """A folder's .tar shards, images, token files by format, and the other files (the cached scan when it is
+    still good)."""
     tars: list[Stat] = []
     images: list[Stat] = []
     tokens: dict[str, list[Stat]] = {}
+    other: list[Stat] = []
     for st in facts.walk(root):
         full = st[0]
         if full.name.endswith(".tar"):
@@ -96,31 +105,106 @@ def _scan(root: Path) -> tuple[list[Stat], list[Stat], dict[str, list[Stat]]]:
             images.append(st)
         elif full.suffix in TOKEN_FORMATS:
             tokens.setdefault(TOKEN_FORMATS[full.suffix], []).append(st)
-    return tars, images, tokens
+        else:
+            other.append(st)
+    return tars, images, tokens, other
 
 
 def image_manifest(root: Path) -> Manifest | None:
     """The in-memory manifest of a folder of images (flat or ImageFolder) as bench reads it, so `shards inspect`
     checks the same files; None when it holds shards (which win) or no images."""
-    tars, images, _ = _scan(root)
+    tars, images, _, _ = _scan(root)
     return _images(str(root), images, root).manifest if images and not tars else None
+
+
+def split_of(name: str) -> str | None:
+    """The split a file or folder name says it holds: 'train' for train/, train.bin, imagenet-train-000000.tar,
+    train-00000-of-00002.parquet; 'other' for val/test/dev and the like; None when the name says nothing."""
+    parts = set(re.split(r"[-_.]", name.lower()))
+    if parts & set(TRAIN_SPLITS):
+        return "train"
+    return "other" if parts & set(OTHER_SPLITS) else None
+
+
+def _split_folders(root: Path) -> tuple[Path | None, list[Path]]:
+    """root's training split folder and its other split folders, where it has both kinds."""
+    try:
+        subs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return None, []
+    train = [p for p in subs if p.name.lower() in TRAIN_SPLITS]
+    other = [p for p in subs if p.name.lower() in OTHER_SPLITS]
+    return (train[0], other) if len(train) == 1 and other else (None, [])
+
+
+def _training_files(files: list[Stat]) -> tuple[list[Stat], list[str]]:
+    """Where the file names say train and another split, only the training files; and the names left out."""
+    splits = [split_of(f[0].name) for f in files]
+    if "train" not in splits or "other" not in splits:
+        return files, []
+    return ([f for f, s in zip(files, splits, strict=True) if s == "train"],
+            [f[0].name for f, s in zip(files, splits, strict=True) if s != "train"])
+
+
+def _not_a_loader_dataset(root: Path) -> None:
+    """A folder that another loader's writer made (LitData optimize(), MosaicML MDSWriter) holds index.json and
+    its own chunk files, which the token reader would misread: refuse it, naming the reader that reads it."""
+    index = root / "index.json"
+    try:
+        meta = json.loads(index.read_text()) if index.is_file() else None
+    except (OSError, ValueError):
+        return
+    if not isinstance(meta, dict):
+        return
+    factory = ("write a factory, e.g. `def make(): return {ctor}` in mydata.py, and give `--dataset mydata:make` "
+               "(its samples are measured as your Dataset yields them); or point DATA at the data it was made from")
+    if "chunks" in meta and "config" in meta:
+        raise UserError(f"{root} is a LitData optimize() output (index.json + chunk files), which dataperf does not "
+                        "read as DATA: " + factory.format(ctor=f"litdata.StreamingDataset('{root}')"))
+    if "shards" in meta and any(isinstance(s, dict) and s.get("format") == "mds" for s in meta["shards"]):
+        raise UserError(f"{root} is a MosaicML MDS dataset (index.json + .mds shards), which dataperf does not read "
+                        "as DATA: " + factory.format(ctor=f"streaming.StreamingDataset(local='{root}')"))
 
 
 def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
     """Scan once (or reuse the cached scan): shards win over images, images over token files (a folder holds
-    one kind of data)."""
-    tars, images, tokens = _scan(root)
+    one kind of data). A folder of split folders (train/ and val/) is read as train/; files whose names say
+    train and another split (nanoGPT's train.bin and val.bin) as the training ones; both are said."""
+    _not_a_loader_dataset(root)
+    train, others = _split_folders(root)
+    if train is not None:
+        d = resolve_local(spec, str(train), options)
+        d.left_out = [f"{p.name}/ (another split)" for p in others] + d.left_out
+        d.notes.append(f"read {train.name}/ only; left out {', '.join(p.name + '/' for p in others)}: other splits "
+                       "(point DATA at one to measure it)")
+        return d
+    tars, images, tokens, other = _scan(root)
     if tars:
-        return _shards(spec, tars, root, key=str(root.resolve()))
+        kept, dropped = _training_files(tars)
+        return _with_left_out(_shards(spec, kept, root, key=str(root.resolve())), dropped)
     if images:
-        return _images(spec, images, root)
+        d = _images(spec, images, root)
+        names = [f[0].name for f in other if f[0].name not in SIDECARS]
+        if names:
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            d.left_out.append(f"{len(names)} files that are not {'/'.join(IMAGE_EXTS)} images ({shown})")
+        return d
     if tokens:
         if len(tokens) > 1:
             raise UserError(f"{root} mixes token formats {sorted(tokens)}; point DATA at one of them with a glob")
         (fmt, files), = tokens.items()
-        return _tokens(spec, fmt, files, root, options)
+        kept, dropped = _training_files(files)
+        return _with_left_out(_tokens(spec, fmt, kept, root, options), dropped)
     raise UserError(f"{root} holds no data dataperf can read: no manifest.json, no .tar shards, no "
                     f"{'/'.join(IMAGE_EXTS)} images, no .bin/.npy/.jsonl/.parquet token files")
+
+
+def _with_left_out(d: Data, dropped: list[str]) -> Data:
+    if dropped:
+        d.left_out.append(f"{', '.join(dropped)} (another split)")
+        d.notes.append(f"read the training split only; left out {', '.join(dropped)}: another split (point DATA "
+                       "at it with a glob to measure it)")
+    return d
 
 
 def _from_files(spec: str, files: list[Stat], options: dict[str, str], root: Path, key: str) -> Data:

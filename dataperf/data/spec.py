@@ -40,6 +40,7 @@ class Data:
     manifest: Manifest | None = None  # a dataperf dataset's own manifest (or one built in memory for DALI)
     factory: str | None = None  # user-dataset: MODULE:FACTORY
     notes: list[str] = field(default_factory=list)  # what resolving found worth saying in every trial's record
+    left_out: list[str] = field(default_factory=list)  # what DATA holds that is not read: other splits, stray files
 
     @property
     def root(self) -> Path:
@@ -81,6 +82,19 @@ class Data:
 
     def urls(self) -> list[str]:
         return [f.path for f in self.files]
+
+    def summary(self) -> str:
+        """One line on what is read and what is not, e.g. '120 images in 4 classes from train/; left out: val/
+        (another split), 2 files that are not jpg/jpeg/png/webp images (Thumbs.db, README.txt)'."""
+        n = f"{self.count:,} " if self.count is not None else ""
+        what = {"image": "images", "tokens": "token files" if self.count is None else "samples"}.get(self.kind,
+                                                                                                    "samples")
+        if self.kind == "tokens" and self.count is None:
+            n, what = f"{len(self.files)} ", f"{self.format} token files"
+        classes = f" in {len(self.classes)} class{'es' if len(self.classes) > 1 else ''}" if self.classes else ""
+        where = self.location if self.remote else f"{Path(self.location).name}/"
+        left = f"; left out: {', '.join(self.left_out)}" if self.left_out else ""
+        return f"{n}{what}{classes} from {where}{left}"
 
     def describe(self) -> str:
         n = f"{self.count} samples, " if self.count is not None else ""

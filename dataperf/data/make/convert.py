@@ -27,6 +27,21 @@ def group_files(src: Path) -> list[tuple[str, list[tuple[str, Path]]]]:
     return sorted(groups.items())
 
 
+def sample_groups(groups: list[tuple[str, list[tuple[str, Path]]]]
+                  ) -> tuple[list[tuple[str, list[tuple[str, Path]]]], list[str]]:
+    """In a folder of images, the groups that hold an image; the others (Thumbs.db, README.txt: a tar sample
+    without an image that every reader then refuses) are left out, and their files named."""
+    from dataperf.data.spec import IMAGE_EXTS
+
+    if not any(e in IMAGE_EXTS for _, members in groups for e, _ in members):
+        return groups, []
+    kept: list[tuple[str, list[tuple[str, Path]]]] = []
+    dropped: list[tuple[str, list[tuple[str, Path]]]] = []
+    for g in groups:
+        (kept if any(e in IMAGE_EXTS for e, _ in g[1]) else dropped).append(g)
+    return kept, [p.name for _, members in dropped for _, p in members]
+
+
 def convert(
     src: Path, out: Path, shard_mb: float = 64.0, overwrite: bool = False,
     progress: Callable[[int], None] | None = None, shards: int | None = None,
@@ -37,7 +52,7 @@ def convert(
         raise UserError(f"source is not a folder: {src}")
     if out.resolve() == src.resolve() or src.resolve() in out.resolve().parents:
         raise UserError("--out must not be inside the source folder")
-    groups = group_files(src)
+    groups, left_out = sample_groups(group_files(src))
     if not groups:
         raise UserError(f"no files found under {src}; nothing to convert")
     import webdataset as wds
@@ -48,13 +63,13 @@ def convert(
     maxsize = int(shard_mb * 1e6) if shards is None else 10**15
     kind = "unknown"
     exts = {e for _, members in groups for e, _ in members}
-    if "jpg" in exts or "jpeg" in exts:
+    if left_out or "jpg" in exts or "jpeg" in exts:
         kind = "image"
     elif "npy" in exts:
         kind = "tokens"
     with staged_output(out, overwrite) as tmp:
         m = Manifest(kind=kind, format="webdataset", count=0, total_bytes=0, seed=None,
-                     generator={"converted_from": str(src), "shard_mb": shard_mb})
+                     generator={"converted_from": str(src), "shard_mb": shard_mb, "left_out": left_out})
         with wds.ShardWriter(str(tmp / "shard-%06d.tar"), maxsize=maxsize, maxcount=maxcount,
                              verbose=0, mtime=0.0) as sink:
             for key, members in groups:

@@ -1,0 +1,111 @@
+"""What DATA is read and what is left out: a folder of splits is read as its training split, stray files are named,
+and folders another loader's writer made are refused with the reader that reads them (issue 29)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dataperf.cli import cli
+from dataperf.data import resolve
+from dataperf.data.local import split_of
+from dataperf.data.manifest import read_manifest
+from dataperf.errors import UserError
+from tests.conftest import jpeg
+
+
+def _image_folder(root, classes=("cat", "dog"), n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    for c in classes:
+        (root / c).mkdir(parents=True)
+        for i in range(n):
+            (root / c / f"{i}.jpg").write_bytes(jpeg(rng, 40, 32))
+    return root
+
+
+@pytest.mark.parametrize("name, split", [
+    ("train", "train"), ("train.bin", "train"), ("imagenet-train-000000.tar", "train"),
+    ("train-00000-of-00002.parquet", "train"), ("val", "other"), ("validation-00000-of-00001.parquet", "other"),
+    ("val.bin", "other"), ("test", "other"), ("shard-000000.tar", None), ("cat", None), ("strain.bin", None),
+])
+def test_split_of_reads_the_name_only_where_it_says_a_split(name, split):
+    assert split_of(name) == split
+
+
+def test_a_folder_of_train_and_val_is_read_as_train_and_says_so(tmp_path):
+    """The usability review: the parent of train/ and val/ was measured as one dataset of 152 images."""
+    _image_folder(tmp_path / "train", n=8)
+    _image_folder(tmp_path / "val", n=3, seed=1)
+    d = resolve(str(tmp_path))
+    assert d.count == 16 and d.classes == ["cat", "dog"]
+    assert all("/train/" in f.path for f in d.files)
+    assert d.summary() == "16 images in 2 classes from train/; left out: val/ (another split)"
+    assert any("left out val/" in n for n in d.notes)  # carried into every trial's record
+
+
+def test_nanogpt_folder_reads_train_bin_not_val_bin(tmp_path):
+    rng = np.random.default_rng(0)
+    rng.integers(0, 1000, 4096, dtype=np.uint16).tofile(tmp_path / "train.bin")
+    rng.integers(0, 1000, 1024, dtype=np.uint16).tofile(tmp_path / "val.bin")
+    (tmp_path / "meta.pkl").write_bytes(b"\x80\x04N.")
+    d = resolve(str(tmp_path))
+    assert [f.path.rsplit("/", 1)[1] for f in d.files] == ["train.bin"]
+    assert "left out: val.bin (another split)" in d.summary()
+
+
+def test_stray_files_in_an_image_folder_are_named_not_read(tmp_path):
+    _image_folder(tmp_path, n=4)
+    (tmp_path / "cat" / "Thumbs.db").write_bytes(b"\0" * 10)
+    (tmp_path / "README.txt").write_text("hello")
+    d = resolve(str(tmp_path))
+    assert d.count == 8
+    assert d.summary() == ("8 images in 2 classes from " + tmp_path.name + "/; left out: 2 files that are not "
+                           "jpg/jpeg/png/webp images (README.txt, Thumbs.db)")
+
+
+def test_litdata_and_mds_folders_are_refused_naming_their_reader(tmp_path):
+    lit = tmp_path / "lit"
+    lit.mkdir()
+    (lit / "index.json").write_text(json.dumps({"chunks": [{"filename": "chunk-0-0.bin"}], "config": {}}))
+    (lit / "chunk-0-0.bin").write_bytes(b"\1" * 1001)  # not a whole number of uint16 tokens: once misread
+    with pytest.raises(UserError, match=r"LitData optimize\(\) output .* litdata\.StreamingDataset"):
+        resolve(str(lit))
+    mds = tmp_path / "mds"
+    mds.mkdir()
+    (mds / "index.json").write_text(json.dumps({"version": 2, "shards": [{"format": "mds"}]}))
+    (mds / "shard.00000.mds").write_bytes(b"\0" * 100)
+    r = CliRunner().invoke(cli, ["bench", str(mds)])
+    assert r.exit_code == 2 and r.output.count("\n") == 1
+    assert "MosaicML MDS dataset" in r.output and "--dataset mydata:make" in r.output
+
+
+def test_convert_leaves_out_files_that_belong_to_no_image_sample(tmp_path):
+    """The usability review: Thumbs.db and README.txt became samples that every reader then refused."""
+    src = _image_folder(tmp_path / "src", n=3)
+    (src / "cat" / "Thumbs.db").write_bytes(b"\0" * 10)
+    (src / "README.txt").write_text("hello")
+    r = CliRunner().invoke(cli, ["shards", "convert", str(src), str(tmp_path / "out"), "--shards", "2"])
+    assert r.exit_code == 0, r.output
+    assert "wrote 6 image samples" in r.output
+    assert "left out 2 files that belong to no image sample (README.txt, Thumbs.db)" in r.output
+    assert read_manifest(tmp_path / "out").count == 6
+    r = CliRunner().invoke(cli, ["shards", "inspect", str(tmp_path / "out"), "--verify"])
+    assert r.exit_code == 0, r.output
+
+
+def test_bench_prints_what_it_reads_and_what_it_left_out(tmp_path):
+    _image_folder(tmp_path / "data" / "train", n=8)
+    _image_folder(tmp_path / "data" / "val", n=2, seed=1)
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "data"), "--batch-size", "2", "--num-workers", "0",
+                                 "--repeats", "1", "--repeat-seconds", "0.2"])
+    assert r.exit_code == 0, r.output
+    assert "data: 16 images in 2 classes from train/; left out: val/ (another split)" in r.output
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "data" / "train"), "--batch-size", "2", "--num-workers",
+                                 "0", "--repeats", "1", "--repeat-seconds", "0.2"])
+    assert "data: 16 images in 2 classes from train/\n" in r.output and "left out" not in r.output
+    shutil.rmtree(tmp_path / "data" / "val")  # a lone train/ is not a split: an ImageFolder of one class
+    assert resolve(str(tmp_path / "data")).summary() == "16 images in 1 class from data/"
