@@ -55,6 +55,10 @@ def verdict_line(r: WatchResult) -> str:
     """Input-bound or not, from the host's wait on the DataLoader and, on CUDA, the GPU's idle share."""
     if r.steps_measured == 0:
         return "no verdict: no optimizer steps were measured"
+    if not any(ld.get("batches") for ld in r.loaders) or not r.samples_per_s:
+        read = f" (it read {Path(r.files_read[0]['path']).name})" if r.files_read else ""
+        return ("unknown: no DataLoader batch was timed: the loop reads its data some other way" + read +
+                "; whether it waits on it is not measured")
     gpu = "" if r.gpu_idle_fraction is None else f"; GPU idle {r.gpu_idle_fraction * 100:.1f}% of the time"
     stall = r.data_stall_fraction * 100
     if r.data_stall_fraction > 0.05:

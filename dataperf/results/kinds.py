@@ -295,6 +295,7 @@ class WatchResult(Record):
     loaders: list[dict[str, Any]] = field(default_factory=list)
     worker_pids: list[int] = field(default_factory=list)
     data_path: str | None = None
+    files_read: list[dict[str, Any]] = field(default_factory=list)  # data files opened for reading: path, opens, bytes
     next_step: str = ""
     next_notes: list[str] = field(default_factory=list)
     collectors: dict[str, Any] = field(default_factory=dict)

@@ -155,7 +155,8 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
     rec = WatchResult(command=cmd, config_key=_key(ident, rank),
                       rank=rank, world_size=ws, pid=log.start.get("pid"), exit_code=w.exit_code, hook_loaded=True,
                       steps_total=len(log.steps), loaders=loaders, worker_pids=log.worker_pids,
-                      data_path=main.get("data_path") if main else None, notes=list(w.notes))
+                      data_path=main.get("data_path") if main else None, notes=list(w.notes),
+                      files_read=list((log.end or {}).get("files_read") or []))
     steps = [s for s in log.steps if s.get("step_ms") is not None]
     if not steps:
         rec.notes.append("the job iterated a DataLoader but never called optimizer.step(): no step boundaries, so "
@@ -189,11 +190,26 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
         rec.notes.append(f"the hook cost {rec.hook_overhead_pct:.2f}% of step time (over the 1% budget): steps "
                          "this short are slowed by the measurement itself")
     if not samples:
-        rec.notes.append("no DataLoader batch reached the optimizer steps: samples/s and data stall are 0")
+        rec.notes.append("no DataLoader batch reached the optimizer steps: the loop reads its data some other way, "
+                         "so samples/s and data stall are not known (the figures read 0)")
     _gpu(rec, log, samples / len(steady))
     rec.next_step, rec.next_notes = sweep_command(main, cores, rec.model_samples_per_s, _model_factory(log),
                                               bool(log.cuda))
+    if main is None and rec.files_read:
+        rec.next_step, rec.next_notes = bench_command(rec.files_read)
     return rec
+
+
+def bench_command(files: list[dict[str, Any]]) -> tuple[str, list[str]]:
+    """Where no DataLoader fed the steps: `dataperf bench` on the data file the job opened most, which dataperf
+    reads as the job did (a token .bin as windows; the script's own window length is not known here)."""
+    top = files[0]
+    cmd = f"dataperf bench {shlex.quote(top['path'])}"
+    opened = ", ".join(f"{Path(f['path']).name} ({f['opens']}x, {f['bytes'] / 2**20:,.1f} MiB)" for f in files[:3])
+    notes = [f"the job read its data without a DataLoader: it opened {opened}"]
+    if top["path"].endswith(".bin"):
+        notes.append("add --seq-len with the script's block size and --batch-size with its batch size")
+    return cmd, notes
 
 
 def _model_factory(log: ProcLog) -> str | None:

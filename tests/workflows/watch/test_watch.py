@@ -240,3 +240,53 @@ def test_nsys_absent_is_a_note_and_no_command_is_a_user_error(tmp_path):
     assert not r.hook_loaded, "a job that never imports torch gives no hook data, and says so"
     bad = subprocess.run([sys.executable, "-m", "dataperf", "watch"], capture_output=True, text=True, env=env())
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and len(bad.stderr.splitlines()) == 1
+
+
+GET_BATCH = '''
+import os, sys
+import numpy as np
+import torch
+
+data_dir = sys.argv[1]
+
+def get_batch(split):  # nanoGPT's: a fresh memmap every batch, no DataLoader
+    data = np.memmap(os.path.join(data_dir, f"{split}.bin"), dtype=np.uint16, mode="r")
+    ix = torch.randint(len(data) - 16, (4,))
+    return torch.stack([torch.from_numpy(data[i:i + 16].astype(np.int64)) for i in ix])
+
+model = torch.nn.Embedding(4096, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with open(os.path.join(data_dir, "notes.txt"), "w") as f:
+    f.write("written, not read")
+for step in range(6):
+    x = get_batch("train")
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    if step % 3 == 0:
+        get_batch("val")
+'''
+
+
+def test_a_loop_without_a_dataloader_gets_no_verdict_and_names_the_files_it_read(tmp_path):
+    """The usability review: nanoGPT under watch read "not input-bound 0.0%" and "nothing to sweep". Without a
+    DataLoader the wait is not measured: the verdict is unknown, and the data files the job opened (counted by the
+    hook's audit hook: 6 train.bin memmaps, 2 val.bin; a file written is not read) make the next command."""
+    import numpy as np
+
+    data = tmp_path / "data"
+    data.mkdir()
+    np.arange(4096, dtype=np.uint16).tofile(data / "train.bin")
+    np.arange(1024, dtype=np.uint16).tofile(data / "val.bin")
+    (tmp_path / "gpt.py").write_text(GET_BATCH)
+    p = watch(tmp_path, sys.executable, str(tmp_path / "gpt.py"), str(data))
+    assert p.returncode == 0, p.stderr
+    (r,) = results.load(tmp_path / "watch.jsonl")
+    assert r.steps_total == 6 and r.loaders == []
+    assert [(Path(f["path"]).name, f["opens"], f["bytes"]) for f in r.files_read] == [("train.bin", 6, 8192),
+                                                                                        ("val.bin", 2, 2048)]
+    assert "unknown: no DataLoader batch was timed" in p.stderr and "(it read train.bin)" in p.stderr
+    assert "not input-bound" not in p.stderr
+    assert r.next_step == f"dataperf bench {data / 'train.bin'}"
+    assert f"next: dataperf bench {data / 'train.bin'}" in p.stderr
+    assert any("opened train.bin (6x" in n for n in r.next_notes)

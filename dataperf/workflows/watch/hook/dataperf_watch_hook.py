@@ -12,7 +12,10 @@ Nothing happens until the job imports torch; then, without editing the script:
   can name it;
 - on CUDA, two events per step (after the step's first batch arrives, and at the step's end) give the GPU's
   busy time per step, read back only once complete, so the hook adds no synchronisation;
-- the hook's own time is measured per step and written beside it.
+- the hook's own time is measured per step and written beside it;
+- the data files the process opens for reading are counted (a Python audit hook on "open"; code, libraries and
+  /proc are left out), so a loop that reads its data without a DataLoader (nanoGPT's `np.memmap` in
+  `get_batch`) still names what it read.
 
 One JSON-lines file per process that steps (its rank from torchrun's RANK), written as the job runs and
 flushed at least every FLUSH_S, so a crash loses at most that much.
@@ -33,6 +36,9 @@ ENV_DIR = "DATAPERF_WATCH_DIR"
 FLUSH_S = 0.5
 PATH_ATTRS = ("root", "path", "data_path", "data_dir", "root_dir", "directory", "folder", "urls")
 WRAPPERS = ("DistributedDataParallel", "DataParallel", "FullyShardedDataParallel", "OptimizedModule")
+NOT_DATA_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".json", ".cfg", ".toml", ".txt", ".yaml", ".yml", ".pkl", ".lock")
+NOT_DATA_DIRS = ("/proc/", "/sys/", "/dev/", "/etc/", "/usr/", "/tmp/torchinductor")
+MAX_FILES = 500  # distinct data files counted; past that only those already seen
 _perf = time.perf_counter  # waits and step times: wall clock
 _cpu = time.thread_time  # the hook's own cost: CPU time of the training thread, so a GIL hand-off to the
 # DataLoader's feeder or pin-memory thread in the middle of a hook is not charged to the hook
@@ -66,6 +72,8 @@ class _State:
         self.cuda_pending: deque = deque()
         self.cuda_prev_end = None
         self.call_cost_s = _calibrate(_perf) + _calibrate(_cpu)  # the clock calls the hook cannot time
+        self.opened: dict[str, int] = {}  # data files opened for reading, and how often
+        self.skip_roots = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, out_dir})
 
     def write(self, rec: dict, now: float) -> None:
         self.write_line(json.dumps(rec, default=str) + "\n", now)
@@ -181,7 +189,42 @@ def _patch(torch) -> None:
     dl.DataLoader.__iter__ = __iter__
     dl._BaseDataLoaderIter.__next__ = __next__
     register_optimizer_step_post_hook(_on_step)
+    sys.addaudithook(_on_audit)
     atexit.register(_at_exit)
+
+
+def _on_audit(event: str, args: tuple) -> None:
+    """Count a data file opened for reading (audit event "open": path, mode, flags). Cheap for every other
+    event, and never raises (an audit hook that raises fails the job's own call)."""
+    if event != "open":
+        return
+    try:
+        s = STATE
+        path, mode, flags = args
+        if s is None or not isinstance(path, str) or os.getpid() != s.owner:
+            return
+        if mode is not None and any(c in mode for c in "wax+") or mode is None and flags & 3:
+            return
+        if path in s.opened:
+            s.opened[path] += 1
+        elif len(s.opened) < MAX_FILES and not path.endswith(NOT_DATA_SUFFIXES):
+            full = os.path.abspath(path)
+            if not full.startswith(NOT_DATA_DIRS) and not full.startswith(s.skip_roots):
+                s.opened[path] = 1
+    except Exception:
+        return
+
+
+def _files_read(opened: dict[str, int], n: int = 10) -> list[dict]:
+    """The most-opened data files, with their sizes (the files that no longer exist are left out)."""
+    out = []
+    for path, opens in sorted(opened.items(), key=lambda kv: -kv[1]):
+        with contextlib.suppress(OSError):
+            if os.path.isfile(path):
+                out.append({"path": os.path.abspath(path), "opens": opens, "bytes": os.path.getsize(path)})
+        if len(out) >= n:
+            break
+    return out
 
 
 _failed: set[str] = set()
@@ -493,7 +536,7 @@ def _at_exit() -> None:
              "loader_iters": {str(k): v for k, v in s.loader_iters.items()},
              "loader_steps": {str(k): v for k, v in s.loader_steps.items()},
              "loader_batch_max": {str(k): v for k, v in s.loader_maxn.items()},
-             "model_factory": factory,
+             "model_factory": factory, "files_read": _files_read(s.opened),
              "tail": {"wait_ms": s.wait_s * 1000, "batches": s.batches, "samples": s.samples}}, t)
     if s.f is not None:
         s.f.flush()
