@@ -80,7 +80,8 @@ def render(recs: list[Record]) -> None:
     pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
     rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
             ("first_step_ms (start-up, first batch)", lambda r: fmt(r.first_step_ms, 1)),
-            ("step_ms median / p99", lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_p99, 2)}"),
+            ("step_ms median / mean / p99",
+             lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_mean, 2)} / {fmt(r.step_ms_p99, 2)}"),
             ("data_wait_ms median / p99",
              lambda r: f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
             ("samples_per_s (steady / whole run)",

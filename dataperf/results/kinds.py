@@ -278,6 +278,7 @@ class WatchResult(Record):
     steps_measured: int = 0
     first_step_ms: float = float("nan")
     step_ms_median: float = float("nan")
+    step_ms_mean: float = float("nan")  # beside the median: with two kinds of step (bimodal) the median misleads
     step_ms_p99: float = float("nan")
     step_ms_repeats: list[float] = field(default_factory=list)
     data_wait_ms_median: float = float("nan")

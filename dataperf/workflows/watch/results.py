@@ -171,6 +171,10 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
     ms = [s["step_ms"] for s in steady]
     waits = [s["wait_ms"] for s in steady]
     rec.step_ms_median, rec.step_ms_p99 = summarize(ms)["median"], percentile(ms, 99)
+    rec.step_ms_mean = sum(ms) / len(ms)
+    if rec.step_ms_mean > 1.25 * rec.step_ms_median:
+        rec.notes.append(f"steps are uneven: mean {rec.step_ms_mean:,.1f} ms against median {rec.step_ms_median:,.1f} "
+                         "ms (a few long steps: evaluation, checkpoints, data waits); the rates use the whole time")
     rec.data_wait_ms_median, rec.data_wait_ms_p99 = summarize(waits)["median"], percentile(waits, 99)
     rec.data_stall_fraction = sum(waits) / sum(ms)
     samples = sum(s["samples"] for s in steady)

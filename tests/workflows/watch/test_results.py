@@ -35,3 +35,17 @@ def test_without_cuda_events_the_models_rate_is_step_minus_wait():
     r = _one(log, ["python", "train.py"], "train", Watched(exit_code=0, hook_dir=None), 16)
     assert r.model_samples_per_s == pytest.approx(BS / (CPU_LAUNCH_MS / 1000))
     assert r.gpu_idle_fraction is None
+
+
+def test_uneven_steps_show_the_mean_beside_the_median():
+    """Audit F4: with two kinds of step (18 of 100 ms and 2 of 1,000 ms, an evaluation every 10 steps) the median
+    says 100 ms where the job's time is 190 ms a step; the mean is recorded and the unevenness noted. The first
+    step is start-up, left out of the steady figures."""
+    ms = [500.0] + [1000.0 if i % 10 == 9 else 100.0 for i in range(20)]
+    log = ProcLog(start={"pid": 1}, steps=[{"t": "step", "n": i + 1, "step_ms": m, "wait_ms": 0.0, "samples": BS}
+                                           for i, m in enumerate(ms)])
+    r = _one(log, ["python", "train.py"], "train", Watched(exit_code=0, hook_dir=None), 16)
+    assert r.step_ms_median == pytest.approx(100.0) and r.step_ms_mean == pytest.approx(190.0)
+    assert any("steps are uneven: mean 190.0 ms against median 100.0 ms" in n for n in r.notes)
+    even = _one(cuda_job_waiting_on_data(), ["python", "train.py"], "train", Watched(exit_code=0, hook_dir=None), 16)
+    assert even.step_ms_mean == pytest.approx(WAIT_MS + CPU_LAUNCH_MS) and not any("uneven" in n for n in even.notes)
