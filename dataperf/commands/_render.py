@@ -426,9 +426,12 @@ def heatmap(results: list[Record], path: Path) -> Path | None:
     return path
 
 
-def print_collectors(c: dict[str, Any]) -> None:
-    """What the collectors saw, each in its own words (collectors.describe)."""
-    for item in collectors.describe(c):
+def print_collectors(c: dict[str, Any], verbose: bool = False) -> None:
+    """What the collectors saw, each in its own words (collectors.describe); those that could not run here (no
+    sysstat, no root for eBPF, no GPU) only with verbose: on most machines they are the same lines every
+    command (the record keeps why, for `report`)."""
+    ran = c if verbose else {k: v for k, v in c.items() if not (isinstance(v, dict) and v.get("available") is False)}
+    for item in collectors.describe(ran):
         if isinstance(item, collectors.Table):
             t = Table(title=item.title)
             for col in item.columns:

@@ -26,7 +26,8 @@ from dataperf.verdict import rank_rate
 @loader_options("bench")
 @OUT
 @trial_options
-def bench(data, out, **kw) -> None:
+@click.option("--verbose", is_flag=True, help="also say which collectors could not run here, and why")
+def bench(data, out, verbose, **kw) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf.measure import preflight
     from dataperf.measure.trial import run_trial
@@ -44,10 +45,10 @@ def bench(data, out, **kw) -> None:
             jsonl.append(out, r)
     if r.status != "ok":
         raise UserError(f"{cfg.short()} failed: {r.error}")
-    render(r)
+    render(r, verbose)
 
 
-def render(r: LoaderResult) -> None:
+def render(r: LoaderResult, verbose: bool = False) -> None:
     """One trial in full: figures, collectors, notes."""
     console = _render.console
     console.print(_render.loader_table([r], title=f"bench {r.data}"))
@@ -62,7 +63,7 @@ def render(r: LoaderResult) -> None:
                       f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
                       "of this trial's batch time")
         print_footprint(r)
-        _render.print_collectors(r.collectors)
+        _render.print_collectors(r.collectors, verbose)
     else:
         _render.print_failures([r])
     _render.print_notes(r.notes)

@@ -21,7 +21,8 @@ from dataperf.results import Record, WatchResult, fmt
 @click.option("--label", default=None, help="name of the job in --out, matched by compare [the command line]")
 @click.option("--ebpf", is_flag=True, help="count read syscalls per process of the job with eBPF (bcc/bpftrace)")
 @click.option("--nsys", is_flag=True, help="run the command under Nsight Systems when installed")
-def watch(cmd, pid, out, label, ebpf, nsys) -> None:
+@click.option("--verbose", is_flag=True, help="also say which collectors could not run here, and why")
+def watch(cmd, pid, out, label, ebpf, nsys, verbose) -> None:
     """Your own training run, unmodified: `dataperf watch -- python train.py` (or `-- torchrun ...`).
 
     Per rank: step time, data wait, samples/s, data-stall fraction (GPU idle on CUDA), the DataLoader settings
@@ -45,7 +46,7 @@ def watch(cmd, pid, out, label, ebpf, nsys) -> None:
     for r in recs:
         jsonl.append(out, r)
     with _render.to_stderr():
-        render(recs)
+        render(recs, verbose)
         _render.console.print(f"results: {out} ({len(recs)} watch record(s)); per-step hook lines: {w.hook_dir}")
     if w.exit_code is not None:
         sys.exit(w.exit_code)
@@ -66,7 +67,7 @@ def verdict_line(r: WatchResult) -> str:
     return f"not input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
 
 
-def render(recs: list[Record]) -> None:
+def render(recs: list[Record], verbose: bool = False) -> None:
     """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step (`report`
     shows them too)."""
     ws = [r for r in recs if isinstance(r, WatchResult)]
@@ -107,7 +108,7 @@ def render(recs: list[Record]) -> None:
             console.print(f"{who}: {verdict_line(r)}")
     for r in ws:
         if r.collectors:
-            _render.print_collectors(r.collectors)
+            _render.print_collectors(r.collectors, verbose)
     seen = set()
     for r in ws:
         for n in r.notes:

@@ -53,3 +53,13 @@ def test_report_renders_the_description(capsys, monkeypatch):
     for text in ("disk sda: 12.3 MiB/s read", "processes (/proc/PID/io)", "eBPF read syscalls by process",
                  "read() sizes (bytes)", "GPU 0 H200"):
         assert text in out
+
+
+def test_collectors_that_could_not_run_are_printed_only_when_asked(capsys):
+    """The usability review: "unavailable" lines on every command. By default the renderer leaves them out (the
+    record keeps them); --verbose prints them."""
+    _render.print_collectors(STORED)
+    out = capsys.readouterr().out
+    assert "disk sda: 12.3 MiB/s read" in out and "unavailable" not in out
+    _render.print_collectors(STORED, verbose=True)
+    assert "iostat: unavailable: not installed (apt-get install sysstat)" in capsys.readouterr().out
