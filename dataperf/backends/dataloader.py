@@ -19,12 +19,12 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
 from dataperf.data import SOURCE_FORMATS, Data
+from dataperf.data.tario import PAYLOADS, no_payload
 from dataperf.errors import TrialError
 from dataperf.results import MIB, LoaderConfig
 
 # a sweep tries more workers than cores on purpose: that is one of the things it measures
 warnings.filterwarnings("ignore", message="This DataLoader will create .* worker processes")
-PAYLOAD_EXTS = ("jpg", "jpeg", "png", "webp", "npy")
 
 
 def validate(cfg: LoaderConfig) -> None:
@@ -181,10 +181,10 @@ class FilesDataset(Dataset):
 def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
                   sample_cost_s: float | None = None) -> Callable[[dict], dict]:
     def fn(sample: dict[str, Any]) -> dict[str, Any]:
-        ext = next((e for e in PAYLOAD_EXTS if e in sample), None)
+        ext = next((e for e in PAYLOADS if e in sample), None)
         if ext is None:
-            raise TrialError(f"sample {sample.get('__key__')} in {sample.get('__url__')} has none of "
-                             f"{PAYLOAD_EXTS}; keys: {sorted(k for k in sample if not k.startswith('__'))}")
+            raise TrialError(f"sample {sample.get('__key__')} in {sample.get('__url__')} has no payload: "
+                             f"{no_payload([k for k in sample if not k.startswith('__')])}")
         payload = sample[ext]
         throttle(sum(len(v) for k, v in sample.items() if isinstance(v, bytes)), throttle_mib_s, sample_cost_s)
         label = int(sample["cls"]) if "cls" in sample else 0

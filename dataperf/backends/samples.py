@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dataperf.backends.dataloader import PAYLOAD_EXTS, SampleDecoder, throttle
+from dataperf.backends.dataloader import SampleDecoder, throttle
 from dataperf.data.manifest import MANIFEST, Manifest
-from dataperf.data.tario import split_key
+from dataperf.data.tario import PAYLOADS, no_payload, split_key
 from dataperf.errors import TrialError, UserError
 from dataperf.results import LoaderConfig
 
@@ -65,18 +65,19 @@ def _tar_refs(shard: Path) -> list[SampleRef]:
                 if not mem.isfile():
                     continue
                 key, ext = split_key(mem.name)
-                s = samples.setdefault(key, {})
+                s = samples.setdefault(key, {"members": []})
+                s["members"].append(ext)
                 if ext == "cls":
                     f = tf.extractfile(mem)
                     s["label"] = int((f.read() if f else b"0").strip() or 0)
-                elif ext in PAYLOAD_EXTS:
+                elif ext in PAYLOADS:
                     s["ref"] = (mem.offset_data, mem.size, ext)
     except (tarfile.TarError, EOFError, OSError, ValueError) as e:
         raise UserError(f"corrupt or unreadable tar shard {shard}: {e}; regenerate or re-convert it") from None
     out = []
     for key, s in samples.items():
         if "ref" not in s:
-            raise TrialError(f"sample {key} in {shard} has none of {PAYLOAD_EXTS}")
+            raise TrialError(f"sample {key} in {shard} has no payload: {no_payload(s['members'])}")
         off, size, ext = s["ref"]
         out.append(SampleRef(str(shard), off, size, ext, s.get("label", 0)))
     return out

@@ -289,9 +289,7 @@ def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None
     if not given:
         raise UserError("missing DATA: a folder, a file, a glob, a brace pattern or a URL "
                         "(or --dataset MODULE:FACTORY for your own Dataset)")
-    datas = [sources.resolve(d) for d in given]
-    _render.print_data(datas)
-    return datas
+    return [sources.resolve(d) for d in given]
 
 
 def check_transform(transform: str | None) -> None:
@@ -398,4 +396,5 @@ def fed_config(command: str, data, kw: dict):
     data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, device=model["device"], **loader)
     preflight.check_fed(data, cfg, model["model"], model["input_kind"])
+    _render.print_data([data])
     return data, cfg, model, loader["seq_len"]

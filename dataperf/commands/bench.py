@@ -45,6 +45,7 @@ def bench(data, out, verbose, **kw) -> None:
             jsonl.append(out, r)
     if r.status != "ok":
         raise UserError(f"{cfg.short()} failed: {r.error}")
+    _render.print_data([data])
     render(r, verbose)
 
 

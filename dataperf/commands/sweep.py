@@ -117,6 +117,7 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
                         fed_runs=confirm.k * confirm.rounds if confirm else 0)
     if ctx.rank == 0:
         print_plan(plan)
+        _render.print_data(datas)
     with _render.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
                               eta=True) as advance:
         outcome = sw.run(plan.trials, plan.opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),

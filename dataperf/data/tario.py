@@ -17,6 +17,20 @@ def split_key(name: str) -> tuple[str, str]:
     return key, ext if dot else ""
 
 
+PAYLOADS = ("jpg", "jpeg", "png", "webp", "npy")  # the members a sample's payload can be
+
+
+def no_payload(members: list[str]) -> str:
+    """Why a WebDataset sample (its member extensions) has no payload. Where an extension is itself
+    'something.jpg', the file names hold a dot before their extension: say so, and the fix."""
+    dotted = [m for m in members if "." in m and m.rpartition(".")[2].lower() in PAYLOADS]
+    if dotted:
+        return (f"its file names hold a dot before the extension, so WebDataset, which takes a sample's key up to "
+                f"the first dot of a file name, read the extension as {dotted[0]!r}; rename the tar members so "
+                f"that the only dot starts the extension (e.g. n01440764_0_0002.jpg), then re-pack the shards")
+    return f"it has none of {PAYLOADS}; members: {sorted(members)}"
+
+
 def corrupt(path: Path, e: BaseException) -> UserError:
     return UserError(f"corrupt or unreadable tar shard {path}: {e}; regenerate or re-convert it")
 

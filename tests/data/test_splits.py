@@ -109,3 +109,30 @@ def test_bench_prints_what_it_reads_and_what_it_left_out(tmp_path):
     assert "data: 16 images in 2 classes from train/\n" in r.output and "left out" not in r.output
     shutil.rmtree(tmp_path / "data" / "val")  # a lone train/ is not a split: an ImageFolder of one class
     assert resolve(str(tmp_path / "data")).summary() == "16 images in 1 class from data/"
+
+
+def test_dots_in_member_names_are_named_as_the_cause_by_bench_and_inspect(tmp_path):
+    """The usability review: members n01440764_0.0002.jpg were refused with "has none of ('jpg', ...); keys:
+    ['0002.cls', '0002.jpg']", the cause unnamed, and `shards inspect --verify` passed them."""
+    import tarfile
+
+    rng = np.random.default_rng(0)
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    names = []
+    for i in range(12):
+        (stage / f"n0144_{i}.0002.jpg").write_bytes(jpeg(rng, 32, 32))
+        (stage / f"n0144_{i}.0002.cls").write_text("1")
+        names += [f"n0144_{i}.0002.jpg", f"n0144_{i}.0002.cls"]
+    shards = tmp_path / "dotted"
+    shards.mkdir()
+    with tarfile.open(shards / "train-0000.tar", "w") as tf:
+        for n in names:
+            tf.add(stage / n, arcname=n)
+    r = CliRunner().invoke(cli, ["shards", "inspect", str(shards), "--verify"])
+    assert r.exit_code == 2, r.output
+    assert "hold a dot before the extension" in r.output and "'0002.jpg'" in r.output
+    r = CliRunner().invoke(cli, ["bench", str(shards), "--decode", "--batch-size", "2", "--num-workers", "0",
+                                 "--repeats", "1", "--repeat-seconds", "0.2"])
+    assert r.exit_code == 2 and "hold a dot before the extension" in r.output, r.output
+    assert "rename the tar members" in r.output

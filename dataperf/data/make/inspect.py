@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from dataperf.data.manifest import MANIFEST, read_manifest
-from dataperf.data.tario import iter_tar_samples
+from dataperf.data.tario import PAYLOADS, iter_tar_samples, no_payload
 from dataperf.errors import UserError
 from dataperf.results import percentile
 
@@ -43,11 +43,11 @@ def npy_length(data: bytes) -> int:
     return int(arr.shape[0]) if arr.ndim else 1
 
 
-PAYLOADS = ("jpg", "jpeg", "png", "webp", "npy")
-
 
 def check_sample(sample: dict[str, bytes], decode: bool) -> str | None:
-    """Why a sample cannot be used (empty payload, unreadable array, undecodable image), or None."""
+    """Why a sample cannot be used (no payload, empty payload, unreadable array, undecodable image), or None."""
+    if not any(ext in sample for ext in PAYLOADS):
+        return no_payload([k for k in sample if not k.startswith("__")])
     for ext in PAYLOADS:
         if ext not in sample:
             continue
