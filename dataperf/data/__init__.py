@@ -52,9 +52,10 @@ def split_options(spec: str) -> tuple[str, dict[str, str]]:
         if not eq or not k.strip():
             raise UserError(f"bad data option {part!r} in {spec!r}; write DATA#key=value (dtype, tokenizer, field)")
         opts[k.strip()] = v.strip()
-    unknown = set(opts) - {"dtype", "tokenizer", "field"}
+    unknown = set(opts) - {"dtype", "tokenizer", "field", "image", "label"}
     if unknown:
-        raise UserError(f"unknown data option(s) {sorted(unknown)} in {spec!r}; known: dtype, tokenizer, field")
+        raise UserError(f"unknown data option(s) {sorted(unknown)} in {spec!r}; known: dtype, tokenizer, field "
+                        "(token files), image, label (image Parquet columns)")
     return path, opts
 
 

@@ -248,7 +248,11 @@ def _images(spec: str, stats: list[Stat], root: Path) -> Data:
 
 
 def _tokens(spec: str, fmt: str, files: list[Stat], root: Path, options: dict[str, str]) -> Data:
-    from dataperf.data import tokens
+    """Token files; Parquet with an image column (Hugging Face's Image feature) is image data instead."""
+    from dataperf.data import hfparquet, tokens
+
+    if fmt == "parquet" and (columns := hfparquet.image_columns(files[0][0], options)) is not None:
+        return hfparquet.resolve(spec, files, root, columns, options)
 
     d = Data(spec=spec, location=str(root), kind="tokens", format=fmt,
              files=[DataFile(str(f), size) for f, size, _ in files], options=options)

@@ -11,7 +11,7 @@ from dataperf.data.manifest import Manifest
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
 TOKEN_FORMATS = {".bin": "tokens-bin", ".npy": "npy", ".jsonl": "jsonl", ".parquet": "parquet"}
 # formats the DataLoader backend reads through dataperf.backends.datasets (files/webdataset stay in loaders)
-SOURCE_FORMATS = ("tokens-bin", "npy", "jsonl", "parquet", "user-dataset")
+SOURCE_FORMATS = ("tokens-bin", "npy", "jsonl", "parquet", "hf-parquet", "user-dataset")
 REMOTE_SCHEMES = ("http://", "https://", "s3://")
 
 
@@ -30,7 +30,7 @@ class Data:
     spec: str  # what the user typed
     location: str  # the folder (local) or the URL of the first shard (remote)
     kind: str  # image | tokens | unknown
-    format: str  # files | webdataset | tokens-bin | npy | jsonl | parquet | user-dataset
+    format: str  # files | webdataset | tokens-bin | npy | jsonl | parquet | hf-parquet | user-dataset
     files: list[DataFile] = field(default_factory=list)
     count: int | None = None  # samples, when known without reading the data
     labels: list[int] = field(default_factory=list)  # files format: one label per file
@@ -41,6 +41,7 @@ class Data:
     factory: str | None = None  # user-dataset: MODULE:FACTORY
     notes: list[str] = field(default_factory=list)  # what resolving found worth saying in every trial's record
     left_out: list[str] = field(default_factory=list)  # what DATA holds that is not read: other splits, stray files
+    row_groups: list[list[int]] = field(default_factory=list)  # hf-parquet: rows of each row group, file by file
 
     @property
     def root(self) -> Path:
