@@ -96,7 +96,7 @@ def main() -> int:
         for w in a.workers:
             dali = name == "dali"
             several = len(backends.REGISTRY[name].worker_types) > 1  # else its one kind, left implicit
-            cfg = LoaderConfig(format=name, batch_size=a.batch_size, num_workers=0 if dali else w, decode=True,
+            cfg = LoaderConfig(backend=name, batch_size=a.batch_size, num_workers=0 if dali else w, decode=True,
                                image_size=a.image_size,
                                worker_type=variant if several else None,
                                dali_num_threads=w if dali else None,

@@ -29,7 +29,7 @@ def main() -> None:
     w, s = a.workers, a.sample_ms / 1000
     truth = w / s
     for per in (int(x) for x in a.per_worker.split(",")):
-        cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=w, decode=False, shuffle=False)
+        cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=w, decode=False, shuffle=False)
         opts = TrialOptions(repeats=3, max_batches=per * w, repeat_seconds=None, sample_cost_s=s, collect=False,
                             footprint=False)
         r = run_trial(a.data, cfg, opts)

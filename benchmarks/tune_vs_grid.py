@@ -112,7 +112,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
 
     # as `dataperf tune DATA --batch-size 32 --image-size 128 --out OUT/tune.jsonl` runs it (its defaults)
     t0 = time.perf_counter()
-    out = Tuner(a.data, LoaderConfig(format=m.format, batch_size=32, decode=True, image_size=128), opts,
+    out = Tuner(a.data, LoaderConfig(backend=m.format, batch_size=32, decode=True, image_size=128), opts,
                 out=a.out / "tune.jsonl", on_trial=lambda step: show(f"tune {step.phase:<10}", step.result),
                 on_prediction=on_prediction).run()
     tune_s = time.perf_counter() - t0

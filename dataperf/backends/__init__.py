@@ -1,6 +1,6 @@
 """Every loader backend behind one factory: what it reads, which knobs and worker types it expresses.
 
-The runner asks `get(cfg.format)` for a Backend, `prepare`s it (a converted store for the streaming
+The runner asks `get(cfg.backend)` for a Backend, `prepare`s it (a converted store for the streaming
 formats, cached) and `build`s an iterable of batch dicts ("n", "nbytes", and with decode "x"/"y"), so every
 backend runs under the same timer, collectors, cache control and verdict.
 """
@@ -162,11 +162,11 @@ def get(name: str) -> Backend:
     return REGISTRY[name]
 
 
-def expand(formats: list[str], data_format: str) -> list[str]:
-    """auto = the dataset's own format; all = it plus every other installed backend that can read it (only
-    local image files and shards have other backends)."""
+def expand(names: list[str], data_format: str) -> list[str]:
+    """Backend names as asked: auto = the DataLoader backend of the data's own storage format; all = it plus
+    every other installed backend that can read it (only local image files and shards have other backends)."""
     out: list[str] = []
-    for f in formats:
+    for f in names:
         if f == "auto":
             out.append(data_format)
         elif f == "all":

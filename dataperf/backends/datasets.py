@@ -11,8 +11,8 @@ from dataperf.errors import TrialError
 
 
 def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1, seed: int = 0):
-    if cfg.format != data.format:
-        raise TrialError(f"format {cfg.format} asked for, but {data.spec} holds {data.format}; "
+    if cfg.backend != data.format:
+        raise TrialError(f"format {cfg.backend} asked for, but {data.spec} holds {data.format}; "
                          "use --format auto")
     if data.format == "user-dataset":
         from dataperf.data.user import build_dataset

@@ -24,7 +24,7 @@ BACKENDS = list(REGISTRY)  # every --format value a loader command takes (beside
 # five run through DeepSpeed (dataperf[deepspeed])
 OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-offload", "zero3", "zero3-offload",
               "zero2-adam8bit"]
-TUNE_FORMATS = ["auto", "files", "webdataset"]  # backends whose workers and prefetch tune can search
+TUNE_BACKENDS = ["auto", "files", "webdataset"]  # backends whose workers and prefetch tune can search
 NO = object()  # the command has no such option
 
 # One row per option, one column per command: its default there, or NO. sweep's loader options are comma
@@ -35,7 +35,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     # option             bench    sweep    tune     e2e      profile  diagnose step
     "dataset_factory":   (None,   None,    None,    None,    None,    None,    NO),
     "transform":         (None,   None,    None,    None,    None,    None,    NO),
-    "format":            ("auto", "auto",  "auto",  "auto",  "auto",  "auto",  NO),
+    "backend":           ("auto", "auto",  "auto",  "auto",  "auto",  "auto",  NO),
     "batch_size":        (32,     "32",    32,      32,      32,      32,      8),
     "num_workers":       (0,      None,    NO,      2,       2,       2,       NO),
     "worker_type":       (None,   None,    None,    None,    None,    None,    NO),
@@ -61,7 +61,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     "input_kind":        (NO,     None,    None,    None,    None,    None,    None),
     "deterministic":     (NO,     False,   False,   False,   False,   False,   False),
 }
-LOADER = ("dataset_factory", "transform", "format", "batch_size", "num_workers", "worker_type", "prefetch_factor",
+LOADER = ("dataset_factory", "transform", "backend", "batch_size", "num_workers", "worker_type", "prefetch_factor",
           "pin_memory", "persistent_workers", "decode", "image_size", "cap_tokens", "seq_len", "cache",
           "dali_threads", "dali_queue", "dali_decode", "on_corrupt", "shuffle", "no_shuffle", "shuffle_buffer")
 MODEL = ("model", "device", "optimizer", "amp", "input_kind", "deterministic")
@@ -80,7 +80,7 @@ def defaults(command: str) -> dict[str, Any]:
 def split(values: dict[str, Any], command: str, *groups: str) -> tuple[dict[str, Any], ...]:
     """A command's parsed values cut into option groups: (its loader options, then each of `groups` ("model"),
     then what is left: the command's own). Values are popped, so `values` keeps only what is left."""
-    names = {"loader": [DEST.get(n, n) for n in LOADER if n in defaults(command)], "model": list(MODEL)}
+    names = {"loader": [n for n in LOADER if n in defaults(command)], "model": list(MODEL)}
     cut = [{k: values.pop(k) for k in names[g] if k in values} for g in ("loader", *groups)]
     return (*cut, values)
 
@@ -131,10 +131,10 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                                             help="your own torch Dataset/IterableDataset (DATA is then left out)")),
     "transform": ("--transform", *_same(metavar="PRESET|MODULE:FACTORY",
                                         help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY")),
-    "format": ("--format", {"type": click.Choice(["auto", *BACKENDS]),
-                            "help": "loader backend; auto = the dataset's own format"},
-               {"callback": str_list, "help": "comma list of backends: auto (the dataset's own), all (every "
-                                              f"installed one), {','.join(BACKENDS)}"}),
+    "backend": ("--format", {"type": click.Choice(["auto", *BACKENDS]),
+                             "help": "loader backend; auto = the dataset's own format"},
+                {"callback": str_list, "help": "comma list of backends: auto (the dataset's own), all (every "
+                                               f"installed one), {','.join(BACKENDS)}"}),
     "batch_size": ("--batch-size", {"type": int}, {"callback": int_list, "help": "comma list"}),
     "num_workers": ("--num-workers", {"type": int},
                     {"callback": int_list, "help": "comma list [0,1,2,3,4,6,8,12,.. up to the cores, as many as the "
@@ -175,7 +175,6 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                                                   help="webdataset: samples in each worker's shuffle buffer; "
                                                        "dali: the reader's initial fill [1000]")),
 }
-DEST = {"format": "fmt"}  # parameter names that differ from the option's
 
 
 def loader_options(command: str) -> Callable[[F], F]:
@@ -187,12 +186,12 @@ def loader_options(command: str) -> Callable[[F], F]:
             continue
         decl, single, many = LOADER_SPECS[name]
         settings = dict(many if command == "sweep" else single)
-        if command == "tune" and name == "format":
-            settings["type"] = click.Choice(TUNE_FORMATS)
+        if command == "tune" and name == "backend":
+            settings["type"] = click.Choice(TUNE_BACKENDS)
         if command == "tune" and name == "batch_size":
             settings["help"] = "starting batch size"
         default = d[name]
-        opts.append(click.option(settings.pop("decl", decl), DEST.get(name, name), default=default,
+        opts.append(click.option(settings.pop("decl", decl), name, default=default,
                                  show_default=default is not None and default is not False, **settings))
     return lambda fn: _apply(fn, opts)
 
@@ -302,7 +301,7 @@ def windows(data) -> bool:
     return data.format in ("tokens-bin", "npy")
 
 
-def make_config(data, fmt: str = "auto", batch_size: int = 32, num_workers: int = 0,
+def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: int = 0,
                 prefetch_factor: int | None = None, pin_memory: bool | None = False, persistent_workers: bool = False,
                 image_size: int = 224, cap_tokens: int | None = None, cache: str = "warm", dali_threads: int = 2,
                 dali_queue: int = 2, dali_decode: str = "cpu", device: str = "cpu", decode: bool = True,
@@ -314,12 +313,12 @@ def make_config(data, fmt: str = "auto", batch_size: int = 32, num_workers: int 
 
     check_transform(transform)
     check_shuffle_buffer(shuffle_buffer, shuffle)
-    if fmt == "auto":
-        fmt = data.format
-    dali = fmt == "dali"
+    if backend == "auto":
+        backend = data.format  # the DataLoader backend of the data's storage format
+    dali = backend == "dali"
     if dali and (dali_threads < 1 or dali_queue < 1):
         raise UserError(f"--dali-threads and --dali-queue must be at least 1, got {dali_threads} and {dali_queue}")
-    return LoaderConfig(format=fmt, batch_size=batch_size, num_workers=0 if dali else num_workers,
+    return LoaderConfig(backend=backend, batch_size=batch_size, num_workers=0 if dali else num_workers,
                         prefetch_factor=None if dali else prefetch_factor,
                         pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
                         persistent_workers=persistent_workers and not dali, decode=decode, cache=cache,
@@ -341,7 +340,7 @@ def check_shuffle_buffer(shuffle_buffer: int | None, shuffle: bool) -> None:
         raise UserError("--shuffle-buffer sizes the shuffle, and --no-shuffle turns it off; pass one of the two")
 
 
-def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: list[int] | None,
+def make_grid(datas: list, backend: list[str], batch_size: list[int], num_workers: list[int] | None,
               worker_type: list[str] | None, prefetch_factor: list[int], pin_memory: str, persistent_workers: str,
               decode: bool, image_size: int, cap_tokens: int | None, seq_len: int, cache: str,
               dali_threads: list[int], dali_queue: list[int], dali_decode: list[str], on_corrupt: str,
@@ -353,7 +352,7 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
     from dataperf.workflows import sweep as sw
 
     for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
-                        ("--batch-size", batch_size), ("--format", fmt), ("--dali-threads", dali_threads),
+                        ("--batch-size", batch_size), ("--format", backend), ("--dali-threads", dali_threads),
                         ("--dali-queue", dali_queue), ("--dali-decode", dali_decode)):
         if axis_ is not None and not axis_:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
@@ -365,7 +364,7 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
     shuffle = "off" if no_shuffle else shuffle
     check_shuffle_buffer(shuffle_buffer, shuffle != "off")
     both = {"off": [False], "on": [True], "both": [False, True]}
-    return sw.Grid(formats=fmt, num_workers=num_workers or worker_ladder(),
+    return sw.Grid(backends=backend, num_workers=num_workers or worker_ladder(),
                    worker_types=worker_type or [None],
                    prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
                    persistent_workers=both[persistent_workers], decode=[decode],

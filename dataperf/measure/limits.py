@@ -452,8 +452,8 @@ def probe_worker(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Limit
     from dataperf.backends.datasets import collate_for
 
     out = WorkerProbe()
-    if cfg.format not in backends.DATALOADER:
-        out.error = f"backend {cfg.format} runs its own pipeline; the probes wrap the DataLoader's dataset"
+    if cfg.backend not in backends.DATALOADER:
+        out.error = f"backend {cfg.backend} runs its own pipeline; the probes wrap the DataLoader's dataset"
         return out
     try:
         validate(cfg)

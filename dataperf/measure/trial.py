@@ -71,9 +71,9 @@ class TrialOptions:
 
 
 def make_batches(data: Data, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
-    """The backend for cfg.format (dataperf.backends), yielding batch dicts with "n", "nbytes" and
+    """The backend cfg.backend names (dataperf.backends), yielding batch dicts with "n", "nbytes" and
     "worker" (the DataLoader worker that made the batch; -1 for one stream: main process, DALI, a pipeline)."""
-    return backends.get(cfg.format).make(data, cfg, opts)[0]
+    return backends.get(cfg.backend).make(data, cfg, opts)[0]
 
 
 @dataclass
@@ -496,11 +496,11 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
         raise TrialError("repeats must be at least 1")
     if opts.repeats < 3:
         res.notes.append(f"only {opts.repeats} repeats: medians of fewer than 3 are not robust")
-    if cfg.pin_memory and not torch.cuda.is_available() and cfg.format != "dali":
+    if cfg.pin_memory and not torch.cuda.is_available() and cfg.backend != "dali":
         res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
     if cfg.cache not in ("warm", "cold"):
         raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
-    be = backends.get(cfg.format)
+    be = backends.get(cfg.backend)
     batches, prep = be.make(data, cfg, opts)  # a converting backend converts (once, cached) here
     ignored = be.knobs_ignored(cfg)
     res.backend, res.knobs_ignored = prep.info, ignored + prep.ignored
@@ -538,7 +538,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
                 costs.append(meter.result)
             rep.resident_after_evict_bytes = resident
             reps.append(rep)
-        if cfg.format != "dali":
+        if cfg.backend != "dali":
             res.harness_overhead_ms_per_batch = harness_overhead_ms(cfg)
         collected = running.stop()
     res.collectors = collected
@@ -630,13 +630,13 @@ def worker_loads(data: Data, cfg: LoaderConfig, epoch_samples: int | None, opts:
     this rank's shards out in turn (equal shards assumed), a map-style dataset its batches; [] when the split is
     not known (one stream, a user's IterableDataset, other backends) or the epoch's size is unknown."""
     w = cfg.num_workers
-    if not epoch_samples or w < 2 or cfg.format in ONE_STREAM:
+    if not epoch_samples or w < 2 or cfg.backend in ONE_STREAM:
         return []
-    if cfg.format in SHARD_DEALT and data.format == "webdataset" and data.files:
+    if cfg.backend in SHARD_DEALT and data.format == "webdataset" and data.files:
         shards = len(data.files[opts.rank::max(opts.world_size, 1)])
         per = epoch_samples / max(shards, 1)
         return [len(range(i, shards, w)) * per for i in range(w)]
-    if cfg.format in BATCH_DEALT:
+    if cfg.backend in BATCH_DEALT:
         batches = -(-epoch_samples // cfg.batch_size)
         return [len(range(i, batches, w)) * epoch_samples / batches for i in range(w)]
     return []
@@ -764,7 +764,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
 
 def _fill_workers(res: LoaderResult, reps: list[Repeat], cfg: LoaderConfig, opts: TrialOptions) -> None:
     """Workers that delivered samples; one 'idle' warning naming the fix when some did not."""
-    if cfg.format in ONE_STREAM:
+    if cfg.backend in ONE_STREAM:
         return
     res.active_workers = min(len(r.active_workers) for r in reps)
     w = cfg.num_workers

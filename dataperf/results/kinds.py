@@ -8,7 +8,9 @@ from typing import Any
 
 from dataperf.results.config import LoaderConfig
 
-SCHEMA_VERSION = 3  # 3: configs carry `shuffle` (older ones read in storage order); 2: `env`; older upgraded on read
+# 4: a config names its loader `backend` (it said `format`); 3: configs carry `shuffle` (older ones read in
+# storage order); 2: `env`; older records are upgraded on read (results.jsonl.upgrade)
+SCHEMA_VERSION = 4
 
 
 @dataclass

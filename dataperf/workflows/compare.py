@@ -94,7 +94,7 @@ def judge(base: list[float], head: list[float], higher_better: bool, threshold_p
 
 
 def _label(r: results.Record) -> str:
-    if isinstance(r, results.TrialRecord) and r.config.get("format"):
+    if isinstance(r, results.TrialRecord) and r.config.get("backend"):
         return r.loader_config.short()
     return r.config_key or getattr(r, "model", "")
 

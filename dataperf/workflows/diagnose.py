@@ -45,7 +45,7 @@ def advise(bottleneck: str, cfg: LoaderConfig, fmt: str) -> list[str]:
     cores = psutil.cpu_count() or 1
     if bottleneck == "prep":
         out = []
-        if cfg.format != "dali" and cfg.num_workers < cores:
+        if cfg.backend != "dali" and cfg.num_workers < cores:
             out.append(f"more DataLoader workers (now {cfg.num_workers}, this machine has {cores} cores)")
         out.append("move JPEG decode to the GPU with DALI (--format dali --dali-decode mixed)")
         out.append("store smaller or pre-decoded samples, so less CPU work per sample")

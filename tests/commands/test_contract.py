@@ -149,7 +149,7 @@ def test_d20_resumed_success_supersedes_the_old_failure(tmp_path, datasets):
     failed = results.LoaderResult(data=str(img), status="failed", error="PermissionError: denied")
     from dataperf.results import LoaderConfig
 
-    cfg = LoaderConfig(format="webdataset").explicit()
+    cfg = LoaderConfig(backend="webdataset").explicit()
     failed.config, failed.config_key = __import__("dataclasses").asdict(cfg), cfg.key()
     results.append(out, failed)
     r = run(["sweep", img, "--num-workers", "0", *FAST, "--out", out, "--resume"])
@@ -251,7 +251,7 @@ def test_property_random_options_and_damage_keep_the_contract(tmp_path_factory, 
     img = root / "img"
     subprocess.run(["cp", "-r", str(datasets["image-webdataset"]), str(img)], check=True)
     out = root / "s.jsonl"
-    good = results.LoaderResult(data=str(img), config={"format": "webdataset"}, config_key="k",
+    good = results.LoaderResult(data=str(img), config={"backend": "webdataset"}, config_key="k",
                                 samples_per_s_repeats=[1.0, 2.0, 3.0])
     results.append(out, good)
     results.append(out, good)

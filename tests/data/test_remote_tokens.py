@@ -44,11 +44,11 @@ def http(token_dir):
 
 
 def cfg(**kw) -> LoaderConfig:
-    return LoaderConfig(**{"format": "tokens-bin", "batch_size": 4, "decode": True, "seq_len": SEQ, **kw})
+    return LoaderConfig(**{"backend": "tokens-bin", "batch_size": 4, "decode": True, "seq_len": SEQ, **kw})
 
 
 def windows(spec: str, fmt: str) -> list[np.ndarray]:
-    ds = tokens.WindowDataset(sources.resolve(spec), cfg(format=fmt), seed=7)
+    ds = tokens.WindowDataset(sources.resolve(spec), cfg(backend=fmt), seed=7)
     return [ds[i]["x"].numpy() for i in range(len(ds))]
 
 
@@ -110,7 +110,7 @@ def test_s3_token_files(token_dir, s3_server):
         assert len([t for f in d.files for t in tokens.iter_texts(d, f)]) == 48
     for name, fmt in (("train.bin", "tokens-bin"), ("text.parquet", "parquet")):
         spec = f"s3://tok/t/{name}" + ("#tokenizer=bytes" if fmt == "parquet" else "")
-        res = run_trial(sources.resolve(spec), cfg(format=fmt), TrialOptions(collect=False, max_batches=5))
+        res = run_trial(sources.resolve(spec), cfg(backend=fmt), TrialOptions(collect=False, max_batches=5))
         assert res.status == "ok" and res.cache_mode == "remote", res.error
     with pytest.raises(UserError, match="does not exist"):
         sources.resolve("s3://tok/t/missing.bin")

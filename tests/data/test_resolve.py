@@ -37,7 +37,7 @@ def test_token_forms(user_data):
 
 def test_bin_windows_are_seq_len_tokens(user_data):
     d = sources.resolve(str(user_data["bin"]))
-    r = run_trial(d, LoaderConfig(format="tokens-bin", batch_size=4, decode=True, seq_len=32),
+    r = run_trial(d, LoaderConfig(backend="tokens-bin", batch_size=4, decode=True, seq_len=32),
                   TrialOptions(collect=False, max_batches=5))
     assert r.status == "ok" and r.dataset_mib_read_per_repeat * 2**20 == 5 * 4 * 32 * 2  # uint16
 
@@ -85,7 +85,7 @@ def test_more_workers_hide_http_latency(user_data, tmp_path):
         d = sources.resolve(srv.url + "/train-{0000..0002}.tar")
         rates = {}
         for w in (0, 3):
-            r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, num_workers=w),
+            r = run_trial(d, LoaderConfig(backend="webdataset", batch_size=4, num_workers=w),
                           TrialOptions(collect=False, repeats=1, warmup_batches=0, min_batches=1))
             assert r.status == "ok", r.error
             rates[w] = r.epoch_samples_per_s_median
@@ -105,7 +105,7 @@ def test_s3_shards_from_a_local_s3_server(user_data, s3_server):
         s3_server.upload_file(str(p), "data", f"train/{p.name}")
     d = sources.resolve("s3://data/train/")
     assert d.remote and len(d.files) == 3 and all(f.size_bytes for f in d.files)
-    r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, decode=True, image_size=16),
+    r = run_trial(d, LoaderConfig(backend="webdataset", batch_size=4, decode=True, image_size=16),
                   TrialOptions(collect=False, max_batches=5))
     assert r.status == "ok" and r.cache_mode == "remote", r.error
     with pytest.raises(UserError, match="does not exist"):

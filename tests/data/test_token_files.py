@@ -47,7 +47,7 @@ def test_n2_megatron_uint8_tokens_are_read_as_uint8(tmp_path):
     """Megatron's dtype code 1 (uint8): each window holds the file's bytes as ids, not pairs of them."""
     ids = np.random.default_rng(0).integers(0, 250, 64 * 16, dtype=np.uint8)
     data = sources.resolve(str(megatron(tmp_path, ids, idx_header(1))))
-    ds = tokens.WindowDataset(data, LoaderConfig(format="tokens-bin", batch_size=4, decode=True, seq_len=16,
+    ds = tokens.WindowDataset(data, LoaderConfig(backend="tokens-bin", batch_size=4, decode=True, seq_len=16,
                                                  shuffle=False))
     assert len(ds) == 64
     assert np.array_equal(ds[3]["x"].numpy(), ids[48:64])

@@ -40,11 +40,11 @@ def test_schema_mismatch_and_missing_file(tmp_path):
 
 
 def test_access_pattern_is_part_of_every_config():
-    wds = LoaderConfig(format="webdataset").explicit()
+    wds = LoaderConfig(backend="webdataset").explicit()
     assert wds.shuffle and wds.shuffle_buffer == DEFAULT_SHUFFLE_BUFFER  # the buffer that ran, written out
-    assert LoaderConfig(format="dali", shuffle_buffer=64).explicit().shuffle_buffer == 64
-    assert LoaderConfig(format="files", shuffle_buffer=64).explicit().shuffle_buffer is None  # a permutation
-    assert LoaderConfig(format="webdataset", shuffle=False, shuffle_buffer=64).explicit().shuffle_buffer is None
+    assert LoaderConfig(backend="dali", shuffle_buffer=64).explicit().shuffle_buffer == 64
+    assert LoaderConfig(backend="files", shuffle_buffer=64).explicit().shuffle_buffer is None  # a permutation
+    assert LoaderConfig(backend="webdataset", shuffle=False, shuffle_buffer=64).explicit().shuffle_buffer is None
     assert wds.short() == f"webdataset bs=32 w=0 shuffled buf={DEFAULT_SHUFFLE_BUFFER} warm"
     assert LoaderConfig(num_workers=2).explicit().short() == "files bs=32 w=2 pf=2 shuffled warm"
     assert LoaderConfig(shuffle=False).short() == "files bs=32 w=0 sequential warm"
@@ -57,6 +57,7 @@ def test_schema_2_loaders_read_in_storage_order_and_never_match_a_shuffled_trial
     cfg = {"format": "webdataset", "batch_size": 8, "num_workers": 2, "prefetch_factor": 2, "pin_memory": False,
            "persistent_workers": False, "decode": True, "cache": "warm", "image_size": 64, "cap_tokens": None}
     old_key = json.dumps({k: v for k, v in cfg.items() if v is not None}, sort_keys=True)
+    now = {("backend" if k == "format" else k): v for k, v in cfg.items()}  # schema 4 names the backend
     p = tmp_path / "old.jsonl"
     lines = [{"kind": "loader", "schema_version": 2, "config": cfg, "config_key": old_key, "env": {},
               "samples_per_s_median": 100.0},
@@ -65,11 +66,11 @@ def test_schema_2_loaders_read_in_storage_order_and_never_match_a_shuffled_trial
              {"kind": "step", "schema_version": 2, "config_key": "cnn|cpu", "env": {}}]
     p.write_text("".join(json.dumps(x) + "\n" for x in lines))
     recs = records.load(p)
-    sequential = LoaderConfig(**{**cfg, "shuffle": False})
+    sequential = LoaderConfig(**{**now, "shuffle": False})
     for r in recs[:3]:
         assert r.schema_version == records.SCHEMA_VERSION
         assert r.config["shuffle"] is False and r.config_key == sequential.key()
-        assert r.config_key != LoaderConfig(**cfg).explicit().key()  # today's default: shuffled
+        assert r.config_key != LoaderConfig(**now).explicit().key()  # today's default: shuffled
     assert recs[0].samples_per_s_median == 100.0 and recs[3].config_key == "cnn|cpu"
 
 

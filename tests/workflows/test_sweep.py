@@ -195,7 +195,7 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread)
 
     b = 8
     data = sources.user_dataset("agreement_cases:endless")
-    grid = sw.Grid(formats=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
+    grid = sw.Grid(backends=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
                    decode=[True], image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
@@ -231,7 +231,7 @@ def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
     from agreement_cases import SPIN_CPU_S
 
     data = sources.user_dataset("agreement_cases:spinning")
-    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
+    grid = sw.Grid(backends=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
                    image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:tiny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
@@ -247,7 +247,7 @@ def test_confirm_names_a_training_process_starved_of_cpu(tmp_path, one_thread):
     the step for all of its length: its host time is well over its slowest time alone (8 workers outnumber
     the cores many times over, load or not), named as shared CPU in every fed run."""
     data = sources.user_dataset("agreement_cases:heavy")
-    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[1], batch_size=[4], decode=[True],
+    grid = sw.Grid(backends=["user-dataset"], num_workers=[8], prefetch_factor=[1], batch_size=[4], decode=[True],
                    image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
@@ -392,7 +392,7 @@ def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
     (to 4x) is clamped to 4, the data's most, rather than given up (the H200's 16,000 images at batch 256 stopped
     at 16 with 'at most 20')."""
     data = sources.as_data(datasets["image-files"])
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
     t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
                      training_samples_per_s=100.0)
     slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
@@ -409,7 +409,7 @@ def test_the_edge_is_settled_when_the_best_kept_every_core_busy(datasets):
     more workers would share the same cores, so nothing is tried past it and the answer is settled; at 1.2 cores
     busy, the next count is tried."""
     data = sources.as_data(datasets["image-files"])
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
     env = {"cpu_count": 2}
     t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
                      training_samples_per_s=100.0, cpu_cores_busy_median=1.9, env=env)
@@ -426,7 +426,7 @@ def test_a_plateau_at_the_top_of_the_ladder_is_settled_with_a_model(datasets):
     2,200 samples/s model: more workers stopped paying, so the answer is settled there (it said "NOT SETTLED:
     32 workers cannot each get 3 batches"); a top that still gains 5% on the count below is extended."""
     data = sources.as_data(datasets["image-files"])
-    cfg = LoaderConfig(format="files", batch_size=2, num_workers=4, prefetch_factor=2, decode=True).explicit()
+    cfg = LoaderConfig(backend="files", batch_size=2, num_workers=4, prefetch_factor=2, decode=True).explicit()
     top = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=1904.0,
                        training_samples_per_s=1904.0, steady_valid=True)
     below = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 2}, samples_per_s_median=1903.0,
@@ -444,7 +444,7 @@ def test_confirm_feeds_the_cheapest_of_predictions_that_tie_first(datasets):
     from dataperf import verdict
 
     data = sources.as_data(datasets["image-files"])
-    base = LoaderConfig(format="files", batch_size=8, prefetch_factor=2, decode=True)
+    base = LoaderConfig(backend="files", batch_size=8, prefetch_factor=2, decode=True)
     trials = []
     for w, rate in ((12, 1456.0), (16, 1903.0), (20, 1922.0)):
         c = replace(base, num_workers=w).explicit()
@@ -464,7 +464,7 @@ def test_a_fed_best_below_the_largest_count_tried_is_settled(datasets):
     from dataperf.results import E2EResult
 
     data = sources.as_data(datasets["image-files"])
-    base = LoaderConfig(format="files", batch_size=8, num_workers=0, decode=True).explicit()
+    base = LoaderConfig(backend="files", batch_size=8, num_workers=0, decode=True).explicit()
     w0 = LoaderResult(data=data.spec, config=base.__dict__, config_key=base.key(), samples_per_s_median=300.0,
                       training_samples_per_s=300.0, steady_valid=True)
     c1 = replace(base, num_workers=1, prefetch_factor=2)
@@ -490,7 +490,7 @@ def test_on_cuda_the_pinned_persistent_variant_is_fed_first(datasets, tmp_path, 
     """Where the budget leaves one fed config, it is the pinned persistent one a GPU script runs (the persistent
     variant applies: the start-up is over 5% of the epoch), then the pinned one, then the trial's own."""
     data = sources.as_data(datasets["image-files"])
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
     t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
                      training_samples_per_s=100.0, startup_s_median=1.0, epoch_samples=200,
                      epoch_estimate_s=3.0)
