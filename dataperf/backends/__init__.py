@@ -79,14 +79,14 @@ class Backend:
             raise TrialError(f"{self.name} needs num_workers >= {self.min_workers} (its pipeline always runs "
                              f"in background workers); got {cfg.num_workers}")
         if self.name in ("files", "webdataset") and data.format != self.name:
-            raise TrialError(f"format {self.name} asked for, but {data.spec} holds {data.format}; "
-                             f"use --format {data.format}")
+            raise TrialError(f"backend {self.name} asked for, but {data.spec} holds {data.format}; "
+                             f"use --backend {data.format}")
         if self.name in SOURCE_FORMATS and data.format != self.name:
-            raise TrialError(f"format {self.name} asked for, but {data.spec} holds {data.format}; "
-                             f"use --format {data.format}")
+            raise TrialError(f"backend {self.name} asked for, but {data.spec} holds {data.format}; "
+                             f"use --backend {data.format}")
         if self.name not in DATALOADER and (data.manifest is None or data.remote):
             raise TrialError(f"{self.name} reads local image files or shards ({self.reads}); {data.spec} is "
-                             f"{data.describe()}: use --format {data.format}")
+                             f"{data.describe()}: use --backend {data.format}")
 
     def make(self, data: Data, cfg: LoaderConfig, opts: Any) -> tuple[Iterable[dict[str, Any]], Prepared]:
         cfg = cfg.explicit()  # every backend sees the defaults that apply (prefetch, shuffle buffer) written out
@@ -158,7 +158,7 @@ ONE_STREAM = tuple(b.name for b in REGISTRY.values() if b.one_stream)
 
 def get(name: str) -> Backend:
     if name not in REGISTRY:
-        raise TrialError(f"unknown format {name!r}; choose one of {', '.join(REGISTRY)}")
+        raise TrialError(f"unknown backend {name!r}; choose one of {', '.join(REGISTRY)}")
     return REGISTRY[name]
 
 

@@ -201,15 +201,15 @@ def make_dataset(data: Data, cfg: LoaderConfig, opts: Any):
         return make_source_dataset(data, cfg, opts.rank, opts.world_size, opts.seed)
     if cfg.backend == "files":
         if data.format != "files":
-            raise TrialError(f"format files asked for, but {data.spec} holds {data.format}; "
-                             f"use --format {data.format}")
+            raise TrialError(f"backend files asked for, but {data.spec} holds {data.format}; "
+                             f"use --backend {data.format}")
         return FilesDataset(data, cfg, opts)
     if cfg.backend == "webdataset":
         if data.format != "webdataset":
-            raise TrialError(f"format webdataset asked for, but {data.spec} holds {data.format}; "
-                             f"use --format {data.format}")
+            raise TrialError(f"backend webdataset asked for, but {data.spec} holds {data.format}; "
+                             f"use --backend {data.format}")
         return webdataset_pipeline(data, cfg, opts)
-    raise TrialError(f"unknown format {cfg.backend!r} for the DataLoader backend; choose files or webdataset")
+    raise TrialError(f"unknown backend {cfg.backend!r} for the DataLoader; choose files or webdataset")
 
 
 def webdataset_pipeline(data: Data, cfg: LoaderConfig, opts: Any):

@@ -1,4 +1,4 @@
-"""torch Datasets for the DATA forms the files/webdataset backends in formats/loaders.py do not cover:
+"""torch Datasets for the DATA forms the files/webdataset backends in backends/dataloader.py do not cover:
 token files, the user's own Dataset, and the stages that read WebDataset shards over the network."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataperf.errors import TrialError
 
 def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1, seed: int = 0):
     if cfg.backend != data.format:
-        raise TrialError(f"format {cfg.backend} asked for, but {data.spec} holds {data.format}; "
-                         "use --format auto")
+        raise TrialError(f"backend {cfg.backend} asked for, but {data.spec} holds {data.format}; "
+                         "use --backend auto")
     if data.format == "user-dataset":
         from dataperf.data.user import build_dataset
 

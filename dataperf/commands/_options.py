@@ -19,7 +19,7 @@ from dataperf.watchdog import DEFAULT_STALL_S
 F = TypeVar("F", bound=Callable[..., Any])
 # runner.DEFAULT_REPEAT_S, written here too: importing runner would load torch for --help (a test keeps them equal)
 DEFAULT_REPEAT_S = 5.0
-BACKENDS = list(REGISTRY)  # every --format value a loader command takes (beside auto)
+BACKENDS = list(REGISTRY)  # every --backend value a loader command takes (beside auto)
 # the optimizers of dataperf.measure.step.OPTIMIZERS (imported from there, it would load torch for --help); the last
 # five run through DeepSpeed (dataperf[deepspeed])
 OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-offload", "zero3", "zero3-offload",
@@ -131,10 +131,12 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                                             help="your own torch Dataset/IterableDataset (DATA is then left out)")),
     "transform": ("--transform", *_same(metavar="PRESET|MODULE:FACTORY",
                                         help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY")),
-    "backend": ("--format", {"type": click.Choice(["auto", *BACKENDS]),
-                             "help": "loader backend; auto = the dataset's own format"},
-                {"callback": str_list, "help": "comma list of backends: auto (the dataset's own), all (every "
-                                               f"installed one), {','.join(BACKENDS)}"}),
+    "backend": ("--backend", {"type": click.Choice(["auto", *BACKENDS]),
+                              "help": "the loader that reads the data; auto = the DataLoader reading the data's "
+                                      "own storage format"},
+                {"callback": str_list, "help": "comma list of backends: auto (the DataLoader reading the data's "
+                                               "own storage format), all (it and every installed backend that "
+                                               f"reads it), {','.join(BACKENDS)}"}),
     "batch_size": ("--batch-size", {"type": int}, {"callback": int_list, "help": "comma list"}),
     "num_workers": ("--num-workers", {"type": int},
                     {"callback": int_list, "help": "comma list [0,1,2,3,4,6,8,12,.. up to the cores, as many as the "
@@ -177,6 +179,32 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
 }
 
 
+class HiddenAlias(click.Option):
+    """An option that also answers to an old name, which --help and error messages leave out: old command lines
+    keep working while the help shows one name for one thing (--format, the backend's name before --backend)."""
+
+    def __init__(self, *args: Any, aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.aliases = aliases
+
+    def _shown(self) -> list[str]:
+        return [o for o in self.opts if o not in self.aliases]
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        opts = self.opts
+        self.opts = self._shown()
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+    def get_error_hint(self, ctx: click.Context) -> str:
+        return " / ".join(f"'{o}'" for o in self._shown())
+
+
+ALIASES = {"backend": ("--format",)}  # old option names still accepted, not shown
+
+
 def loader_options(command: str) -> Callable[[F], F]:
     """The loader options of `command`, defaults from DEFAULTS; sweep's knobs are comma lists (grid axes)."""
     d = defaults(command)
@@ -191,7 +219,9 @@ def loader_options(command: str) -> Callable[[F], F]:
         if command == "tune" and name == "batch_size":
             settings["help"] = "starting batch size"
         default = d[name]
-        opts.append(click.option(settings.pop("decl", decl), name, default=default,
+        if name in ALIASES:
+            settings.update(cls=HiddenAlias, aliases=ALIASES[name])
+        opts.append(click.option(settings.pop("decl", decl), *ALIASES.get(name, ()), name, default=default,
                                  show_default=default is not None and default is not False, **settings))
     return lambda fn: _apply(fn, opts)
 
@@ -308,7 +338,8 @@ def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: 
                 on_corrupt: str = "fail", worker_type: str | None = None, transform: str | None = None,
                 seq_len: int | None = None, dataset_factory: str | None = None, shuffle: bool = True,
                 shuffle_buffer: int | None = None):
-    """One LoaderConfig from the options; `data` is the resolved sources.Data (its format is what auto means)."""
+    """One LoaderConfig from the options; `data` is the resolved sources.Data (its storage format is what
+    auto means)."""
     from dataperf.results import LoaderConfig
 
     check_transform(transform)
@@ -352,7 +383,7 @@ def make_grid(datas: list, backend: list[str], batch_size: list[int], num_worker
     from dataperf.workflows import sweep as sw
 
     for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
-                        ("--batch-size", batch_size), ("--format", backend), ("--dali-threads", dali_threads),
+                        ("--batch-size", batch_size), ("--backend", backend), ("--dali-threads", dali_threads),
                         ("--dali-queue", dali_queue), ("--dali-decode", dali_decode)):
         if axis_ is not None and not axis_:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")

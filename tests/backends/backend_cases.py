@@ -73,10 +73,10 @@ def bench_and_sweep(data: Path, backend: str, tmp_path: Path) -> None:
     out = tmp_path / f"{backend}.jsonl"
     args = ["--batch-size", "8", "--decode", "--image-size", "32", "--min-batches", "3", "--no-collect",
             "--warmup-batches", "1"]
-    r = CliRunner().invoke(cli, ["bench", str(data), "--format", backend, "--num-workers", "1", "--out", str(out),
+    r = CliRunner().invoke(cli, ["bench", str(data), "--backend", backend, "--num-workers", "1", "--out", str(out),
                                  *args])
     assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(cli, ["sweep", str(data), "--format", f"auto,{backend}", "--num-workers", "1",
+    r = CliRunner().invoke(cli, ["sweep", str(data), "--backend", f"auto,{backend}", "--num-workers", "1",
                                  "--prefetch-factor", "2", "--out", str(tmp_path / "s.jsonl"), *args])
     assert r.exit_code == 0, r.output
     assert "recommended:" in r.output and "(backend " in r.output and backend in r.output

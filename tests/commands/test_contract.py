@@ -126,7 +126,7 @@ def test_d12_config_file_value_types(tmp_path, datasets):
     (["sweep", "IMG", "--num-workers", "0,1", "--min-batches", "1", "--max-batches", "1"], "--min-batches"),
     (["sweep", "IMG", "--num-workers", ","], "--num-workers"),
     (["sweep", "IMG", "--nproc", "0", "--num-workers", "0"], "--nproc"),
-    (["bench", "IMG", "--format", "dali", "--dali-threads", "0"], "--dali-threads"),
+    (["bench", "IMG", "--backend", "dali", "--dali-threads", "0"], "--dali-threads"),
     (["sweep", "IMG", "--num-workers", "0", "--model", "cnn-small", "--headroom", "-1"], "--headroom"),
     (["tune", "IMG", "--target-samples-per-s", "-5"], "--target-samples-per-s"),
     (["step", "--model", "gpt-tiny", "--seq-len", "0"], "--seq-len"),

@@ -66,6 +66,23 @@ def test_make_grid_maps_off_on_both_and_refuses_empty_axes(datasets):
         _options.make_grid([img], **{**kw, "num_workers": []})
 
 
+@pytest.mark.parametrize("command", [c for c in _options.COMMANDS if "backend" in _options.defaults(c)])
+def test_backend_is_named_backend_and_the_old_format_still_parses(command):
+    """--backend selects the loader; --format, its name before, still parses to the same parameter (old command
+    lines keep working), while --help and error messages name --backend only."""
+    cmd = cli.commands[command]
+    opt = params(command)["backend"]
+    assert opt.opts == ["--backend", "--format"]
+    value = "auto,files" if command == "sweep" else "files"
+    parsed = [cmd.make_context(command, ["DATA", flag, value]).params["backend"] for flag in ("--backend", "--format")]
+    assert parsed[0] == parsed[1] == (["auto", "files"] if command == "sweep" else "files")
+    help_text = CliRunner().invoke(cli, [command, "--help"]).output
+    assert "--backend" in help_text and "--format" not in help_text
+    if command != "sweep":  # sweep takes any comma list, checked against the registry when the grid is built
+        r = CliRunner().invoke(cli, [command, "DATA", "--format", "nope"])
+        assert r.exit_code == 2 and "Invalid value for '--backend'" in r.output, r.output
+
+
 def test_split_cuts_values_into_groups():
     values = {"backend": "auto", "batch_size": 8, "model": "m", "device": "cpu", "repeats": 3}
     loader, model, rest = _options.split(values, "diagnose", "model")

@@ -173,7 +173,7 @@ def test_impossible_config_is_a_failed_record_with_the_reason(datasets):
 
 def test_wrong_format_for_dataset(datasets):
     r = run_trial(datasets["image-files"], LoaderConfig(backend="webdataset"), FAST)
-    assert r.status == "failed" and "use --format files" in r.error
+    assert r.status == "failed" and "use --backend files" in r.error
 
 
 def test_too_few_batches_refused(datasets):

@@ -122,13 +122,13 @@ def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch
 
 def test_failed_trial_does_not_stop_the_sweep(tmp_path, datasets):
     out = tmp_path / "s.jsonl"
-    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--format", "auto,webdataset",
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--backend", "auto,webdataset",
                                  "--out", str(out), *ARGS])
     assert r.exit_code == 0, r.output
     recs = [x for x in records.load(out) if isinstance(x, LoaderResult)]
     assert sum(x.status == "ok" for x in recs) == 2
     assert sum(x.status == "failed" for x in recs) == 2
-    assert "use --format files" in r.output
+    assert "use --backend files" in r.output
 
 
 def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
