@@ -55,7 +55,7 @@ def line(name: str, variant: str, workers: int, r: LoaderResult, wall_s: float) 
     b = r.backend
     conv = f" store {b['store_mib']:.1f} MiB conv {b['conversion_s']:.2f}s" if "conversion_s" in b else ""
     return (f"{name:10s} {variant:7s} w={workers:<2d} {r.status:6s} {r.samples_per_s_median:7.0f} samples/s "
-            f"[{r.samples_per_s_min:.0f}-{r.samples_per_s_max:.0f}] epoch {r.epoch_samples_per_s_median:.0f} "
+            f"[{r.samples_per_s_min:.0f}-{r.samples_per_s_max:.0f}] repeat {r.repeat_samples_per_s_median:.0f} "
             f"active {r.active_workers or '-'} cores {r.cpu_cores_busy_median:.2f} "
             f"per-core {r.samples_per_s_per_core:.0f} pss {r.pss_mib_peak:.0f} MiB "
             f"per-GiB {r.samples_per_s_per_gib_pss:.0f} growth {r.worker_pss_growth_pct:.1f}% "

@@ -85,7 +85,7 @@ def main() -> int:
             r = run_trial(a.data, cfg, opts)
             rows.append({"backend": f"DataLoader+PIL w={w}", "status": r.status, "error": r.error,
                          "samples_per_s": r.samples_per_s_median, "repeats": r.samples_per_s_repeats,
-                         "epoch_samples_per_s": r.epoch_samples_per_s_median, "shards": r.shards,
+                         "repeat_samples_per_s": r.repeat_samples_per_s_median, "shards": r.shards,
                          "active_workers": r.active_workers, "notes": r.notes})
         for dev in ("mixed", "cpu"):
             for threads in (4, 8):
@@ -94,7 +94,7 @@ def main() -> int:
                 r = run_trial(a.data, cfg, opts)
                 rows.append({"backend": f"DALI decode={dev} threads={threads}", "status": r.status,
                              "error": r.error, "samples_per_s": r.samples_per_s_median,
-                             "repeats": r.samples_per_s_repeats, "epoch_samples_per_s": r.epoch_samples_per_s_median})
+                             "repeats": r.samples_per_s_repeats, "repeat_samples_per_s": r.repeat_samples_per_s_median})
         ok = [x for x in rows if x["status"] == "ok"]
         best_dl = max((x for x in ok if x["backend"].startswith("DataLoader")), key=lambda x: x["samples_per_s"],
                       default=None)
@@ -136,7 +136,7 @@ def main() -> int:
             rows["pinned" if pin else "pageable"] = {k: v for k, v in asdict(r).items() if k in (
                 "step_ms_median", "data_wait_ms_median", "h2d_ms_median", "compute_ms_median", "samples_per_s",
                 "data_stall_fraction", "gpu_idle_fraction", "host_wait_fraction", "stall_basis",
-                "predicted_stall_fraction", "loader_samples_per_s", "loader_epoch_samples_per_s",
+                "predicted_stall_fraction", "loader_samples_per_s", "loader_repeat_samples_per_s",
                 "predicted_loader_samples_per_s", "step_samples_per_s", "epoch_restarts", "notes")}
         return rows
 

@@ -35,7 +35,7 @@ def main() -> None:
         r = run_trial(a.data, cfg, opts)
         print(f"W={w} batches/worker={per}: steady {r.samples_per_s_median:.0f} (truth {truth:.0f}, "
               f"x{r.samples_per_s_median / truth:.2f}) repeats {[round(x) for x in r.samples_per_s_repeats]} "
-              f"epoch {r.epoch_samples_per_s_median:.0f} active {r.active_workers} {r.status} {r.error or ''}",
+              f"repeat {r.repeat_samples_per_s_median:.0f} active {r.active_workers} {r.status} {r.error or ''}",
               flush=True)
 
 

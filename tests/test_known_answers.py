@@ -63,9 +63,9 @@ def test_sleeping_samples_give_the_analytic_rate(datasets, workers, persistent):
     assert r.samples_per_s_median == pytest.approx(analytic, rel=0.1)
     assert r.active_workers == workers
     if workers == 0 or persistent:  # no worker start-up per epoch: the epoch rate is the analytic rate too
-        assert r.epoch_samples_per_s_median == pytest.approx(analytic, rel=0.1)
+        assert r.repeat_samples_per_s_median == pytest.approx(analytic, rel=0.1)
     else:
-        assert r.epoch_samples_per_s_median < r.samples_per_s_median  # spawning workers every epoch costs
+        assert r.repeat_samples_per_s_median < r.samples_per_s_median  # spawning workers every epoch costs
 
 
 @pytest.mark.parametrize("persistent", [False, True])

@@ -154,7 +154,8 @@ class Repeat:
         return self.steady_samples / self.flow_s if self.flow_s > 0 else float("nan")
 
     @property
-    def epoch_samples_per_s(self) -> float:
+    def repeat_samples_per_s(self) -> float:
+        """The repeat's samples over its wall time, start-up included (a repeat, an epoch only when whole)."""
         return self.samples / self.wall_s if self.wall_s > 0 else float("nan")
 
     @property
@@ -513,7 +514,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     elif cfg.cache == "warm":
         cache.prepare(paths, "warm")
     # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
-    # Non-persistent workers start again in every repeat: that cost is in epoch_samples_per_s, not hidden.
+    # Non-persistent workers start again in every repeat: that cost is in repeat_samples_per_s, not hidden.
     if opts.warmup_batches > 0:
         time_repeat(batches, opts.warmup_batches)
     reps: list[Repeat] = []
@@ -601,7 +602,7 @@ def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_
                      f"{min(unread / delivered, 1):.0%} of the {delivered:.0f} samples a stream delivered in a "
                      "repeat came out of the buffer with no read (its fill is start-up), so the steady rate "
                      f"leaves those reads out; the ranking uses the repeats' rate "
-                     f"({res.epoch_samples_per_s_median:,.0f} samples/s), which includes them; give repeats a larger "
+                     f"({res.repeat_samples_per_s_median:,.0f} samples/s), which includes them; give repeats a larger "
                      "dataset or a smaller --shuffle-buffer")
     return True
 
@@ -672,10 +673,10 @@ def _training_rate(res: LoaderResult, epoch_samples: int | None, steady_invalid:
     """What a training epoch gets from this config (LoaderResult.training_samples_per_s), and on what basis."""
     res.steady_valid = steady_invalid is None
     if res.whole_epochs:
-        res.training_samples_per_s = res.epoch_samples_per_s_median
+        res.training_samples_per_s = res.repeat_samples_per_s_median
         res.training_basis = "whole epochs, measured"
     elif steady_invalid:
-        res.training_samples_per_s = res.epoch_samples_per_s_median
+        res.training_samples_per_s = res.repeat_samples_per_s_median
         res.training_basis = f"the repeats' rate, start-up included: the steady rate is not valid ({steady_invalid})"
     elif epoch_samples and res.epoch_estimate_s:
         res.training_samples_per_s = epoch_samples / res.epoch_estimate_s
@@ -716,8 +717,8 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.samples_per_s_median, res.samples_per_s_min = s["median"], s["min"]
     res.samples_per_s_max, res.samples_per_s_spread_pct = s["max"], s["spread_pct"]
     res.samples_per_s_repeats = sps
-    res.epoch_samples_per_s_repeats = [r.epoch_samples_per_s for r in reps]
-    res.epoch_samples_per_s_median = summarize(res.epoch_samples_per_s_repeats)["median"]
+    res.repeat_samples_per_s_repeats = [r.repeat_samples_per_s for r in reps]
+    res.repeat_samples_per_s_median = summarize(res.repeat_samples_per_s_repeats)["median"]
     per_rank = data.count // max(opts.world_size, 1) if data.count else None
     res.shards = len(data.files) if data.format == "webdataset" else None
     loads = worker_loads(data, cfg, per_rank, opts)

@@ -184,7 +184,8 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
     config_key is recomputed, so an old sequential trial never matches a new shuffled one (resume, compare).
     Before schema 4 a config named its backend `format`: it is renamed `backend` in the config and in every
     config key the record holds (config_key, variant_of, best_config_key, each prediction's config), so an old
-    record keys equal to the same config measured today (sweep --resume, compare, report, pick_quality)."""
+    record keys equal to the same config measured today (sweep --resume, compare, report, pick_quality). The
+    same step renames the figures that said epoch for a repeat (RENAMED_4)."""
     if d.get("schema_version") == 1:
         d = {**d, "schema_version": 2, "env": d.get("env") or {}}
     if d.get("schema_version") == 2:
@@ -208,7 +209,15 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
                 d[k] = _rekey(d[k])  # a key recomputed above is already today's: left as it is
         if isinstance(d.get("predictions"), list):
             d["predictions"] = [_prediction_named(p) for p in d["predictions"]]
+        d = {RENAMED_4.get(k, k): v for k, v in d.items()}
     return d
+
+
+# record fields renamed at schema 4: a repeat's rate (its samples over its wall time, start-up included) was
+# called an epoch's, though a repeat is an epoch only when it runs to the data's end
+RENAMED_4 = {"epoch_samples_per_s_median": "repeat_samples_per_s_median",
+             "epoch_samples_per_s_repeats": "repeat_samples_per_s_repeats",
+             "loader_epoch_samples_per_s": "loader_repeat_samples_per_s"}
 
 
 def _backend_named(cfg: dict[str, Any]) -> dict[str, Any]:

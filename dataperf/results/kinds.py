@@ -83,8 +83,8 @@ class LoaderResult(TrialRecord):
     steady_valid: bool = True  # False where a note says the steady rate is not what training sees (buffer, batches)
     trial_s: float = float("nan")  # the whole trial's wall time: preparing, warm-up, repeats, baseline
     # measurement definitions (issue 11; docs/measurement/ defines each)
-    epoch_samples_per_s_median: float = float("nan")  # a repeat's samples / repeat_s, start-up included
-    epoch_samples_per_s_repeats: list[float] = field(default_factory=list)
+    repeat_samples_per_s_median: float = float("nan")  # a repeat's samples / repeat_s, start-up included
+    repeat_samples_per_s_repeats: list[float] = field(default_factory=list)
     # repeat time beyond what the steady rate needs for its samples and, in a whole epoch, beyond its tail
     startup_s_median: float = float("nan")
     payload_mib_s_median: float = float("nan")  # sample payload (jpg/npy bytes) over the steady window
@@ -184,7 +184,7 @@ class E2EResult(TrialRecord):
     gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
     stall_basis: str = ""  # what data_stall_fraction was computed from
     sync_each_step: bool = False
-    loader_epoch_samples_per_s: float | None = None  # the loader alone, start-up included
+    loader_repeat_samples_per_s: float | None = None  # the loader alone: its trial's repeat_samples_per_s_median
     loader_startup_s: float | None = None  # the loader alone: one epoch start's cost
     predicted_loader_samples_per_s: float | None = None  # steady rate with this run's epoch restarts paid
     cache_verified: bool | None = None  # cold/warm as for a loader trial (cache.verify); None: not ours to manage

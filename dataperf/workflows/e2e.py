@@ -201,7 +201,7 @@ def compare(res: E2EResult, trial: LoaderResult, step: StepResult) -> None:
     (verdict.fed_effects), each named in res.effects with a note; a gap beyond the noise no effect explains is
     said too."""
     res.loader_samples_per_s, res.step_samples_per_s = trial.samples_per_s_median, step.samples_per_s
-    res.loader_epoch_samples_per_s, res.loader_startup_s = trial.epoch_samples_per_s_median, trial.startup_s_median
+    res.loader_repeat_samples_per_s, res.loader_startup_s = trial.repeat_samples_per_s_median, trial.startup_s_median
     per_repeat = verdict.run_samples(res) / max(res.repeats, 1)
     res.predicted_loader_samples_per_s = fed_loader_rate(trial.samples_per_s_median, trial.startup_s_median,
                                                          per_repeat,

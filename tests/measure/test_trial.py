@@ -185,7 +185,7 @@ def test_too_few_batches_refused(datasets):
 def test_workers_with_too_few_batches_in_a_repeat_are_refused(datasets):
     """5 batches from 4 workers: three of them deliver one batch each, with no window of their own. The steady
     rate (a sum of per-worker windows) would count one worker's work and read about a quarter of the truth, as
-    it did on the H200 (322 steady vs 678 epoch samples/s at 8 workers and 10 batches). With two batches each
+    it did on the H200 (322 steady vs 678 repeat samples/s at 8 workers and 10 batches). With two batches each
     a worker's window is one batch interval, shifted by the order batches are taken in, and the sum read high
     on the 2-core box. Both refused, naming the fix; three batches each are measured."""
     cfg = LoaderConfig(backend="files", batch_size=8, num_workers=4)
@@ -375,4 +375,4 @@ def test_uneven_shards_tail_is_predicted_and_kept_out_of_start_up(tmp_path, monk
         assert r.epoch_estimate_s == pytest.approx(2.0 + r.startup_s_median, rel=0.1)
         assert r.training_samples_per_s == pytest.approx(250, rel=0.1), r.training_basis
         assert any(n.startswith("uneven work: 5 shards for 4 workers") for n in r.notes)
-    assert whole.startup_s_median < 0.3 and whole.epoch_samples_per_s_median == pytest.approx(250, rel=0.1)
+    assert whole.startup_s_median < 0.3 and whole.repeat_samples_per_s_median == pytest.approx(250, rel=0.1)

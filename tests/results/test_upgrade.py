@@ -5,7 +5,7 @@ matching records written before the backend had its own name (schema 3 called it
 schema3.jsonl holds five lines copied byte for byte from benchmarks/results/2026-12-04-h200-pick_quality-4/run/:
 sweep.jsonl:3 (a loader trial, no workers), truth.jsonl:3 (a truth-grid fed round), sweep.jsonl:9 (a --confirm
 fed run of the pinned variant), sweep.jsonl:11 (the limits, with the best trial's key) and tune.jsonl:15 (tune's
-decision, with its predictions)."""
+decision, with its predictions). The same step renames the figures that said epoch for a repeat's rate."""
 
 from __future__ import annotations
 
@@ -95,3 +95,29 @@ def test_compare_pairs_an_old_record_with_the_same_config_measured_today(tmp_pat
     changes = compare.compare(base, head, ["samples_per_s"], 5.0)
     assert [(c.kind, c.config) for c in changes] == [("loader", W0.short())]
     assert changes[0].change_pct == pytest.approx(-50.0)
+
+
+def test_a_repeats_rate_is_named_repeat_not_epoch():
+    """Schema 3's epoch_samples_per_s_* was a repeat's samples over its wall time (start-up included), and an e2e
+    record's loader_epoch_samples_per_s that same figure of its loader trial: upgraded, the values keep, renamed."""
+    loader, _, variant, *_ = results.load(OLD)
+    assert loader.repeat_samples_per_s_repeats == RAW[0]["epoch_samples_per_s_repeats"] != []
+    assert loader.repeat_samples_per_s_median == RAW[0]["epoch_samples_per_s_median"]
+    # what the name says: each repeat's samples over its repeat_s
+    per_repeat = [n / t for n, t in zip(RAW[0]["repeat_samples"], RAW[0]["repeat_s"], strict=True)]
+    assert loader.repeat_samples_per_s_repeats == pytest.approx(per_repeat)
+    assert variant.loader_repeat_samples_per_s == RAW[2]["loader_epoch_samples_per_s"] > 0
+    up = results.upgrade(dict(RAW[0]))
+    assert not [k for k in up if k.startswith("epoch_samples_per_s") or k == "loader_epoch_samples_per_s"]
+
+
+def test_compare_matches_the_repeat_rate_of_an_old_record_under_either_name(tmp_path):
+    base, head = tmp_path / "base.jsonl", tmp_path / "head.jsonl"
+    base.write_text(LINES[0] + "\n")
+    doubled = [2 * x for x in RAW[0]["epoch_samples_per_s_repeats"]]
+    results.append(head, LoaderResult(data=RAW[0]["data"], config=asdict(W0), config_key=W0.key(),
+                                      repeat_samples_per_s_repeats=doubled))
+    for name in ("repeat_samples_per_s", "epoch_samples_per_s"):  # the old name still accepted
+        changes = compare.compare(base, head, [name], 5.0)
+        assert [(c.metric, c.config) for c in changes] == [("repeat_samples_per_s", W0.short())]
+        assert changes[0].change_pct == pytest.approx(100.0)
