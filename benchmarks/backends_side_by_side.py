@@ -18,8 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from dataperf import backends
-from dataperf import results as records
+from dataperf import backends, results
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.data.manifest import MANIFEST, read_manifest
 from dataperf.measure.trial import TrialOptions, run_trial
@@ -103,7 +102,7 @@ def main() -> int:
                                dali_decode_device=variant if dali else None)
             t = time.perf_counter()
             r = run_trial(data, cfg, opts)
-            records.append(a.out, r)
+            results.append(a.out, r)
             print(line(name, variant, w, r, time.perf_counter() - t), flush=True)
     print(f"records: {a.out}")
     return 0

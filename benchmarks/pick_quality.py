@@ -4,7 +4,7 @@
     python benchmarks/pick_quality.py --scenario imagenet --out DIR --prefetch 2 ...       # the H200
 
 Ground truth, measured: the fed loop (`run_e2e`, predict off: the real loader feeding the real train step) for
-every config of a full grid (workers on runner.worker_ladder up to --max-workers capped by runner.worker_cap,
+every config of a full grid (workers on trial.worker_ladder up to --max-workers capped by trial.worker_cap,
 --prefetch, pin_memory off/on on CUDA, persistent workers off/on), in --rounds interleaved rounds (the order
 reversed every other round). A config's fed rate is pooled over its rounds (total samples / total wall) and
 its rounds' spread kept; its idle share is pooled the same way (idle seconds / wall).

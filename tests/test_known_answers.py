@@ -13,9 +13,9 @@ from agreement_cases import SAMPLE_S as SAMPLE_COST_S
 from agreement_cases import START_S
 from click.testing import CliRunner
 
-from dataperf import data as sources
 from dataperf.cli import cli
 from dataperf.commands import _render
+from dataperf.data import resolve, user_dataset
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.measure.limits import LimitsOptions
 from dataperf.measure.step import StepOptions
@@ -175,7 +175,7 @@ def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thr
     stall (the steady rate alone would say it feeds); e2e, one restart per repeat,
     measures it and names them; diagnose says not input-bound at the steady rate, but restarts."""
     b, w = 4, 2
-    data = sources.user_dataset("agreement_cases:slow_start")
+    data = user_dataset("agreement_cases:slow_start")
     cfg = LoaderConfig(backend="user-dataset", batch_size=b, num_workers=w)
     sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
@@ -219,7 +219,7 @@ def test_idle_workers_bind_and_all_three_name_them(one_shard, one_thread, tmp_pa
     sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False,
                          sample_cost_s=cost)
-    out = sw.run([(sources.resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
+    out = sw.run([(resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
                  step=sopts, lopts=FAST_LIMITS)
     rec = out.recommendation
     assert rec.outcome == "input_bound" and 1 - rec.ratio == pytest.approx(analytic, abs=0.05)

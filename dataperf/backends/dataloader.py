@@ -194,7 +194,7 @@ def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
 
 
 def make_dataset(data: Data, cfg: LoaderConfig, opts: Any):
-    """The torch Dataset for cfg.backend; opts (runner.TrialOptions) gives rank, seed and simulated costs."""
+    """The torch Dataset for cfg.backend; opts (measure.trial.TrialOptions) gives rank, seed and simulated costs."""
     if data.format in SOURCE_FORMATS:  # token files and the user's own Dataset
         from dataperf.backends.datasets import make_source_dataset
 

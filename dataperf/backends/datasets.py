@@ -26,7 +26,7 @@ def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1
 
 
 def remote_tar_samples() -> list[Callable[..., Any]]:
-    """webdataset pipeline stages turning {url} into samples: streams opened by sources.remote, then
+    """webdataset pipeline stages turning {url} into samples: streams opened by data.remote, then
     webdataset's own tar parsing and key grouping."""
     from webdataset import tariterators
 

@@ -17,7 +17,8 @@ from dataperf.errors import UserError
 from dataperf.watchdog import DEFAULT_STALL_S
 
 F = TypeVar("F", bound=Callable[..., Any])
-# runner.DEFAULT_REPEAT_S, written here too: importing runner would load torch for --help (a test keeps them equal)
+# measure.trial.DEFAULT_REPEAT_S, written here too: importing measure.trial would load torch for --help (a test
+# keeps them equal)
 DEFAULT_REPEAT_S = 5.0
 BACKENDS = list(REGISTRY)  # every --backend value a loader command takes (beside auto)
 # the optimizers of dataperf.measure.step.OPTIMIZERS (imported from there, it would load torch for --help); the last
@@ -306,18 +307,18 @@ def make_trial_options(repeats: int, warmup_batches: int, max_batches: int | Non
 
 
 def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None):
-    """DATA resolved once (sources.Data) and passed down; --dataset stands in for DATA."""
-    from dataperf import data as sources
+    """DATA resolved once (data.Data) and passed down; --dataset stands in for DATA."""
+    from dataperf.data import resolve, user_dataset
 
     given = [d for d in ((data,) if isinstance(data, str) else (data or ())) if d]
     if dataset_factory and given:
         raise UserError("give DATA or --dataset MODULE:FACTORY, not both")
     if dataset_factory:
-        return [sources.user_dataset(dataset_factory)]
+        return [user_dataset(dataset_factory)]
     if not given:
         raise UserError("missing DATA: a folder, a file, a glob, a brace pattern or a URL "
                         "(or --dataset MODULE:FACTORY for your own Dataset)")
-    return [sources.resolve(d) for d in given]
+    return [resolve(d) for d in given]
 
 
 def check_transform(transform: str | None) -> None:
@@ -338,7 +339,7 @@ def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: 
                 on_corrupt: str = "fail", worker_type: str | None = None, transform: str | None = None,
                 seq_len: int | None = None, dataset_factory: str | None = None, shuffle: bool = True,
                 shuffle_buffer: int | None = None):
-    """One LoaderConfig from the options; `data` is the resolved sources.Data (its storage format is what
+    """One LoaderConfig from the options; `data` is the resolved data.Data (its storage format is what
     auto means)."""
     from dataperf.results import LoaderConfig
 

@@ -1,6 +1,6 @@
 """Local DATA: a dataperf dataset, a folder of images (flat or ImageFolder), WebDataset shards (folder, glob,
 brace pattern), or token files (.bin memmap, .npy, .jsonl, .parquet). Names and sizes are read here, and the
-samples in each tar shard are counted from its headers; what a scan learns is cached (sources/facts.py),
+samples in each tar shard are counted from its headers; what a scan learns is cached (data/facts.py),
 never written into the data."""
 
 from __future__ import annotations

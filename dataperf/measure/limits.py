@@ -277,7 +277,7 @@ def raw_read(plan: list[Task], readers: int, throttle_mib_s: float | None = None
 
 
 def remote_get(urls: list[str], readers: int, budget_mib: float = 256.0) -> tuple[RawRead, dict[str, bytes]]:
-    """Whole shards fetched by parallel GETs (sources.remote opens http(s) and s3), up to the budget (at least
+    """Whole shards fetched by parallel GETs (data.remote opens http(s) and s3), up to the budget (at least
     one shard per reader); returns the reading and the bytes fetched (kept for the probes and the sample count)."""
     from dataperf.data.remote import open_url
 

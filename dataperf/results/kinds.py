@@ -68,9 +68,9 @@ class LoaderResult(TrialRecord):
     # this rank's epoch: its samples at the steady rate, the tail (tail_s) and one start-up; None: size unknown
     epoch_estimate_s: float | None = None
     # seconds of an epoch in which workers that ran out of data (uneven shards or batches per worker) leave the
-    # rest to read alone: the epoch's time beyond its samples at the all-workers steady rate (runner.tail_s)
+    # rest to read alone: the epoch's time beyond its samples at the all-workers steady rate (measure.trial.tail_s)
     tail_s: float = 0.0
-    # samples each worker reads in an epoch where the split is known (runner.worker_loads): the fed prediction's
+    # samples each worker reads in an epoch where the split is known (measure.trial.worker_loads): the fed prediction's
     # phases (all workers busy, then fewer); [] when unknown
     epoch_worker_samples: list[float] = field(default_factory=list)
     whole_epochs: bool = False  # every repeat ran to the end of the data

@@ -190,12 +190,12 @@ def test_d24_click_usage_errors_are_one_error_line(args):
 
 
 def test_d19_ctrl_c_in_any_command_is_130(monkeypatch, datasets):
-    import dataperf.measure.trial as runner
+    from dataperf.measure import trial
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "_measure", interrupt)
+    monkeypatch.setattr(trial, "_measure", interrupt)
     r = run(["bench", datasets["image-webdataset"], *FAST])
     assert r.exit_code == 130 and "Traceback" not in r.output
 

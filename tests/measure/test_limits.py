@@ -12,9 +12,9 @@ import limits_cases
 import pytest
 import torch
 
-from dataperf import data as sources
 from dataperf import results
 from dataperf.commands._render import describe_limits, limit_rows
+from dataperf.data import as_data, resolve, user_dataset
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.measure import limits
 from dataperf.measure.limits import LimitsOptions, measure_limits
@@ -45,7 +45,7 @@ def test_throttled_storage_binds_and_reads_at_readers_times_the_cap(tmp_path):
     m = write_dataset(root, "image", "webdataset", 96, seed=1, image=ImageSpec(64, 64, 85), shard_mb=0.05)
     assert len(m.shards) == 4
     with HttpServer(root, bandwidth_mib_s=cap) as srv:
-        data = sources.resolve(f"{srv.url}/shard-{{000000..{len(m.shards) - 1:06d}}}.tar")
+        data = resolve(f"{srv.url}/shard-{{000000..{len(m.shards) - 1:06d}}}.tar")
         cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=4, decode=True, image_size=32)
         res = measure_limits(data, cfg, TrialOptions(), lopts=FAST)
     check_binding(res, "storage")
@@ -93,7 +93,7 @@ def test_the_decode_probe_measures_its_batches_and_at_least_its_samples(tmp_path
     agree (one block read 172 samples/s a core on the H200 in one run and 257 in another)."""
     root = tmp_path / "files"
     write_dataset(root, "image", "files", 96, seed=3, image=ImageSpec(16, 16, 80))
-    data, cfg = sources.as_data(root), LoaderConfig(backend="files", batch_size=4, decode=True).explicit()
+    data, cfg = as_data(root), LoaderConfig(backend="files", batch_size=4, decode=True).explicit()
     probe = limits.probe_worker(data, cfg, TrialOptions(), LimitsOptions(probe_batches=2, probe_samples=40))
     # half-blocks of 5 batches until the last two agree: the figures are those two
     assert probe.error is None and (probe.batches, probe.samples) == (10, 40), probe.notes
@@ -127,7 +127,7 @@ def test_main_process_binds_at_batch_over_its_per_batch_cost():
     """Batches free to make whose unpickling sleeps UNPICKLE_S: the main process takes B / UNPICKLE_S samples/s,
     whatever the workers. A user's Dataset: storage is not measurable, and says so."""
     b = 8
-    data = sources.user_dataset("limits_cases:cheap")
+    data = user_dataset("limits_cases:cheap")
     cfg = LoaderConfig(backend="user-dataset", batch_size=b, num_workers=4)
     res = measure_limits(data, cfg, TrialOptions(), lopts=FAST)
     check_binding(res, "main_process")

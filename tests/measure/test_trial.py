@@ -13,7 +13,7 @@ import torch
 
 from dataperf.backends import dataloader
 from dataperf.data.make.generate import ImageSpec, write_dataset
-from dataperf.measure import trial as runner
+from dataperf.measure import trial
 from dataperf.measure.collectors.proc import device_of
 from dataperf.measure.trial import TrialOptions, estimate_trial_s, run_trial
 from dataperf.results import MIB, LoaderConfig, LoaderResult
@@ -299,7 +299,7 @@ def test_harness_overhead_is_a_share_of_this_trials_batch_time(datasets, monkeyp
     """The overhead is a no-op DataLoader's batch time with the trial's workers: timed by hand before and after
     the trial, it must agree within a factor of 2 (CPU time on a shared machine: a list loop, or a per-sample
     figure, is 100x off). Its share is of the known batch time: 8 samples of 10 ms (paced) on 2 workers, 40 ms."""
-    monkeypatch.setattr(runner, "_overhead", {})  # measured by this trial, not one before it in this process
+    monkeypatch.setattr(trial, "_overhead", {})  # measured by this trial, not one before it in this process
     before = no_op_batch_ms(2)
     r = run_trial(datasets["image-files"], LoaderConfig(backend="files", batch_size=8, num_workers=2),
                   replace(FAST, sample_cost_s=0.01))
