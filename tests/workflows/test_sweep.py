@@ -50,6 +50,14 @@ def test_config_files(tmp_path, suffix, text):
     assert grid.num_workers == [0, 1] and grid.batch_size == [8] and trial == {"repeats": 4}
 
 
+@pytest.mark.parametrize("key", ["backends", "backend", "formats", "format"])
+def test_config_file_names_the_backends_and_still_reads_the_old_format_key(tmp_path, key):
+    """A sweep file's backend axis is `backends`; one written before schema 4 said format/formats, read the same."""
+    p = tmp_path / "s.toml"
+    p.write_text(f'{key} = ["auto", "dali"]\n')
+    assert sw.load_grid_file(p)[0].backends == ["auto", "dali"]
+
+
 def test_config_file_unknown_key(tmp_path):
     p = tmp_path / "s.toml"
     p.write_text("num_wrokers = [1]\n")
