@@ -18,8 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from dataperf import backends
-from dataperf import results as records
+from dataperf import backends, results
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.data.manifest import MANIFEST, read_manifest
 from dataperf.measure.trial import TrialOptions, run_trial
@@ -55,7 +54,7 @@ def line(name: str, variant: str, workers: int, r: LoaderResult, wall_s: float) 
     b = r.backend
     conv = f" store {b['store_mib']:.1f} MiB conv {b['conversion_s']:.2f}s" if "conversion_s" in b else ""
     return (f"{name:10s} {variant:7s} w={workers:<2d} {r.status:6s} {r.samples_per_s_median:7.0f} samples/s "
-            f"[{r.samples_per_s_min:.0f}-{r.samples_per_s_max:.0f}] epoch {r.epoch_samples_per_s_median:.0f} "
+            f"[{r.samples_per_s_min:.0f}-{r.samples_per_s_max:.0f}] repeat {r.repeat_samples_per_s_median:.0f} "
             f"active {r.active_workers or '-'} cores {r.cpu_cores_busy_median:.2f} "
             f"per-core {r.samples_per_s_per_core:.0f} pss {r.pss_mib_peak:.0f} MiB "
             f"per-GiB {r.samples_per_s_per_gib_pss:.0f} growth {r.worker_pss_growth_pct:.1f}% "
@@ -96,14 +95,14 @@ def main() -> int:
         for w in a.workers:
             dali = name == "dali"
             several = len(backends.REGISTRY[name].worker_types) > 1  # else its one kind, left implicit
-            cfg = LoaderConfig(format=name, batch_size=a.batch_size, num_workers=0 if dali else w, decode=True,
+            cfg = LoaderConfig(backend=name, batch_size=a.batch_size, num_workers=0 if dali else w, decode=True,
                                image_size=a.image_size,
                                worker_type=variant if several else None,
                                dali_num_threads=w if dali else None,
                                dali_decode_device=variant if dali else None)
             t = time.perf_counter()
             r = run_trial(data, cfg, opts)
-            records.append(a.out, r)
+            results.append(a.out, r)
             print(line(name, variant, w, r, time.perf_counter() - t), flush=True)
     print(f"records: {a.out}")
     return 0

@@ -28,8 +28,7 @@ from pathlib import Path
 
 from benchlog import run_logged
 
-from dataperf import results as records
-from dataperf import verdict
+from dataperf import results, verdict
 from dataperf.measure.step import StepOptions
 from dataperf.results import E2EResult, LoaderConfig
 from dataperf.workflows.budget import parse_duration
@@ -87,7 +86,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
         res = a.out / f"{name}.jsonl"
         wall, out = dataperf(["sweep", str(a.data), *model, *extra, "--out", str(res), "--overwrite"],
                              a.out / f"{name}.log")
-        recs = records.current(records.load(res))
+        recs = results.current(results.load(res))
         rec = verdict.recommend(recs, verdict.latest_step(recs), a.headroom)
         chosen = rec.pick or rec.best
         if chosen is None:
@@ -114,7 +113,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
             r: E2EResult = run_e2e(a.data, cfg, replace(sopts, batch_size=cfg.batch_size), a.steps, a.fed_repeats,
                                    predict=False)
             r.confirm_round = k + 1
-            records.append(a.out / "fed.jsonl", r)
+            results.append(a.out / "fed.jsonl", r)
             say(f"  round {k + 1} {name:<8} {cfg.short():<50} fed {r.samples_per_s:,.0f} samples/s, "
                 f"stall {r.data_stall_fraction:.1%}" + ("" if r.status == "ok" else f" FAILED: {r.error}"))
             if r.status == "ok":

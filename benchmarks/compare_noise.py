@@ -26,7 +26,7 @@ SLOWDOWNS_PCT = (2, 5, 10, 20)
 
 
 def rates(data: Path, cost: float, repeats: int) -> list[float]:
-    cfg = LoaderConfig(format="files", batch_size=4, num_workers=2, persistent_workers=True)
+    cfg = LoaderConfig(backend="files", batch_size=4, num_workers=2, persistent_workers=True)
     r = run_trial(data, cfg, TrialOptions(repeats=repeats, warmup_batches=2, min_batches=3, collect=False,
                                           sample_cost_s=cost))
     if r.status != "ok":

@@ -17,10 +17,10 @@ common=(--batch-size 128 --image-size 224 --model cnn-small --device cuda)
   run e2e "$D" --num-workers 16 --prefetch-factor 4 --no-pin-memory "${common[@]}" --steps 30
   run e2e "$D" --num-workers 16 --prefetch-factor 4 --pin-memory "${common[@]}" --steps 30
   run e2e "$D" --num-workers 16 --prefetch-factor 4 --pin-memory --persistent-workers "${common[@]}" --steps 30
-  run e2e "$D" --format dali --dali-decode mixed --dali-threads 8 "${common[@]}" --steps 30
+  run e2e "$D" --backend dali --dali-decode mixed --dali-threads 8 "${common[@]}" --steps 30
   run profile "$D" --num-workers 16 --prefetch-factor 4 "${common[@]}" --out-dir /tmp/dataperf-profile --top 8
   run diagnose "$D" --num-workers 16 --prefetch-factor 4 "${common[@]}" --no-collect
-  run sweep "$D" --format auto,dali --num-workers 8,16 --prefetch-factor 4 --batch-size 128 --decode \
+  run sweep "$D" --backend auto,dali --num-workers 8,16 --prefetch-factor 4 --batch-size 128 --decode \
     --image-size 224 --dali-threads 8 --dali-decode cpu,mixed --no-collect --out "$OUT/sweep.jsonl" --overwrite \
     --model cnn-small --device cuda --plot "$OUT/sweep.png"
 } 2>&1 | tee "$OUT/gpu_cli.log"

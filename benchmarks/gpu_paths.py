@@ -80,21 +80,21 @@ def main() -> int:
     def _decode():
         rows = []
         for w in sorted({4, 8, cores}):
-            cfg = LoaderConfig(format="webdataset", batch_size=128, num_workers=w, prefetch_factor=4, decode=True,
+            cfg = LoaderConfig(backend="webdataset", batch_size=128, num_workers=w, prefetch_factor=4, decode=True,
                                image_size=224)
             r = run_trial(a.data, cfg, opts)
             rows.append({"backend": f"DataLoader+PIL w={w}", "status": r.status, "error": r.error,
                          "samples_per_s": r.samples_per_s_median, "repeats": r.samples_per_s_repeats,
-                         "epoch_samples_per_s": r.epoch_samples_per_s_median, "shards": r.shards,
+                         "repeat_samples_per_s": r.repeat_samples_per_s_median, "shards": r.shards,
                          "active_workers": r.active_workers, "notes": r.notes})
         for dev in ("mixed", "cpu"):
             for threads in (4, 8):
-                cfg = LoaderConfig(format="dali", batch_size=128, decode=True, image_size=224,
+                cfg = LoaderConfig(backend="dali", batch_size=128, decode=True, image_size=224,
                                    dali_num_threads=threads, dali_prefetch_queue_depth=2, dali_decode_device=dev)
                 r = run_trial(a.data, cfg, opts)
                 rows.append({"backend": f"DALI decode={dev} threads={threads}", "status": r.status,
                              "error": r.error, "samples_per_s": r.samples_per_s_median,
-                             "repeats": r.samples_per_s_repeats, "epoch_samples_per_s": r.epoch_samples_per_s_median})
+                             "repeats": r.samples_per_s_repeats, "repeat_samples_per_s": r.repeat_samples_per_s_median})
         ok = [x for x in rows if x["status"] == "ok"]
         best_dl = max((x for x in ok if x["backend"].startswith("DataLoader")), key=lambda x: x["samples_per_s"],
                       default=None)
@@ -129,14 +129,14 @@ def main() -> int:
     def _e2e():
         rows = {}
         for pin in (False, True):
-            cfg = LoaderConfig(format="webdataset", batch_size=128, num_workers=cores, prefetch_factor=4,
+            cfg = LoaderConfig(backend="webdataset", batch_size=128, num_workers=cores, prefetch_factor=4,
                                decode=True, image_size=224, pin_memory=pin)
             r = run_e2e(a.data, cfg, StepOptions(model="cnn-small", device="cuda"), steps=20, repeats=3, warmup=5,
                         topts=opts)
             rows["pinned" if pin else "pageable"] = {k: v for k, v in asdict(r).items() if k in (
                 "step_ms_median", "data_wait_ms_median", "h2d_ms_median", "compute_ms_median", "samples_per_s",
                 "data_stall_fraction", "gpu_idle_fraction", "host_wait_fraction", "stall_basis",
-                "predicted_stall_fraction", "loader_samples_per_s", "loader_epoch_samples_per_s",
+                "predicted_stall_fraction", "loader_samples_per_s", "loader_repeat_samples_per_s",
                 "predicted_loader_samples_per_s", "step_samples_per_s", "epoch_restarts", "notes")}
         return rows
 
@@ -170,7 +170,7 @@ def main() -> int:
 
     @section("profile_cuda", a.out, only)
     def _prof():
-        cfg = LoaderConfig(format="webdataset", batch_size=128, num_workers=cores, prefetch_factor=4, decode=True,
+        cfg = LoaderConfig(backend="webdataset", batch_size=128, num_workers=cores, prefetch_factor=4, decode=True,
                            image_size=224, pin_memory=True)
         r = run_profile(a.data, cfg, StepOptions(model="cnn-small", device="cuda"), Path("/tmp/dataperf-gpu/profile"))
         return {"cuda_kernels_seen": r.cuda_kernels_seen, "sort_by": r.sort_by, "top_ops": r.top_ops[:8],

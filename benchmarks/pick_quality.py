@@ -4,7 +4,7 @@
     python benchmarks/pick_quality.py --scenario imagenet --out DIR --prefetch 2 ...       # the H200
 
 Ground truth, measured: the fed loop (`run_e2e`, predict off: the real loader feeding the real train step) for
-every config of a full grid (workers on runner.worker_ladder up to --max-workers capped by runner.worker_cap,
+every config of a full grid (workers on trial.worker_ladder up to --max-workers capped by trial.worker_cap,
 --prefetch, pin_memory off/on on CUDA, persistent workers off/on), in --rounds interleaved rounds (the order
 reversed every other round). A config's fed rate is pooled over its rounds (total samples / total wall) and
 its rounds' spread kept; its idle share is pooled the same way (idle seconds / wall).
@@ -27,7 +27,7 @@ scenario needs (DATA for a dataset that keeps no path), each recorded. Each path
 Score per path: the pick's fed rate / the best fed rate, the pick looked up in the grid by its DataLoader
 arguments (KNOBS) set on the scenario's config (a pick measured with another transform, cache or size is
 scored as the user would run it, on the scenario, and the difference noted); a pick not in the grid (another
-batch size, prefetch, format) is fed in extra interleaved rounds beside the grid's best, and its ratio comes
+batch size, prefetch, backend) is fed in extra interleaved rounds beside the grid's best, and its ratio comes
 from those rounds. Verdict rule (input-bound = fed idle > 5%): "input-bound" is right when every config of
 the grid idles more than 5% (none feeds the model; the least idle decides, not the fastest: configs that feed
 the model tie on rate within noise and differ in idle); "feeds" is right when the pick idles at most 5% (the
@@ -72,7 +72,7 @@ INPUT_BOUND_IDLE = 0.05  # the issue's line: fed idle above 5% is input-bound
 PATHS = ("sweep", "budget", "tune", "watch")
 # the DataLoader arguments a user sets from a decision; the rest of a config (transform, size, cache, shuffle,
 # decode) is the scenario's own
-KNOBS = ("format", "batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers",
+KNOBS = ("backend", "batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers",
          "worker_type", "dali_num_threads", "dali_prefetch_queue_depth", "dali_decode_device")
 PROBE_STEPS, MIN_STEPS = 3, 3  # few: a slow config's batch of 256 takes seconds (w=0 on the H200: 1.7 s)
 PLACEHOLDER = "yourpkg."  # watch's stand-ins for the user's own functions (yourpkg.data:build, ...)
@@ -375,14 +375,14 @@ class Grid:
         return r
 
     def probe(self, c: LoaderConfig, path: Path) -> tuple[float, float]:
-        """(rate, overhead s) of c's format, batch size and workers: PROBE_STEPS fed steps, at least two a worker
+        """(rate, overhead s) of c's backend, batch size and workers: PROBE_STEPS fed steps, at least two a worker
         (3 steps of 6 workers read 215 samples/s where the run then read 79), at the smallest prefetch, no pin,
         no persistence; once each."""
-        pk = (c.format, c.batch_size, c.num_workers)
+        pk = (c.backend, c.batch_size, c.num_workers)
         if pk in self.probes:
             return self.probes[pk]
         w = c.num_workers
-        cfg, _ = on_scenario({"format": c.format, "batch_size": c.batch_size, "num_workers": w,
+        cfg, _ = on_scenario({"backend": c.backend, "batch_size": c.batch_size, "num_workers": w,
                               "prefetch_factor": min(self.a.prefetch)}, self.base, self.sc.cuda)
         t0 = time.monotonic()
         steps = max(PROBE_STEPS, 2 * w)

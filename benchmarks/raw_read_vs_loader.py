@@ -38,7 +38,7 @@ def main() -> int:
     opts = TrialOptions(repeats=3, collect=False)
     for w in worker_ladder():
         for pf in ([None] if w == 0 else [2, 4]):
-            cfg = LoaderConfig(format=m.format, batch_size=64, num_workers=w, prefetch_factor=pf, cache="cold")
+            cfg = LoaderConfig(backend=m.format, batch_size=64, num_workers=w, prefetch_factor=pf, cache="cold")
             r = run_trial(data, cfg, opts)
             # like by like: bytes the loader made storage deliver (/proc read_bytes, tar overhead included)
             # against bytes fio read; only verified cold trials are storage reads at all

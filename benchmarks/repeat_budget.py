@@ -76,7 +76,7 @@ def main() -> None:
         if not a.data:
             return
     data = resolve(a.data)
-    base = LoaderConfig(format=data.format, batch_size=a.batch_size, num_workers=a.workers, decode=True,
+    base = LoaderConfig(backend=data.format, batch_size=a.batch_size, num_workers=a.workers, decode=True,
                         transform=a.transform)
     opts = TrialOptions(repeats=a.repeats, collect=False)
     budgets = [float(b) for b in a.budgets.split(",")]

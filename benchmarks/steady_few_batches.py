@@ -29,13 +29,13 @@ def main() -> None:
     w, s = a.workers, a.sample_ms / 1000
     truth = w / s
     for per in (int(x) for x in a.per_worker.split(",")):
-        cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=w, decode=False, shuffle=False)
+        cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=w, decode=False, shuffle=False)
         opts = TrialOptions(repeats=3, max_batches=per * w, repeat_seconds=None, sample_cost_s=s, collect=False,
                             footprint=False)
         r = run_trial(a.data, cfg, opts)
         print(f"W={w} batches/worker={per}: steady {r.samples_per_s_median:.0f} (truth {truth:.0f}, "
               f"x{r.samples_per_s_median / truth:.2f}) repeats {[round(x) for x in r.samples_per_s_repeats]} "
-              f"epoch {r.epoch_samples_per_s_median:.0f} active {r.active_workers} {r.status} {r.error or ''}",
+              f"repeat {r.repeat_samples_per_s_median:.0f} active {r.active_workers} {r.status} {r.error or ''}",
               flush=True)
 
 

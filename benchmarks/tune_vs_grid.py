@@ -32,8 +32,7 @@ from pathlib import Path
 
 from benchlog import run_logged
 
-from dataperf import results as records
-from dataperf import verdict
+from dataperf import results, verdict
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.data.manifest import MANIFEST, read_manifest
 from dataperf.measure.trial import TrialOptions, run_trial, worker_ladder
@@ -91,18 +90,18 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
                 + ("" if r.status == "ok" else f"  FAILED: {r.error}"))
 
     if a.grid_from is not None:
-        results, grid_s = reused_grid(a.grid_from, m.count, len(m.shards) or len(m.files), say)
-        for r in results:
+        grid_ok, grid_s = reused_grid(a.grid_from, m.count, len(m.shards) or len(m.files), say)
+        for r in grid_ok:
             show("grid", r)
     else:
         t0 = time.perf_counter()
-        results = [r for r in run_grid(trials, opts, a.out / "grid.jsonl",
+        grid_ok = [r for r in run_grid(trials, opts, a.out / "grid.jsonl",
                                         on_result=lambda r: show("grid", r)).results if r.status == "ok"]
         grid_s = time.perf_counter() - t0
-    if not results:
+    if not grid_ok:
         say("every grid trial failed")
         return 2
-    best = verdict.recommend(results).best
+    best = verdict.recommend(grid_ok).best
 
     def on_prediction(p, probe) -> None:
         say(f"  tune limits: binding {probe.binding_limit}; per worker {probe.per_worker_samples_per_s:.0f}, "
@@ -112,7 +111,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
 
     # as `dataperf tune DATA --batch-size 32 --image-size 128 --out OUT/tune.jsonl` runs it (its defaults)
     t0 = time.perf_counter()
-    out = Tuner(a.data, LoaderConfig(format=m.format, batch_size=32, decode=True, image_size=128), opts,
+    out = Tuner(a.data, LoaderConfig(backend=m.format, batch_size=32, decode=True, image_size=128), opts,
                 out=a.out / "tune.jsonl", on_trial=lambda step: show(f"tune {step.phase:<10}", step.result),
                 on_prediction=on_prediction).run()
     tune_s = time.perf_counter() - t0
@@ -120,7 +119,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
         say(f"tune picked nothing ({out.stop_reason})")
         return 2
     best_cfg, pick_cfg = LoaderConfig(**best.config), LoaderConfig(**out.pick.config)
-    say(f"grid: {len(results)} ok trials in {grid_s:.0f} s; best {best_cfg.short()} at "
+    say(f"grid: {len(grid_ok)} ok trials in {grid_s:.0f} s; best {best_cfg.short()} at "
         f"{best.samples_per_s_median:.0f} samples/s")
     say(f"tune: {len(out.steps)} trials in {tune_s:.0f} s; pick {pick_cfg.short()} at "
         f"{out.pick_samples_per_s:.0f} samples/s ({out.stop_reason})")
@@ -129,7 +128,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
     for k in range(a.rounds):
         for who, cfg in (("best", best_cfg), ("pick", pick_cfg)):
             r = run_trial(a.data, cfg, opts)
-            records.append(a.out / "remeasure.jsonl", r)
+            results.append(a.out / "remeasure.jsonl", r)
             show(f"round {k + 1} {who}", r)
             if r.status == "ok":
                 again[who].append(r.samples_per_s_median)
@@ -148,7 +147,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
     met_q, met_c = quality >= GOAL_QUALITY, cost <= GOAL_COST
     say(f"ratio tune/grid: samples/s {quality:.2f} (goal >= {GOAL_QUALITY}: {'met' if met_q else 'NOT met'}), "
         f"wall time {cost:.2f} (goal <= {GOAL_COST}: {'met' if met_c else 'NOT met'})")
-    summary = {"grid_trials": len(results), "grid_s": grid_s, "tune_trials": len(out.steps), "tune_s": tune_s,
+    summary = {"grid_trials": len(grid_ok), "grid_s": grid_s, "tune_trials": len(out.steps), "tune_s": tune_s,
                "grid_best": best_cfg.short(), "grid_best_samples_per_s": best.samples_per_s_median,
                "tune_pick": pick_cfg.short(), "tune_pick_samples_per_s": out.pick_samples_per_s,
                "tune_stop_reason": out.stop_reason, "rounds": a.rounds,
@@ -163,7 +162,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
 def reused_grid(src: Path, count: int | None, files: int, say: Callable[[str], None]) -> tuple[list, float]:
     """An earlier run's ok grid trials and grid wall time, refused unless its data (samples, shards) and cores
     match this run's."""
-    recs = [r for r in records.load(src / "grid.jsonl") if isinstance(r, LoaderResult) and r.status == "ok"]
+    recs = [r for r in results.load(src / "grid.jsonl") if isinstance(r, LoaderResult) and r.status == "ok"]
     summary = json.loads((src / "summary.json").read_text())
     cores = os.cpu_count()
     for r in recs:

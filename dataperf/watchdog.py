@@ -208,7 +208,7 @@ def bounded(what: str) -> Iterator[None]:
 
 def loader_wait(batches: Any, it: Any) -> str:
     """What a main thread stuck in next() waits for: the DataLoader worker owing the next batch in order (its
-    id and pid), the sample the main process is fetching (a user's Dataset says which: sources.user), or the
+    id and pid), the sample the main process is fetching (a user's Dataset says which: data.user), or the
     backend's pipeline."""
     if it is None:
         return f"starting the workers of {type(batches).__name__}"

@@ -13,9 +13,9 @@ from agreement_cases import SAMPLE_S as SAMPLE_COST_S
 from agreement_cases import START_S
 from click.testing import CliRunner
 
-from dataperf import data as sources
 from dataperf.cli import cli
 from dataperf.commands import _render
+from dataperf.data import resolve, user_dataset
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.measure.limits import LimitsOptions
 from dataperf.measure.step import StepOptions
@@ -54,7 +54,7 @@ def test_sleeping_samples_give_the_analytic_rate(datasets, workers, persistent):
     twice SAMPLE_S here: the epoch rate also pays the main process's per-batch work, which a loaded machine
     stretches, and a longer sample keeps that a small share."""
     cost_s = 2 * SAMPLE_S
-    cfg = LoaderConfig(format="files", batch_size=2, num_workers=workers, persistent_workers=persistent)
+    cfg = LoaderConfig(backend="files", batch_size=2, num_workers=workers, persistent_workers=persistent)
     r = run_trial(datasets["image-files"], cfg, TrialOptions(repeats=3, warmup_batches=1, min_batches=3,
                                                            max_batches=None if workers else 8, collect=False,
                                                            sample_cost_s=cost_s))
@@ -63,9 +63,9 @@ def test_sleeping_samples_give_the_analytic_rate(datasets, workers, persistent):
     assert r.samples_per_s_median == pytest.approx(analytic, rel=0.1)
     assert r.active_workers == workers
     if workers == 0 or persistent:  # no worker start-up per epoch: the epoch rate is the analytic rate too
-        assert r.epoch_samples_per_s_median == pytest.approx(analytic, rel=0.1)
+        assert r.repeat_samples_per_s_median == pytest.approx(analytic, rel=0.1)
     else:
-        assert r.epoch_samples_per_s_median < r.samples_per_s_median  # spawning workers every epoch costs
+        assert r.repeat_samples_per_s_median < r.samples_per_s_median  # spawning workers every epoch costs
 
 
 @pytest.mark.parametrize("persistent", [False, True])
@@ -77,7 +77,7 @@ def test_time_budgeted_repeats_give_the_analytic_rate(datasets, persistent):
     batches per worker still in flight when a repeat is cut are finished outside the next repeat (otherwise
     it would first wait for those: 5 batch times, 800 ms of sleep that no machine can shorten)."""
     cost, budget, b = 2 * SAMPLE_S, 2.0, 2
-    cfg = LoaderConfig(format="files", batch_size=b, num_workers=2, prefetch_factor=4, persistent_workers=persistent)
+    cfg = LoaderConfig(backend="files", batch_size=b, num_workers=2, prefetch_factor=4, persistent_workers=persistent)
     r = run_trial(datasets["image-files"], cfg, TrialOptions(repeats=3, warmup_batches=1, min_batches=3,
                                                            collect=False, sample_cost_s=cost,
                                                            repeat_seconds=budget))
@@ -99,7 +99,7 @@ def two_shards(tmp_path_factory):
 
 
 def test_two_shards_four_workers_two_active_and_one_idle_warning(two_shards):
-    r = run_trial(two_shards, LoaderConfig(format="webdataset", batch_size=4, num_workers=4),
+    r = run_trial(two_shards, LoaderConfig(backend="webdataset", batch_size=4, num_workers=4),
                   TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False))
     assert r.status == "ok", r.error
     assert r.shards == 2 and r.active_workers == 2
@@ -143,7 +143,7 @@ def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread,
     separate measurements may add the workers' restart over a whole epoch, a few points on this machine)."""
     cost, b, w = 0.05, 4, 2
     analytic = 1 - (w / cost) / (b / STEP_S)
-    cfg = LoaderConfig(format="files", batch_size=b, num_workers=w, image_size=16)
+    cfg = LoaderConfig(backend="files", batch_size=b, num_workers=w, image_size=16)
     sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
     # 6 batches a repeat (2 intervals a worker) read the loader 10% high beside two busy loops (predicted stall
     # 0.449): the steady rate's per-worker windows on short repeats read high under load; 12 (5 intervals) hold
@@ -175,8 +175,8 @@ def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thr
     stall (the steady rate alone would say it feeds); e2e, one restart per repeat,
     measures it and names them; diagnose says not input-bound at the steady rate, but restarts."""
     b, w = 4, 2
-    data = sources.user_dataset("agreement_cases:slow_start")
-    cfg = LoaderConfig(format="user-dataset", batch_size=b, num_workers=w)
+    data = user_dataset("agreement_cases:slow_start")
+    cfg = LoaderConfig(backend="user-dataset", batch_size=b, num_workers=w)
     sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
     out = sw.run([(data, replace(cfg, decode=True))], topts, tmp_path / "s.jsonl", step=sopts,
@@ -215,11 +215,11 @@ def test_idle_workers_bind_and_all_three_name_them(one_shard, one_thread, tmp_pa
     all three; the binding limit is the workers, the effect is named, diagnose's fix is to reshard."""
     cost, b = 0.05, 4
     analytic = 1 - (1 / cost) / (b / STEP_S)
-    cfg = LoaderConfig(format="webdataset", batch_size=b, num_workers=4, persistent_workers=True, image_size=16)
+    cfg = LoaderConfig(backend="webdataset", batch_size=b, num_workers=4, persistent_workers=True, image_size=16)
     sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False,
                          sample_cost_s=cost)
-    out = sw.run([(sources.resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
+    out = sw.run([(resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
                  step=sopts, lopts=FAST_LIMITS)
     rec = out.recommendation
     assert rec.outcome == "input_bound" and 1 - rec.ratio == pytest.approx(analytic, abs=0.05)

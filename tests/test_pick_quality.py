@@ -3,9 +3,11 @@ pooling, the pick looked up by its DataLoader arguments, the ratio, the verdict 
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +17,7 @@ import pick_quality as pq  # noqa: E402
 
 from dataperf.results import DecisionResult, E2EResult, LoaderConfig  # noqa: E402
 
-BASE = LoaderConfig(format="user-dataset", batch_size=8, decode=True, transform="imagenet-train")
+BASE = LoaderConfig(backend="user-dataset", batch_size=8, decode=True, transform="imagenet-train")
 
 
 def cfg(w: int, pf: int | None = 2, persist: bool = False, **kw) -> LoaderConfig:
@@ -187,3 +189,17 @@ def test_a_command_killed_at_its_cap_meets_no_time_goal():
     s = pq.score("tune", None, killed, GRID, key_of, {}, 500.0, None)
     assert s["share_of_grid_time"] == pytest.approx(0.18) and not s["goals"]["<= 30% of the grid's time"]
     assert not pq.score("budget", None, killed, GRID, key_of, {}, 500.0, 100.0)["goals"]["within budget"]
+
+
+def test_truth_from_an_old_run_keys_its_rounds_as_todays_grid(tmp_path):
+    """--truth-from reads a truth.jsonl written at schema 3, when the backend was named `format` (a real round:
+    tests/results/schema3.jsonl's second line): its rounds land on the key of today's grid config, not beside it."""
+    line = (Path(__file__).parent / "results" / "schema3.jsonl").read_text().splitlines()[1]
+    (tmp_path / "truth.jsonl").write_text(line + "\n")
+    (tmp_path / "summary.json").write_text(json.dumps({"fingerprint": {}, "truth": {"wall_s": 12.0}}))
+    base = LoaderConfig(backend="files", batch_size=256, decode=True, transform="imagenet-train")
+    grid = SimpleNamespace(base=base, sc=SimpleNamespace(cuda=True))
+    fed, wall = pq.load_truth(tmp_path, SimpleNamespace(key=lambda c: pq.Grid.key(grid, c)), {})
+    want = pq.on_scenario({"num_workers": 12, "prefetch_factor": 2, "pin_memory": True}, base, cuda=True)[0]
+    assert list(fed) == [want.key()] and wall == 12.0
+    assert fed[want.key()].rate > 0

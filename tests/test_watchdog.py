@@ -198,7 +198,7 @@ def test_n4_thread_workers_stall_is_caught_too(datasets):
     script = textwrap.dedent(f"""
         from dataperf.results import LoaderConfig
         from dataperf.measure.trial import TrialOptions, run_trial
-        cfg = LoaderConfig(format="torchdata", batch_size=8, num_workers=2, worker_type="thread", decode=True,
+        cfg = LoaderConfig(backend="torchdata", batch_size=8, num_workers=2, worker_type="thread", decode=True,
                            image_size=16)
         r = run_trial({str(datasets["image-files"])!r}, cfg, TrialOptions(repeats=3, warmup_batches=1,
                       collect=False, stall_s=3, throttle_mib_s=1e-9))

@@ -1,6 +1,6 @@
 """Every loader backend behind one factory: what it reads, which knobs and worker types it expresses.
 
-The runner asks `get(cfg.format)` for a Backend, `prepare`s it (a converted store for the streaming
+The runner asks `get(cfg.backend)` for a Backend, `prepare`s it (a converted store for the streaming
 formats, cached) and `build`s an iterable of batch dicts ("n", "nbytes", and with decode "x"/"y"), so every
 backend runs under the same timer, collectors, cache control and verdict.
 """
@@ -79,14 +79,14 @@ class Backend:
             raise TrialError(f"{self.name} needs num_workers >= {self.min_workers} (its pipeline always runs "
                              f"in background workers); got {cfg.num_workers}")
         if self.name in ("files", "webdataset") and data.format != self.name:
-            raise TrialError(f"format {self.name} asked for, but {data.spec} holds {data.format}; "
-                             f"use --format {data.format}")
+            raise TrialError(f"backend {self.name} asked for, but {data.spec} holds {data.format}; "
+                             f"use --backend {data.format}")
         if self.name in SOURCE_FORMATS and data.format != self.name:
-            raise TrialError(f"format {self.name} asked for, but {data.spec} holds {data.format}; "
-                             f"use --format {data.format}")
+            raise TrialError(f"backend {self.name} asked for, but {data.spec} holds {data.format}; "
+                             f"use --backend {data.format}")
         if self.name not in DATALOADER and (data.manifest is None or data.remote):
             raise TrialError(f"{self.name} reads local image files or shards ({self.reads}); {data.spec} is "
-                             f"{data.describe()}: use --format {data.format}")
+                             f"{data.describe()}: use --backend {data.format}")
 
     def make(self, data: Data, cfg: LoaderConfig, opts: Any) -> tuple[Iterable[dict[str, Any]], Prepared]:
         cfg = cfg.explicit()  # every backend sees the defaults that apply (prefetch, shuffle buffer) written out
@@ -158,15 +158,15 @@ ONE_STREAM = tuple(b.name for b in REGISTRY.values() if b.one_stream)
 
 def get(name: str) -> Backend:
     if name not in REGISTRY:
-        raise TrialError(f"unknown format {name!r}; choose one of {', '.join(REGISTRY)}")
+        raise TrialError(f"unknown backend {name!r}; choose one of {', '.join(REGISTRY)}")
     return REGISTRY[name]
 
 
-def expand(formats: list[str], data_format: str) -> list[str]:
-    """auto = the dataset's own format; all = it plus every other installed backend that can read it (only
-    local image files and shards have other backends)."""
+def expand(names: list[str], data_format: str) -> list[str]:
+    """Backend names as asked: auto = the DataLoader backend of the data's own storage format; all = it plus
+    every other installed backend that can read it (only local image files and shards have other backends)."""
     out: list[str] = []
-    for f in formats:
+    for f in names:
         if f == "auto":
             out.append(data_format)
         elif f == "all":

@@ -194,22 +194,22 @@ def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
 
 
 def make_dataset(data: Data, cfg: LoaderConfig, opts: Any):
-    """The torch Dataset for cfg.format; opts (runner.TrialOptions) gives rank, seed and simulated costs."""
+    """The torch Dataset for cfg.backend; opts (measure.trial.TrialOptions) gives rank, seed and simulated costs."""
     if data.format in SOURCE_FORMATS:  # token files and the user's own Dataset
         from dataperf.backends.datasets import make_source_dataset
 
         return make_source_dataset(data, cfg, opts.rank, opts.world_size, opts.seed)
-    if cfg.format == "files":
+    if cfg.backend == "files":
         if data.format != "files":
-            raise TrialError(f"format files asked for, but {data.spec} holds {data.format}; "
-                             f"use --format {data.format}")
+            raise TrialError(f"backend files asked for, but {data.spec} holds {data.format}; "
+                             f"use --backend {data.format}")
         return FilesDataset(data, cfg, opts)
-    if cfg.format == "webdataset":
+    if cfg.backend == "webdataset":
         if data.format != "webdataset":
-            raise TrialError(f"format webdataset asked for, but {data.spec} holds {data.format}; "
-                             f"use --format {data.format}")
+            raise TrialError(f"backend webdataset asked for, but {data.spec} holds {data.format}; "
+                             f"use --backend {data.format}")
         return webdataset_pipeline(data, cfg, opts)
-    raise TrialError(f"unknown format {cfg.format!r} for the DataLoader backend; choose files or webdataset")
+    raise TrialError(f"unknown backend {cfg.backend!r} for the DataLoader; choose files or webdataset")
 
 
 def webdataset_pipeline(data: Data, cfg: LoaderConfig, opts: Any):

@@ -15,9 +15,9 @@ from dataperf.errors import TrialError
 
 
 def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1, seed: int = 0):
-    if cfg.format != data.format:
-        raise TrialError(f"format {cfg.format} asked for, but {data.spec} holds {data.format}; "
-                         "use --format auto")
+    if cfg.backend != data.format:
+        raise TrialError(f"backend {cfg.backend} asked for, but {data.spec} holds {data.format}; "
+                         "use --backend auto")
     if data.format == "user-dataset":
         from dataperf.data.user import build_dataset
 
@@ -32,7 +32,7 @@ def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1
 
 
 def remote_tar_samples() -> list[Callable[..., Any]]:
-    """webdataset pipeline stages turning {url} into samples: streams opened by sources.remote, then
+    """webdataset pipeline stages turning {url} into samples: streams opened by data.remote, then
     webdataset's own tar parsing and key grouping."""
     from webdataset import tariterators
 

@@ -18,14 +18,15 @@ from dataperf.errors import UserError
 from dataperf.watchdog import DEFAULT_STALL_S
 
 F = TypeVar("F", bound=Callable[..., Any])
-# runner.DEFAULT_REPEAT_S, written here too: importing runner would load torch for --help (a test keeps them equal)
+# measure.trial.DEFAULT_REPEAT_S, written here too: importing measure.trial would load torch for --help (a test
+# keeps them equal)
 DEFAULT_REPEAT_S = 5.0
-BACKENDS = list(REGISTRY)  # every --format value a loader command takes (beside auto)
+BACKENDS = list(REGISTRY)  # every --backend value a loader command takes (beside auto)
 # the optimizers of dataperf.measure.step.OPTIMIZERS (imported from there, it would load torch for --help); the last
 # five run through DeepSpeed (dataperf[deepspeed])
 OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-offload", "zero3", "zero3-offload",
               "zero2-adam8bit"]
-TUNE_FORMATS = ["auto", "files", "webdataset"]  # backends whose workers and prefetch tune can search
+TUNE_BACKENDS = ["auto", "files", "webdataset"]  # backends whose workers and prefetch tune can search
 NO = object()  # the command has no such option
 
 # One row per option, one column per command: its default there, or NO. sweep's loader options are comma
@@ -36,7 +37,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     # option             bench    sweep    tune     e2e      profile  diagnose step
     "dataset_factory":   (None,   None,    None,    None,    None,    None,    NO),
     "transform":         (None,   None,    None,    None,    None,    None,    NO),
-    "format":            ("auto", "auto",  "auto",  "auto",  "auto",  "auto",  NO),
+    "backend":           ("auto", "auto",  "auto",  "auto",  "auto",  "auto",  NO),
     "batch_size":        (32,     "32",    32,      32,      32,      32,      8),
     "num_workers":       (0,      None,    NO,      2,       2,       2,       NO),
     "worker_type":       (None,   None,    None,    None,    None,    None,    NO),
@@ -62,7 +63,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     "input_kind":        (NO,     None,    None,    None,    None,    None,    None),
     "deterministic":     (NO,     False,   False,   False,   False,   False,   False),
 }
-LOADER = ("dataset_factory", "transform", "format", "batch_size", "num_workers", "worker_type", "prefetch_factor",
+LOADER = ("dataset_factory", "transform", "backend", "batch_size", "num_workers", "worker_type", "prefetch_factor",
           "pin_memory", "persistent_workers", "decode", "image_size", "cap_tokens", "seq_len", "cache",
           "dali_threads", "dali_queue", "dali_decode", "on_corrupt", "shuffle", "no_shuffle", "shuffle_buffer")
 MODEL = ("model", "device", "optimizer", "amp", "input_kind", "deterministic")
@@ -81,7 +82,7 @@ def defaults(command: str) -> dict[str, Any]:
 def split(values: dict[str, Any], command: str, *groups: str) -> tuple[dict[str, Any], ...]:
     """A command's parsed values cut into option groups: (its loader options, then each of `groups` ("model"),
     then what is left: the command's own). Values are popped, so `values` keeps only what is left."""
-    names = {"loader": [DEST.get(n, n) for n in LOADER if n in defaults(command)], "model": list(MODEL)}
+    names = {"loader": [n for n in LOADER if n in defaults(command)], "model": list(MODEL)}
     cut = [{k: values.pop(k) for k in names[g] if k in values} for g in ("loader", *groups)]
     return (*cut, values)
 
@@ -132,10 +133,12 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                                             help="your own torch Dataset/IterableDataset (DATA is then left out)")),
     "transform": ("--transform", *_same(metavar="PRESET|MODULE:FACTORY",
                                         help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY")),
-    "format": ("--format", {"type": click.Choice(["auto", *BACKENDS]),
-                            "help": "loader backend; auto = the dataset's own format"},
-               {"callback": str_list, "help": "comma list of backends: auto (the dataset's own), all (every "
-                                              f"installed one), {','.join(BACKENDS)}"}),
+    "backend": ("--backend", {"type": click.Choice(["auto", *BACKENDS]),
+                              "help": "the loader that reads the data; auto = the DataLoader reading the data's "
+                                      "own storage format"},
+                {"callback": str_list, "help": "comma list of backends: auto (the DataLoader reading the data's "
+                                               "own storage format), all (it and every installed backend that "
+                                               f"reads it), {','.join(BACKENDS)}"}),
     "batch_size": ("--batch-size", {"type": int}, {"callback": int_list, "help": "comma list"}),
     "num_workers": ("--num-workers", {"type": int},
                     {"callback": int_list, "help": "comma list [0,1,2,3,4,6,8,12,.. up to the cores, as many as the "
@@ -176,7 +179,32 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                                                   help="webdataset: samples in each worker's shuffle buffer; "
                                                        "dali: the reader's initial fill [1000]")),
 }
-DEST = {"format": "fmt"}  # parameter names that differ from the option's
+
+
+class HiddenAlias(click.Option):
+    """An option that also answers to an old name, which --help and error messages leave out: old command lines
+    keep working while the help shows one name for one thing (--format, the backend's name before --backend)."""
+
+    def __init__(self, *args: Any, aliases: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.aliases = aliases
+
+    def _shown(self) -> list[str]:
+        return [o for o in self.opts if o not in self.aliases]
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        opts = self.opts
+        self.opts = self._shown()
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+    def get_error_hint(self, ctx: click.Context) -> str:
+        return " / ".join(f"'{o}'" for o in self._shown())
+
+
+ALIASES = {"backend": ("--format",)}  # old option names still accepted, not shown
 
 
 def loader_options(command: str) -> Callable[[F], F]:
@@ -188,12 +216,14 @@ def loader_options(command: str) -> Callable[[F], F]:
             continue
         decl, single, many = LOADER_SPECS[name]
         settings = dict(many if command == "sweep" else single)
-        if command == "tune" and name == "format":
-            settings["type"] = click.Choice(TUNE_FORMATS)
+        if command == "tune" and name == "backend":
+            settings["type"] = click.Choice(TUNE_BACKENDS)
         if command == "tune" and name == "batch_size":
             settings["help"] = "starting batch size"
         default = d[name]
-        opts.append(click.option(settings.pop("decl", decl), DEST.get(name, name), default=default,
+        if name in ALIASES:
+            settings.update(cls=HiddenAlias, aliases=ALIASES[name])
+        opts.append(click.option(settings.pop("decl", decl), *ALIASES.get(name, ()), name, default=default,
                                  show_default=default is not None and default is not False, **settings))
     return lambda fn: _apply(fn, opts)
 
@@ -278,18 +308,18 @@ def make_trial_options(repeats: int, warmup_batches: int, max_batches: int | Non
 
 
 def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None):
-    """DATA resolved once (sources.Data) and passed down; --dataset stands in for DATA."""
-    from dataperf import data as sources
+    """DATA resolved once (data.Data) and passed down; --dataset stands in for DATA."""
+    from dataperf.data import resolve, user_dataset
 
     given = [d for d in ((data,) if isinstance(data, str) else (data or ())) if d]
     if dataset_factory and given:
         raise UserError("give DATA or --dataset MODULE:FACTORY, not both")
     if dataset_factory:
-        return [sources.user_dataset(dataset_factory)]
+        return [user_dataset(dataset_factory)]
     if not given:
         raise UserError("missing DATA: a folder, a file, a glob, a brace pattern or a URL "
                         "(or --dataset MODULE:FACTORY for your own Dataset)")
-    return [sources.resolve(d) for d in given]
+    return [resolve(d) for d in given]
 
 
 def check_transform(transform: str | None) -> None:
@@ -303,24 +333,25 @@ def windows(data) -> bool:
     return data.format in ("tokens-bin", "npy")
 
 
-def make_config(data, fmt: str = "auto", batch_size: int = 32, num_workers: int = 0,
+def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: int = 0,
                 prefetch_factor: int | None = None, pin_memory: bool | None = False, persistent_workers: bool = False,
                 image_size: int = 224, cap_tokens: int | None = None, cache: str = "warm", dali_threads: int = 2,
                 dali_queue: int = 2, dali_decode: str = "cpu", device: str = "cpu", decode: bool = True,
                 on_corrupt: str = "fail", worker_type: str | None = None, transform: str | None = None,
                 seq_len: int | None = None, dataset_factory: str | None = None, shuffle: bool = True,
                 shuffle_buffer: int | None = None):
-    """One LoaderConfig from the options; `data` is the resolved sources.Data (its format is what auto means)."""
+    """One LoaderConfig from the options; `data` is the resolved data.Data (its storage format is what
+    auto means)."""
     from dataperf.results import LoaderConfig
 
     check_transform(transform)
     check_shuffle_buffer(shuffle_buffer, shuffle)
-    if fmt == "auto":
-        fmt = data.format
-    dali = fmt == "dali"
+    if backend == "auto":
+        backend = data.format  # the DataLoader backend of the data's storage format
+    dali = backend == "dali"
     if dali and (dali_threads < 1 or dali_queue < 1):
         raise UserError(f"--dali-threads and --dali-queue must be at least 1, got {dali_threads} and {dali_queue}")
-    return LoaderConfig(format=fmt, batch_size=batch_size, num_workers=0 if dali else num_workers,
+    return LoaderConfig(backend=backend, batch_size=batch_size, num_workers=0 if dali else num_workers,
                         prefetch_factor=None if dali else prefetch_factor,
                         pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
                         persistent_workers=persistent_workers and not dali, decode=decode, cache=cache,
@@ -342,7 +373,7 @@ def check_shuffle_buffer(shuffle_buffer: int | None, shuffle: bool) -> None:
         raise UserError("--shuffle-buffer sizes the shuffle, and --no-shuffle turns it off; pass one of the two")
 
 
-def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: list[int] | None,
+def make_grid(datas: list, backend: list[str], batch_size: list[int], num_workers: list[int] | None,
               worker_type: list[str] | None, prefetch_factor: list[int], pin_memory: str, persistent_workers: str,
               decode: bool, image_size: int, cap_tokens: int | None, seq_len: int, cache: str,
               dali_threads: list[int], dali_queue: list[int], dali_decode: list[str], on_corrupt: str,
@@ -354,7 +385,7 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
     from dataperf.workflows import sweep as sw
 
     for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
-                        ("--batch-size", batch_size), ("--format", fmt), ("--dali-threads", dali_threads),
+                        ("--batch-size", batch_size), ("--backend", backend), ("--dali-threads", dali_threads),
                         ("--dali-queue", dali_queue), ("--dali-decode", dali_decode)):
         if axis_ is not None and not axis_:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
@@ -366,7 +397,7 @@ def make_grid(datas: list, fmt: list[str], batch_size: list[int], num_workers: l
     shuffle = "off" if no_shuffle else shuffle
     check_shuffle_buffer(shuffle_buffer, shuffle != "off")
     both = {"off": [False], "on": [True], "both": [False, True]}
-    return sw.Grid(formats=fmt, num_workers=num_workers or worker_ladder(),
+    return sw.Grid(backends=backend, num_workers=num_workers or worker_ladder(),
                    worker_types=worker_type or [None],
                    prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
                    persistent_workers=both[persistent_workers], decode=[decode],

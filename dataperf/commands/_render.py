@@ -199,7 +199,7 @@ def print_warnings(results: list[Record], step: StepResult | None) -> None:
 def backend_label(r: LoaderResult) -> str:
     """The backend facet: its name, its worker kind, and knobs it could not express."""
     b = getattr(r, "backend", None) or {}
-    label = b.get("backend") or r.config.get("format", "?")
+    label = b.get("backend") or r.config.get("backend", "?")
     if b.get("worker_type") and r.config.get("num_workers", 0):
         label += f" ({b['worker_type']} workers)"
     ignored = getattr(r, "knobs_ignored", None)
@@ -377,7 +377,7 @@ def describe_limits(res: LimitsResult) -> str:
 def _named(r: LoaderResult) -> str:
     """A config said with its backend first, so a side-by-side sweep's pick names the loader to use."""
     b = r.backend.get("backend") if getattr(r, "backend", None) else None
-    return f"{r.loader_config.short()} (backend {b or r.config.get('format')})"  # [..] is rich markup
+    return f"{r.loader_config.short()} (backend {b or r.config.get('backend')})"  # [..] is rich markup
 
 
 def heatmap(results: list[Record], path: Path) -> Path | None:
@@ -391,10 +391,10 @@ def heatmap(results: list[Record], path: Path) -> Path | None:
     groups: dict[tuple, list] = {}
     for r in ok_loaders(results):
         c = r.config
-        if c["format"] == "dali":
+        if c["backend"] == "dali":
             continue
         wt = (getattr(r, "backend", None) or {}).get("worker_type") or c.get("worker_type") or ""
-        groups.setdefault((c["format"], wt, r.cache_mode, c["batch_size"], c["decode"]), []).append(r)
+        groups.setdefault((c["backend"], wt, r.cache_mode, c["batch_size"], c["decode"]), []).append(r)
     if not groups:
         return None
     rates = [r.samples_per_s_median for rs in groups.values() for r in rs]

@@ -55,8 +55,8 @@ def render(r: LoaderResult, verbose: bool = False) -> None:
     console.print(_render.loader_table([r], title=f"bench {r.data}"))
     if r.status == "ok":
         console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
-                      f"{[round(x) for x in r.samples_per_s_repeats]}; epoch (start-up included) "
-                      f"{[round(x) for x in r.epoch_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
+                      f"{[round(x) for x in r.samples_per_s_repeats]}; repeat (start-up included) "
+                      f"{[round(x) for x in r.repeat_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
                       + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
         console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
                       soft_wrap=True)

@@ -17,7 +17,7 @@ from dataperf.results import fmt
 @click.argument("base", type=click.Path(path_type=Path))
 @click.argument("head", type=click.Path(path_type=Path))
 @click.option("--metrics", callback=str_list, default="step_ms,peak_mem_mib,samples_per_s", show_default=True,
-              help="comma list: samples_per_s, epoch_samples_per_s, step_ms, peak_mem_mib, payload_mib_s, "
+              help="comma list: samples_per_s, repeat_samples_per_s, step_ms, peak_mem_mib, payload_mib_s, "
                    "storage_read_mib_s, data_stall_fraction")
 @click.option("--threshold", default="5%", show_default=True, help="smallest change that counts")
 def compare(base, head, metrics, threshold) -> None:

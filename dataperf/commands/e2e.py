@@ -62,7 +62,7 @@ def render(r: E2EResult) -> None:
     rows.append(("data_stall_fraction (device idle)", f"{r.data_stall_fraction * 100:.1f}%"))
     if r.predicted_stall_fraction is not None:
         rows += [("loader_samples_per_s (alone, steady)", fmt(r.loader_samples_per_s, 1)),
-                 ("loader epoch samples/s (alone, start-up incl.)", fmt(r.loader_epoch_samples_per_s, 1)),
+                 ("loader repeat samples/s (alone, start-up incl.)", fmt(r.loader_repeat_samples_per_s, 1)),
                  ("loader rate with this run's epoch restarts", fmt(r.predicted_loader_samples_per_s, 1)),
                  ("step_samples_per_s (alone)", fmt(r.step_samples_per_s, 1)),
                  ("predicted_stall_fraction", f"{r.predicted_stall_fraction * 100:.1f}%")]

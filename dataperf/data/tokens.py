@@ -1,6 +1,6 @@
 """Token data as LLM training stores it: a flat uint16/uint32 .bin memmap (nanoGPT / Megatron), .npy arrays,
 and text in JSONL or Parquet tokenized on the fly (tokenization is the LLM loader's prep cost). Local files are
-memory-mapped; remote ones (http(s)://, s3://) are read by byte ranges (sources/remote.py).
+memory-mapped; remote ones (http(s)://, s3://) are read by byte ranges (data/remote.py).
 
 With decode off a sample is its stored bytes; with decode on it is an int64 tensor of token ids.
 """

@@ -277,7 +277,7 @@ def raw_read(plan: list[Task], readers: int, throttle_mib_s: float | None = None
 
 
 def remote_get(urls: list[str], readers: int, budget_mib: float = 256.0) -> tuple[RawRead, dict[str, bytes]]:
-    """Whole shards fetched by parallel GETs (sources.remote opens http(s) and s3), up to the budget (at least
+    """Whole shards fetched by parallel GETs (data.remote opens http(s) and s3), up to the budget (at least
     one shard per reader); returns the reading and the bytes fetched (kept for the probes and the sample count)."""
     from dataperf.data.remote import open_url
 
@@ -452,8 +452,8 @@ def probe_worker(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Limit
     from dataperf.backends.datasets import collate_for
 
     out = WorkerProbe()
-    if cfg.format not in backends.DATALOADER:
-        out.error = f"backend {cfg.format} runs its own pipeline; the probes wrap the DataLoader's dataset"
+    if cfg.backend not in backends.DATALOADER:
+        out.error = f"backend {cfg.backend} runs its own pipeline; the probes wrap the DataLoader's dataset"
         return out
     try:
         validate(cfg)

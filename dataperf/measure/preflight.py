@@ -148,7 +148,7 @@ def check_model(spec: str, data_kind: str | None = None, input_kind: str | None 
 
 def check_loader(data, cfg) -> None:
     """A loader config against the machine: workers, image size, and decoded batches in memory and shm.
-    data: a resolved sources.Data (or a path); sizes come from its manifest when it has one."""
+    data: a resolved data.Data (or a path); sizes come from its manifest when it has one."""
     from dataperf.data import as_data
 
     data = as_data(data)

@@ -71,9 +71,9 @@ class TrialOptions:
 
 
 def make_batches(data: Data, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[dict[str, Any]]:
-    """The backend for cfg.format (dataperf.backends), yielding batch dicts with "n", "nbytes" and
+    """The backend cfg.backend names (dataperf.backends), yielding batch dicts with "n", "nbytes" and
     "worker" (the DataLoader worker that made the batch; -1 for one stream: main process, DALI, a pipeline)."""
-    return backends.get(cfg.format).make(data, cfg, opts)[0]
+    return backends.get(cfg.backend).make(data, cfg, opts)[0]
 
 
 @dataclass
@@ -154,7 +154,8 @@ class Repeat:
         return self.steady_samples / self.flow_s if self.flow_s > 0 else float("nan")
 
     @property
-    def epoch_samples_per_s(self) -> float:
+    def repeat_samples_per_s(self) -> float:
+        """The repeat's samples over its wall time, start-up included (a repeat, an epoch only when whole)."""
         return self.samples / self.wall_s if self.wall_s > 0 else float("nan")
 
     @property
@@ -498,11 +499,11 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
         raise TrialError("repeats must be at least 1")
     if opts.repeats < 3:
         res.notes.append(f"only {opts.repeats} repeats: medians of fewer than 3 are not robust")
-    if cfg.pin_memory and not torch.cuda.is_available() and cfg.format != "dali":
+    if cfg.pin_memory and not torch.cuda.is_available() and cfg.backend != "dali":
         res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
     if cfg.cache not in ("warm", "cold"):
         raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
-    be = backends.get(cfg.format)
+    be = backends.get(cfg.backend)
     batches, prep = be.make(data, cfg, opts)  # a converting backend converts (once, cached) here
     ignored = be.knobs_ignored(cfg)
     res.backend, res.knobs_ignored = prep.info, ignored + prep.ignored
@@ -515,7 +516,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     elif cfg.cache == "warm":
         cache.prepare(paths, "warm")
     # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
-    # Non-persistent workers start again in every repeat: that cost is in epoch_samples_per_s, not hidden.
+    # Non-persistent workers start again in every repeat: that cost is in repeat_samples_per_s, not hidden.
     if opts.warmup_batches > 0:
         time_repeat(batches, opts.warmup_batches)
     reps: list[Repeat] = []
@@ -540,7 +541,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
                 costs.append(meter.result)
             rep.resident_after_evict_bytes = resident
             reps.append(rep)
-        if cfg.format != "dali":
+        if cfg.backend != "dali":
             res.harness_overhead_ms_per_batch = harness_overhead_ms(cfg)
         collected = running.stop()
     res.collectors = collected
@@ -603,7 +604,7 @@ def buffer_note(res: LoaderResult, cfg: LoaderConfig, reps: list[Repeat], epoch_
                      f"{min(unread / delivered, 1):.0%} of the {delivered:.0f} samples a stream delivered in a "
                      "repeat came out of the buffer with no read (its fill is start-up), so the steady rate "
                      f"leaves those reads out; the ranking uses the repeats' rate "
-                     f"({res.epoch_samples_per_s_median:,.0f} samples/s), which includes them; give repeats a larger "
+                     f"({res.repeat_samples_per_s_median:,.0f} samples/s), which includes them; give repeats a larger "
                      "dataset or a smaller --shuffle-buffer")
     return True
 
@@ -632,13 +633,13 @@ def worker_loads(data: Data, cfg: LoaderConfig, epoch_samples: int | None, opts:
     this rank's shards out in turn (equal shards assumed), a map-style dataset its batches; [] when the split is
     not known (one stream, a user's IterableDataset, other backends) or the epoch's size is unknown."""
     w = cfg.num_workers
-    if not epoch_samples or w < 2 or cfg.format in ONE_STREAM:
+    if not epoch_samples or w < 2 or cfg.backend in ONE_STREAM:
         return []
-    if cfg.format in SHARD_DEALT and data.format == "webdataset" and data.files:
+    if cfg.backend in SHARD_DEALT and data.format == "webdataset" and data.files:
         shards = len(data.files[opts.rank::max(opts.world_size, 1)])
         per = epoch_samples / max(shards, 1)
         return [len(range(i, shards, w)) * per for i in range(w)]
-    if cfg.format in BATCH_DEALT:
+    if cfg.backend in BATCH_DEALT:
         batches = -(-epoch_samples // cfg.batch_size)
         return [len(range(i, batches, w)) * epoch_samples / batches for i in range(w)]
     return []
@@ -674,10 +675,10 @@ def _training_rate(res: LoaderResult, epoch_samples: int | None, steady_invalid:
     """What a training epoch gets from this config (LoaderResult.training_samples_per_s), and on what basis."""
     res.steady_valid = steady_invalid is None
     if res.whole_epochs:
-        res.training_samples_per_s = res.epoch_samples_per_s_median
+        res.training_samples_per_s = res.repeat_samples_per_s_median
         res.training_basis = "whole epochs, measured"
     elif steady_invalid:
-        res.training_samples_per_s = res.epoch_samples_per_s_median
+        res.training_samples_per_s = res.repeat_samples_per_s_median
         res.training_basis = f"the repeats' rate, start-up included: the steady rate is not valid ({steady_invalid})"
     elif epoch_samples and res.epoch_estimate_s:
         res.training_samples_per_s = epoch_samples / res.epoch_estimate_s
@@ -718,8 +719,8 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.samples_per_s_median, res.samples_per_s_min = s["median"], s["min"]
     res.samples_per_s_max, res.samples_per_s_spread_pct = s["max"], s["spread_pct"]
     res.samples_per_s_repeats = sps
-    res.epoch_samples_per_s_repeats = [r.epoch_samples_per_s for r in reps]
-    res.epoch_samples_per_s_median = summarize(res.epoch_samples_per_s_repeats)["median"]
+    res.repeat_samples_per_s_repeats = [r.repeat_samples_per_s for r in reps]
+    res.repeat_samples_per_s_median = summarize(res.repeat_samples_per_s_repeats)["median"]
     per_rank = data.count // max(opts.world_size, 1) if data.count else None
     res.shards = len(data.files) if data.format == "webdataset" else None
     loads = worker_loads(data, cfg, per_rank, opts)
@@ -766,7 +767,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
 
 def _fill_workers(res: LoaderResult, reps: list[Repeat], cfg: LoaderConfig, opts: TrialOptions) -> None:
     """Workers that delivered samples; one 'idle' warning naming the fix when some did not."""
-    if cfg.format in ONE_STREAM:
+    if cfg.backend in ONE_STREAM:
         return
     res.active_workers = min(len(r.active_workers) for r in reps)
     w = cfg.num_workers

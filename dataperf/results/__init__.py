@@ -4,7 +4,7 @@ statistics they carry (`stats`), and their JSON-lines storage (`jsonl`). Imports
 from __future__ import annotations
 
 from dataperf.results.config import (
-    BUFFER_FORMATS,
+    BUFFER_BACKENDS,
     DEFAULT_SHUFFLE_BUFFER,
     TORCH_PREFETCH_FACTOR,
     LoaderConfig,
@@ -45,7 +45,7 @@ from dataperf.results.stats import (
 )
 
 __all__ = [
-    "BUFFER_FORMATS",
+    "BUFFER_BACKENDS",
     "DEFAULT_SHUFFLE_BUFFER",
     "DecisionResult",
     "DiagnoseResult",

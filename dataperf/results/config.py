@@ -10,14 +10,14 @@ from dataclasses import asdict, dataclass
 TORCH_PREFETCH_FACTOR = 2  # what torch's DataLoader prefetches per worker when prefetch_factor is not given
 # samples in each webdataset worker's shuffle buffer (webdataset's own `.shuffle(1000)`), and DALI's initial_fill
 DEFAULT_SHUFFLE_BUFFER = 1000
-BUFFER_FORMATS = ("webdataset", "dali")  # formats whose sample shuffle is a buffer (the rest: a full permutation)
+BUFFER_BACKENDS = ("webdataset", "dali")  # backends whose sample shuffle is a buffer (the rest: a full permutation)
 
 
 @dataclass
 class LoaderConfig:
     """One point of the sweep grid: everything that changes how samples reach the model."""
 
-    format: str = "files"  # a backend of dataperf.backends: files | webdataset | dali | spdl | ...
+    backend: str = "files"  # the loader that reads (dataperf.backends): files | webdataset | dali | spdl | ...
     batch_size: int = 32
     num_workers: int = 0
     prefetch_factor: int | None = None
@@ -44,7 +44,7 @@ class LoaderConfig:
         out = self
         if self.num_workers > 0 and self.prefetch_factor is None:
             out = dataclasses.replace(out, prefetch_factor=TORCH_PREFETCH_FACTOR)
-        buffered = self.shuffle and self.format in BUFFER_FORMATS
+        buffered = self.shuffle and self.backend in BUFFER_BACKENDS
         buffer = (self.shuffle_buffer or DEFAULT_SHUFFLE_BUFFER) if buffered else None
         return dataclasses.replace(out, shuffle_buffer=buffer) if buffer != self.shuffle_buffer else out
 
@@ -60,11 +60,11 @@ class LoaderConfig:
         return json.dumps(d, sort_keys=True)
 
     def short(self) -> str:
-        if self.format == "dali":
+        if self.backend == "dali":
             parts = [f"dali bs={self.batch_size} threads={self.dali_num_threads}",
                      f"queue={self.dali_prefetch_queue_depth} decode={self.dali_decode_device}"]
             return " ".join(parts) + f" {self.access()} {self.cache}"
-        s = f"{self.format} bs={self.batch_size} w={self.num_workers}"
+        s = f"{self.backend} bs={self.batch_size} w={self.num_workers}"
         if self.worker_type:
             s += f" {self.worker_type}"
         if self.num_workers:

@@ -181,7 +181,11 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
     """Bring an older record up to SCHEMA_VERSION instead of refusing it (as asv migrates its results).
 
     Before schema 3 every loader read in storage order: an old config gets `shuffle: False` and its
-    config_key is recomputed, so an old sequential trial never matches a new shuffled one (resume, compare)."""
+    config_key is recomputed, so an old sequential trial never matches a new shuffled one (resume, compare).
+    Before schema 4 a config named its backend `format`: it is renamed `backend` in the config and in every
+    config key the record holds (config_key, variant_of, best_config_key, each prediction's config), so an old
+    record keys equal to the same config measured today (sweep --resume, compare, report, pick_quality). The
+    same step renames the figures that said epoch for a repeat (RENAMED_4)."""
     if d.get("schema_version") == 1:
         d = {**d, "schema_version": 2, "env": d.get("env") or {}}
     if d.get("schema_version") == 2:
@@ -189,10 +193,67 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
         cfg = d.get("config")
         if isinstance(cfg, dict) and cfg and "shuffle" not in cfg:
             d["config"] = cfg = {**cfg, "shuffle": False}
-            names = {f.name for f in dataclasses.fields(LoaderConfig)}
-            if set(cfg) <= names:  # unknown keys are named as damage by from_dict
-                d["config_key"] = LoaderConfig(**cfg).key()
+            key = _key_of(cfg)
+            if key is not None:  # a config still saying `format` is keyed by the step to 4, below
+                d["config_key"] = key
+    if d.get("schema_version") == 3:
+        d = {**d, "schema_version": 4}
+        cfg = d.get("config")
+        if isinstance(cfg, dict) and "format" in cfg:
+            d["config"] = cfg = _backend_named(cfg)
+            key = _key_of(cfg)
+            if key is not None:
+                d["config_key"] = key
+        for k in ("config_key", "variant_of", "best_config_key"):
+            if k in d:
+                d[k] = _rekey(d[k])  # a key recomputed above is already today's: left as it is
+        if isinstance(d.get("predictions"), list):
+            d["predictions"] = [_prediction_named(p) for p in d["predictions"]]
+        d = {RENAMED_4.get(k, k): v for k, v in d.items()}
     return d
+
+
+# record fields renamed at schema 4: a repeat's rate (its samples over its wall time, start-up included) was
+# called an epoch's, though a repeat is an epoch only when it runs to the data's end
+RENAMED_4 = {"epoch_samples_per_s_median": "repeat_samples_per_s_median",
+             "epoch_samples_per_s_repeats": "repeat_samples_per_s_repeats",
+             "loader_epoch_samples_per_s": "loader_repeat_samples_per_s"}
+
+
+def _backend_named(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A schema-3 config (or a parsed key) with its `format` named `backend`, every other key as it was."""
+    return {("backend" if k == "format" else k): v for k, v in cfg.items()}
+
+
+def _key_of(cfg: dict[str, Any]) -> str | None:
+    """LoaderConfig.key() of a config dict; None where it has keys this dataperf does not know (from_dict names
+    them as damage)."""
+    names = {f.name for f in dataclasses.fields(LoaderConfig)}
+    return LoaderConfig(**cfg).key() if set(cfg) <= names else None
+
+
+def _rekey(key: Any) -> Any:
+    """A LoaderConfig key written at schema 3, as LoaderConfig.key() writes it now; any other value (a step's or
+    a watch's key, "", None) as it was."""
+    if not isinstance(key, str) or not key.startswith("{"):
+        return key
+    try:
+        cfg = json.loads(key)
+    except json.JSONDecodeError:
+        return key
+    if not isinstance(cfg, dict) or "format" not in cfg:
+        return key
+    cfg = _backend_named(cfg)
+    new = _key_of(cfg)
+    return new if new is not None else json.dumps(cfg, sort_keys=True)
+
+
+def _prediction_named(p: Any) -> Any:
+    """A decision's prediction ({"config": a config key, ...}) with its config upgraded as a key is."""
+    if not isinstance(p, dict) or "config" not in p:
+        return p
+    cfg = p["config"]
+    return {**p, "config": _backend_named(cfg) if isinstance(cfg, dict) else _rekey(cfg)}
 
 
 _TYPES: dict[str, tuple[type, ...]] = {

@@ -8,7 +8,9 @@ from typing import Any
 
 from dataperf.results.config import LoaderConfig
 
-SCHEMA_VERSION = 3  # 3: configs carry `shuffle` (older ones read in storage order); 2: `env`; older upgraded on read
+# 4: a config names its loader `backend` (it said `format`); 3: configs carry `shuffle` (older ones read in
+# storage order); 2: `env`; older records are upgraded on read (results.jsonl.upgrade)
+SCHEMA_VERSION = 4
 
 
 @dataclass
@@ -66,9 +68,9 @@ class LoaderResult(TrialRecord):
     # this rank's epoch: its samples at the steady rate, the tail (tail_s) and one start-up; None: size unknown
     epoch_estimate_s: float | None = None
     # seconds of an epoch in which workers that ran out of data (uneven shards or batches per worker) leave the
-    # rest to read alone: the epoch's time beyond its samples at the all-workers steady rate (runner.tail_s)
+    # rest to read alone: the epoch's time beyond its samples at the all-workers steady rate (measure.trial.tail_s)
     tail_s: float = 0.0
-    # samples each worker reads in an epoch where the split is known (runner.worker_loads): the fed prediction's
+    # samples each worker reads in an epoch where the split is known (measure.trial.worker_loads): the fed prediction's
     # phases (all workers busy, then fewer); [] when unknown
     epoch_worker_samples: list[float] = field(default_factory=list)
     whole_epochs: bool = False  # every repeat ran to the end of the data
@@ -81,8 +83,8 @@ class LoaderResult(TrialRecord):
     steady_valid: bool = True  # False where a note says the steady rate is not what training sees (buffer, batches)
     trial_s: float = float("nan")  # the whole trial's wall time: preparing, warm-up, repeats, baseline
     # measurement definitions (issue 11; docs/measurement/ defines each)
-    epoch_samples_per_s_median: float = float("nan")  # a repeat's samples / repeat_s, start-up included
-    epoch_samples_per_s_repeats: list[float] = field(default_factory=list)
+    repeat_samples_per_s_median: float = float("nan")  # a repeat's samples / repeat_s, start-up included
+    repeat_samples_per_s_repeats: list[float] = field(default_factory=list)
     # repeat time beyond what the steady rate needs for its samples and, in a whole epoch, beyond its tail
     startup_s_median: float = float("nan")
     payload_mib_s_median: float = float("nan")  # sample payload (jpg/npy bytes) over the steady window
@@ -182,7 +184,7 @@ class E2EResult(TrialRecord):
     gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
     stall_basis: str = ""  # what data_stall_fraction was computed from
     sync_each_step: bool = False
-    loader_epoch_samples_per_s: float | None = None  # the loader alone, start-up included
+    loader_repeat_samples_per_s: float | None = None  # the loader alone: its trial's repeat_samples_per_s_median
     loader_startup_s: float | None = None  # the loader alone: one epoch start's cost
     predicted_loader_samples_per_s: float | None = None  # steady rate with this run's epoch restarts paid
     cache_verified: bool | None = None  # cold/warm as for a loader trial (cache.verify); None: not ours to manage

@@ -197,14 +197,14 @@ def sorted_by_rate(results: list[Record]) -> list[LoaderResult]:
 def workers_of(c: dict | LoaderConfig) -> int:
     """Workers of a config (DALI: its threads)."""
     d = c if isinstance(c, dict) else c.__dict__
-    return (d.get("dali_num_threads") or 0) if d.get("format") == "dali" else d.get("num_workers", 0)
+    return (d.get("dali_num_threads") or 0) if d.get("backend") == "dali" else d.get("num_workers", 0)
 
 
 def cost_key(r: LoaderResult | LoaderConfig) -> tuple:
     """Cheapest first: fewest workers (DALI: threads), then smallest prefetch, then smallest batch, unpinned,
     not persistent."""
     c = r.config if isinstance(r, LoaderResult) else r.__dict__
-    prefetch = (c.get("dali_prefetch_queue_depth") if c.get("format") == "dali" else c.get("prefetch_factor")) or 0
+    prefetch = (c.get("dali_prefetch_queue_depth") if c.get("backend") == "dali" else c.get("prefetch_factor")) or 0
     return (workers_of(c), prefetch, c.get("batch_size", 0), c.get("pin_memory", False),
             c.get("persistent_workers", False))
 
@@ -251,7 +251,7 @@ def model_rate(step: StepResult, cfg: LoaderConfig | dict, input_mib_per_sample:
     per_mib = step.h2d_pinned_ms_per_mib if c.get("pin_memory") else step.h2d_pageable_ms_per_mib
     mib = input_mib_per_sample or step.input_mib_per_sample
     if not (_finite(m) and m > 0) or per_mib is None or not mib or not _finite(per_mib * mib) \
-            or c.get("format") == "dali":
+            or c.get("backend") == "dali":
         return m
     return 1 / (1 / m + per_mib * mib / 1000)
 
@@ -281,14 +281,14 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
     if not (_finite(m) and m > 0 and _finite(rate) and rate > 0):
         return float("nan")
     c = trial.config
-    if not c.get("num_workers") and c.get("format") not in ONE_STREAM:
+    if not c.get("num_workers") and c.get("backend") not in ONE_STREAM:
         busy = step.cpu_cores_busy_median
         host = 1 / m if not str(step.device).startswith("cuda") or not _finite(busy) else min(busy, 1.0) / m
         fed = 1 / (1 / rate + host)
     elif (steady := _fed_stream(trial)) > 0:
         # an epoch of unknown length (a user's Dataset without a count) is taken as long: start-up not charged
         start, to_first = epoch_start_s(trial) if trial.epoch_samples else (0.0, False)
-        w = workers_of(c) if c.get("format") not in ONE_STREAM else 1
+        w = workers_of(c) if c.get("backend") not in ONE_STREAM else 1
         loads = trial.epoch_worker_samples or [(trial.epoch_samples or 1) / max(w, 1)] * max(w, 1)
         first = c.get("batch_size", 0) if to_first else 0
         if cfg is not None and cfg.persistent_workers and not c.get("persistent_workers") and first:
@@ -385,7 +385,7 @@ def variants(trial: LoaderResult, device: str) -> list[LoaderConfig]:
     persistent fed 1,337-1,382, pinned 1,385-1,413)."""
     c = trial.loader_config
     out, base = [], c
-    if device.startswith("cuda") and c.format not in ONE_STREAM:
+    if device.startswith("cuda") and c.backend not in ONE_STREAM:
         out.append(replace(c, pin_memory=not c.pin_memory))
         base = out[0] if out[0].pin_memory else c
     start, _ = epoch_start_s(trial)
@@ -622,7 +622,7 @@ def shared_cpu(trial: LoaderResult, step: StepResult) -> Effect | None:
 
 def shared_gpu(trial: LoaderResult, device: str) -> Effect | None:
     c = trial.config
-    if c.get("format") != "dali" or c.get("dali_decode_device") != "mixed" or not device.startswith("cuda"):
+    if c.get("backend") != "dali" or c.get("dali_decode_device") != "mixed" or not device.startswith("cuda"):
         return None
     return Effect("shared_gpu", "shared GPU: DALI decodes on the GPU the model trains on; measured apart neither "
                                 "sees the other's GPU time (e2e's GPU idle measures the fed run)")
@@ -690,14 +690,14 @@ def _spread(values: list[float]) -> float:
 
 def dataloader_args(c: LoaderConfig) -> str:
     """The pick as the arguments to set in the training script."""
-    if c.format == "dali":
+    if c.backend == "dali":
         return (f"DALI pipeline: batch_size={c.batch_size}, num_threads={c.dali_num_threads}, "
                 f"prefetch_queue_depth={c.dali_prefetch_queue_depth}, decode on {c.dali_decode_device}")
     kw = [f"batch_size={c.batch_size}", f"num_workers={c.num_workers}"]
     if c.num_workers:
         kw += [f"prefetch_factor={c.prefetch_factor}", f"persistent_workers={c.persistent_workers}"]
     kw.append(f"pin_memory={c.pin_memory}")
-    where = "" if c.format in ("files", "user-dataset") else f"  ({c.format} backend)"
+    where = "" if c.backend in ("files", "user-dataset") else f"  ({c.backend} backend)"
     return "DataLoader(dataset, " + ", ".join(kw) + ")" + where
 
 

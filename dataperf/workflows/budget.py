@@ -25,7 +25,7 @@ from dataperf.workflows.e2e import epoch_aligned, in_flight_samples
 MIN_REPEATS = 3  # fewer and a median is one repeat's luck
 # before any trial has finished: preparing, warm-up batches (and worker start), the harness's no-op baseline;
 # measured on the 2-core box and the H200 at 3-6 s for decoded images, so the plan errs long, and finished
-# trials replace it (runner.estimate_trial_s)
+# trials replace it (measure.trial.estimate_trial_s)
 TRIAL_OVERHEAD_S = 5.0
 # what a whole-epoch repeat is assumed to last before one has been timed (no repeat budget: --repeat-seconds 0)
 EPOCH_GUESS_S = 30.0
@@ -70,7 +70,7 @@ def parse_duration(text: str) -> float:
 
 
 def trial_seconds(opts: TrialOptions, finished: Iterable[LoaderResult] = (), cfg: LoaderConfig | None = None) -> float:
-    """One trial's expected duration (of cfg, where given): runner.estimate_trial_s once trials have finished,
+    """One trial's expected duration (of cfg, where given): measure.trial.estimate_trial_s once trials have finished,
     else the options' repeats at their budget plus TRIAL_OVERHEAD_S (an epoch guess for whole-epoch repeats)."""
     done = [r for r in finished if r.status == "ok" and r.repeat_s]
     est = estimate_trial_s(opts, done, cfg)

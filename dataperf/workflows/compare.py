@@ -26,9 +26,11 @@ METRICS: dict[str, tuple[dict[str, str], bool]] = {
     "peak_mem_mib": ({"step": "peak_mem_mib_repeats"}, False),
     "payload_mib_s": ({"loader": "payload_mib_s_repeats"}, True),
     "storage_read_mib_s": ({"loader": "storage_read_mib_s_repeats"}, True),
-    "epoch_samples_per_s": ({"loader": "epoch_samples_per_s_repeats"}, True),
+    "repeat_samples_per_s": ({"loader": "repeat_samples_per_s_repeats"}, True),
     "data_stall_fraction": ({"e2e": "data_stall_fraction_repeats", "watch": "data_stall_fraction_repeats"}, False),
 }
+# a metric's name before schema 4 (a repeat's rate was called the epoch's), still accepted from old command lines
+METRIC_ALIASES = {"epoch_samples_per_s": "repeat_samples_per_s"}
 
 
 @dataclass
@@ -94,7 +96,7 @@ def judge(base: list[float], head: list[float], higher_better: bool, threshold_p
 
 
 def _label(r: results.Record) -> str:
-    if isinstance(r, results.TrialRecord) and r.config.get("format"):
+    if isinstance(r, results.TrialRecord) and r.config.get("backend"):
         return r.loader_config.short()
     return r.config_key or getattr(r, "model", "")
 
@@ -116,6 +118,7 @@ def pooled(path: Path) -> dict[tuple[str, str], tuple[object, dict[str, list[flo
 
 
 def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct: float) -> list[Change]:
+    metrics = [METRIC_ALIASES.get(m, m) for m in metrics]
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise UserError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")

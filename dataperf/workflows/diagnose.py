@@ -45,9 +45,9 @@ def advise(bottleneck: str, cfg: LoaderConfig, fmt: str) -> list[str]:
     cores = psutil.cpu_count() or 1
     if bottleneck == "prep":
         out = []
-        if cfg.format != "dali" and cfg.num_workers < cores:
+        if cfg.backend != "dali" and cfg.num_workers < cores:
             out.append(f"more DataLoader workers (now {cfg.num_workers}, this machine has {cores} cores)")
-        out.append("move JPEG decode to the GPU with DALI (--format dali --dali-decode mixed)")
+        out.append("move JPEG decode to the GPU with DALI (--backend dali --dali-decode mixed)")
         out.append("store smaller or pre-decoded samples, so less CPU work per sample")
         return out
     if bottleneck == "fetch":
@@ -68,7 +68,7 @@ def advise_limit(lim: LimitsResult, cfg: LoaderConfig, data: Data, step_sps: flo
     if b == "decode":
         out = []
         if data.kind == "image":
-            out.append("move JPEG decode to the GPU with DALI (--format dali --dali-decode mixed)")
+            out.append("move JPEG decode to the GPU with DALI (--backend dali --dali-decode mixed)")
         out += ["store smaller or pre-decoded samples, so less CPU work per sample",
                 f"more workers do not help past the cores: {lim.usable_cores} usable cores at "
                 f"{lim.decode_cpu_ms_per_sample:.2f} ms of CPU a sample are the ceiling"]

@@ -41,7 +41,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
     topts = topts or TrialOptions()
     try:
         tr = Trainer(sopts)
-        batches, prep = backends.get(cfg.format).make(data, cfg, topts)
+        batches, prep = backends.get(cfg.backend).make(data, cfg, topts)
         stream = EpochStream(batches)
         res = E2EResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
                         device=str(tr.device), batch_size=cfg.batch_size, repeats=repeats, steps_per_repeat=steps)
@@ -113,7 +113,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
         res.gpu_idle_fraction = res.data_stall_fraction = idle_fraction(busy_ms, total_s)
         res.stall_basis = ("GPU idle: 1 - (h2d + compute CUDA events) / wall, one sync per step" if res.sync_each_step
                            else "GPU idle: 1 - (h2d + compute CUDA events) / wall")
-        if cfg.format == "dali" and cfg.dali_decode_device == "mixed":
+        if cfg.backend == "dali" and cfg.dali_decode_device == "mixed":
             res.notes.append("DALI's GPU decode runs on its own stream, outside the h2d/compute events: GPU idle "
                              "is the model's idle share, not the whole GPU's")
     else:
@@ -163,7 +163,7 @@ def epoch_aligned(steps: int, repeats: int, epoch: int | None) -> list[int]:
 def in_flight_samples(cfg: LoaderConfig) -> int:
     """Samples a loader may already hold when a repeat starts (workers x prefetch batches, DALI's queue): read
     before that repeat's eviction, so a cold repeat is not expected to read them from storage."""
-    if cfg.format == "dali":
+    if cfg.backend == "dali":
         return cfg.batch_size * (cfg.dali_prefetch_queue_depth or 0)
     return cfg.batch_size * cfg.num_workers * (cfg.prefetch_factor or 0)
 
@@ -201,7 +201,7 @@ def compare(res: E2EResult, trial: LoaderResult, step: StepResult) -> None:
     (verdict.fed_effects), each named in res.effects with a note; a gap beyond the noise no effect explains is
     said too."""
     res.loader_samples_per_s, res.step_samples_per_s = trial.samples_per_s_median, step.samples_per_s
-    res.loader_epoch_samples_per_s, res.loader_startup_s = trial.epoch_samples_per_s_median, trial.startup_s_median
+    res.loader_repeat_samples_per_s, res.loader_startup_s = trial.repeat_samples_per_s_median, trial.startup_s_median
     per_repeat = verdict.run_samples(res) / max(res.repeats, 1)
     res.predicted_loader_samples_per_s = fed_loader_rate(trial.samples_per_s_median, trial.startup_s_median,
                                                          per_repeat,

@@ -28,7 +28,7 @@ from dataperf.measure.trial import (
     worker_ladder,
 )
 from dataperf.results import (
-    BUFFER_FORMATS,
+    BUFFER_BACKENDS,
     DecisionResult,
     E2EResult,
     LimitsResult,
@@ -46,10 +46,10 @@ Bar = Callable[[str, int | None], AbstractContextManager[Callable[[int], None]]]
 
 @dataclass
 class Grid:
-    """The axes of a sweep. Prefetch applies only with workers; DALI has its own axes; formats may say auto
-    (the dataset's own) or all (every installed backend)."""
+    """The axes of a sweep. Prefetch applies only with workers; DALI has its own axes; backends may say auto
+    (the DataLoader backend of the data's storage format) or all (every installed backend that reads it)."""
 
-    formats: list[str] = field(default_factory=lambda: ["auto"])
+    backends: list[str] = field(default_factory=lambda: ["auto"])
     num_workers: list[int] = field(default_factory=worker_ladder)
     worker_types: list[str | None] = field(default_factory=lambda: [None])  # None = each backend's own kind
     prefetch_factor: list[int] = field(default_factory=lambda: [2, 4, 8])
@@ -72,11 +72,11 @@ class Grid:
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
         """Every config per backend; a knob the backend cannot express keeps only its off value, a worker
         type it does not offer and worker counts below its minimum are left out (not run as duplicates)."""
-        for fmt in backends.expand(self.formats, data_format):
-            if fmt not in backends.REGISTRY:
-                raise UserError(f"unknown format {fmt!r} in the sweep; choose from auto, all, "
+        for name in backends.expand(self.backends, data_format):
+            if name not in backends.REGISTRY:
+                raise UserError(f"unknown backend {name!r} in the sweep; choose from auto, all, "
                                 f"{', '.join(backends.REGISTRY)}")
-            be = backends.REGISTRY[fmt]
+            be = backends.REGISTRY[name]
             bad = [w for w in self.worker_types if w not in (None, "process", "thread")]
             if bad:
                 raise UserError(f"unknown worker type {bad[0]!r}; choose process or thread")
@@ -87,11 +87,11 @@ class Grid:
             perss = self.persistent_workers if "persistent_workers" in can else [False]
             shufs = self.shuffle if "shuffle" in can else [False]
             for bs, dec, cache, shuf in itertools.product(self.batch_size, self.decode, self.cache, shufs):
-                buffer = self.shuffle_buffer if shuf and fmt in BUFFER_FORMATS else None
-                common = dict(format=fmt, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
+                buffer = self.shuffle_buffer if shuf and name in BUFFER_BACKENDS else None
+                common = dict(backend=name, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
                               cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt, transform=self.transform,
                               seq_len=self.seq_len, shuffle=shuf, shuffle_buffer=buffer)
-                if fmt == "dali":
+                if name == "dali":
                     for t, q, dev in itertools.product(self.dali_num_threads, self.dali_prefetch_queue_depth,
                                                        self.dali_decode_device):
                         yield LoaderConfig(**common, dali_num_threads=t, dali_prefetch_queue_depth=q,
@@ -134,7 +134,8 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
         raise UserError(f"cannot parse {path}: {e}") from None
     if not isinstance(d, dict):
         raise UserError(f"{path} must hold a table of sweep axes")
-    alias = {"format": "formats", "worker_type": "worker_types"}
+    # a file written before the backend had its own name says format/formats
+    alias = {"backend": "backends", "format": "backends", "formats": "backends", "worker_type": "worker_types"}
     d = {alias.get(k, k): v for k, v in d.items()}
     trial_keys = {"repeats", "max_batches", "warmup_batches", "min_batches", "repeat_seconds"}
     unknown = set(d) - AXES - trial_keys
@@ -174,7 +175,7 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
 
 
 SCALAR_AXES = ("image_size", "cap_tokens", "transform", "seq_len", "shuffle_buffer")
-AXIS_TYPES: dict[str, type] = {"formats": str, "worker_types": str, "pin_memory": bool, "persistent_workers": bool,
+AXIS_TYPES: dict[str, type] = {"backends": str, "worker_types": str, "pin_memory": bool, "persistent_workers": bool,
                                "shuffle": bool, "decode": bool, "cache": str, "dali_decode_device": str}
 
 
@@ -335,7 +336,7 @@ def edge_trial(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], step
         return None, ""
     best = best or (verdict.by_prediction(recs, step)[0] if step is not None else ok[0])
     cfg = best.loader_config
-    if cfg.format in backends.ONE_STREAM:
+    if cfg.backend in backends.ONE_STREAM:
         return None, ""
     same = [r for r in ok if replace(r.loader_config, num_workers=0, prefetch_factor=None,
                                       persistent_workers=False).key()

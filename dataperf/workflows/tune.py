@@ -248,7 +248,7 @@ class Tuner:
     # --- the search ---------------------------------------------------------------------------------------
 
     def cap(self, batch: int) -> int | None:
-        """The most workers the data can give 3 batches each at this batch size (runner.worker_cap)."""
+        """The most workers the data can give 3 batches each at this batch size (measure.trial.worker_cap)."""
         return worker_cap(self.data, batch, self.opts.world_size, self.opts.rank) if isinstance(self.data, Data) \
             else None
 

@@ -11,7 +11,7 @@ FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, r
 
 
 def dali_cfg(**kw):
-    base = dict(format="dali", batch_size=8, image_size=32, dali_num_threads=2, dali_prefetch_queue_depth=2,
+    base = dict(backend="dali", batch_size=8, image_size=32, dali_num_threads=2, dali_prefetch_queue_depth=2,
                 dali_decode_device="cpu")
     return LoaderConfig(**{**base, **kw})
 
@@ -57,5 +57,5 @@ def test_gpu_decode_without_gpu_is_a_clear_failure(datasets):
 def test_sweep_grid_has_dali_axes():
     from dataperf.workflows.sweep import Grid
 
-    cfgs = list(Grid(formats=["dali"], dali_num_threads=[1, 2], dali_prefetch_queue_depth=[2, 3]).configs("files"))
-    assert len(cfgs) == 4 and all(c.num_workers == 0 and c.format == "dali" for c in cfgs)
+    cfgs = list(Grid(backends=["dali"], dali_num_threads=[1, 2], dali_prefetch_queue_depth=[2, 3]).configs("files"))
+    assert len(cfgs) == 4 and all(c.num_workers == 0 and c.backend == "dali" for c in cfgs)

@@ -51,7 +51,7 @@ def pass_labels(data, cfg: LoaderConfig, opts: TrialOptions = OPTS) -> list[int]
     """The labels of one pass, in the order the backend delivered them (DALI's webdataset reader labels
     every sample 0: there each batch's payload bytes stand in)."""
     d = data if isinstance(data, Data) else resolve(str(data))
-    batches, _ = backends.get(cfg.format).make(d, cfg, opts)
+    batches, _ = backends.get(cfg.backend).make(d, cfg, opts)
     return [y for b in batches for y in (b["y"].tolist() if "y" in b else [b["nbytes"]] * b["n"])]
 
 
@@ -64,11 +64,11 @@ CASES = [("files", "image-files", {}, True), ("webdataset", "image-webdataset", 
          ("dali", "image-webdataset", {**DALI, "decode": False, "shuffle_buffer": 16}, False)]
 
 
-@pytest.mark.parametrize("fmt,name,extra,exact", CASES)
-def test_shuffled_pass_reads_every_sample_once_in_another_order_reproducibly(datasets, fmt, name, extra, exact):
-    if not backends.get(fmt).installed():
-        pytest.skip(f"{fmt} not installed")
-    base = LoaderConfig(**{"format": fmt, "batch_size": 8, "num_workers": 2, **extra})
+@pytest.mark.parametrize("backend,name,extra,exact", CASES)
+def test_shuffled_pass_reads_every_sample_once_in_another_order_reproducibly(datasets, backend, name, extra, exact):
+    if not backends.get(backend).installed():
+        pytest.skip(f"{backend} not installed")
+    base = LoaderConfig(**{"backend": backend, "batch_size": 8, "num_workers": 2, **extra})
     sequential = pass_labels(datasets[name], replace(base, shuffle=False))
     shuffled = pass_labels(datasets[name], base)
     assert len(shuffled) == len(sequential) == 96
@@ -76,7 +76,7 @@ def test_shuffled_pass_reads_every_sample_once_in_another_order_reproducibly(dat
     if exact:
         assert sorted(shuffled) == sorted(sequential)
     assert pass_labels(datasets[name], base) == shuffled  # the same seed, the same order
-    if fmt != "dali":  # DALI permutes its file list with a fixed seed of its own, whatever the pipeline's
+    if backend != "dali":  # DALI permutes its file list with a fixed seed of its own, whatever the pipeline's
         assert pass_labels(datasets[name], base, replace(OPTS, seed=7)) != shuffled
 
 
@@ -86,7 +86,7 @@ def test_remote_shards_are_shuffled_like_local_ones(datasets):
 
     folder = datasets["image-webdataset"]
     shards = sorted(p.name for p in folder.glob("*.tar"))
-    cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=2)
+    cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=2)
     with HttpServer(folder) as srv:
         remote = resolve(f"{srv.url}/shard-{{000000..{len(shards) - 1:06d}}}.tar")
         assert remote.remote
@@ -99,7 +99,7 @@ def test_remote_shards_are_shuffled_like_local_ones(datasets):
 
 def test_webdataset_shards_come_in_a_new_order_every_pass(datasets):
     """Shard order is per pass: a second iteration of the same loader reads the shards in another order."""
-    cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=0, shuffle_buffer=1)
+    cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=0, shuffle_buffer=1)
     batches, _ = backends.get("webdataset").make(resolve(str(datasets["image-webdataset"])), cfg, OPTS)
     passes = [[y for b in batches for y in b["y"].tolist()] for _ in range(3)]
     assert all(sorted(p) == sorted(passes[0]) for p in passes)
@@ -113,7 +113,7 @@ def test_token_windows_follow_shuffle(tmp_path):
     data = resolve(str(tmp_path / "train.bin"))
 
     def payload(shuffle: bool, seed: int = 0) -> bytes:
-        cfg = LoaderConfig(format="tokens-bin", batch_size=4, seq_len=16, shuffle=shuffle)
+        cfg = LoaderConfig(backend="tokens-bin", batch_size=4, seq_len=16, shuffle=shuffle)
         batches, _ = backends.get("tokens-bin").make(data, cfg, replace(OPTS, seed=seed))
         return b"".join(p for b in batches for p in b["payload"])
 
@@ -163,7 +163,7 @@ def test_consecutive_budgeted_repeats_read_disjoint_samples(logged, shuffle, per
     """A user's map-style Dataset through the sampler: each repeat, cut by its time budget, reads samples no
     earlier repeat read (prefetched ones included), so repeats that start cold stay cold."""
     data = user_dataset("logged_ds:build")
-    cfg = LoaderConfig(format="user-dataset", batch_size=4, num_workers=2, persistent_workers=persistent,
+    cfg = LoaderConfig(backend="user-dataset", batch_size=4, num_workers=2, persistent_workers=persistent,
                        shuffle=shuffle)
     batches, prep = backends.get("user-dataset").make(data, cfg, OPTS)
     assert prep.ignored == []  # a map-style Dataset is shuffled through the sampler
@@ -183,7 +183,7 @@ def test_consecutive_budgeted_repeats_read_disjoint_samples(logged, shuffle, per
 
 
 def test_a_users_iterable_dataset_is_not_shuffled_and_says_so(logged):
-    r = run_trial(user_dataset("logged_ds:stream"), LoaderConfig(format="user-dataset", batch_size=4), OPTS)
+    r = run_trial(user_dataset("logged_ds:stream"), LoaderConfig(backend="user-dataset", batch_size=4), OPTS)
     assert r.status == "ok", r.error
     assert r.knobs_ignored == ["shuffle"]
     assert any("IterableDataset" in n and "cannot shuffle" in n for n in r.notes), r.notes
@@ -205,7 +205,7 @@ def test_random_small_file_reads_pay_the_seek_and_workers_hide_it(small_files):
     seek = 0.02
 
     def rate(shuffle: bool, workers: int) -> float:
-        cfg = LoaderConfig(format="files", batch_size=8, num_workers=workers, shuffle=shuffle)
+        cfg = LoaderConfig(backend="files", batch_size=8, num_workers=workers, shuffle=shuffle)
         r = run_trial(small_files, cfg, replace(OPTS, seek_s=seek))
         assert r.status == "ok", r.error
         return r.samples_per_s_median

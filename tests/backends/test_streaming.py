@@ -33,6 +33,6 @@ def test_bench_and_sweep(datasets, tmp_path):
 
 @pytest.mark.skipif(not MISSING, reason="mosaicml-streaming is installed here")
 def test_missing_streaming_says_why_and_how(datasets):
-    r = run_trial(datasets["image-webdataset"], LoaderConfig(format="streaming", batch_size=8, num_workers=1), FAST)
+    r = run_trial(datasets["image-webdataset"], LoaderConfig(backend="streaming", batch_size=8, num_workers=1), FAST)
     assert r.status == "failed" and "Mosaic Streaming is not installed" in r.error
     assert "numpy<2.2" in r.error and "scripts/streaming_env.sh" in r.error

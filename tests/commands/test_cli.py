@@ -14,7 +14,7 @@ def test_bench_prints_figures_collectors_and_appends_a_record(tmp_path, datasets
     r = CliRunner().invoke(cli, ["bench", str(datasets["image-files"]), "--num-workers", "1", "--batch-size", "8",
                                  "--cache", "cold", "--out", str(out), *FAST])
     assert r.exit_code == 0, r.output
-    for text in ("steady samples/s", "training samples/s", "training rate:", "epoch (start-up included)",
+    for text in ("steady samples/s", "training samples/s", "training rate:", "repeat (start-up included)",
                  "MiB/s payload/storage", "workers active/shards",
                  "processes (/proc/PID/io)", "harness overhead", "cold"):
         assert text in r.output

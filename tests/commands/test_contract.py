@@ -126,7 +126,7 @@ def test_d12_config_file_value_types(tmp_path, datasets):
     (["sweep", "IMG", "--num-workers", "0,1", "--min-batches", "1", "--max-batches", "1"], "--min-batches"),
     (["sweep", "IMG", "--num-workers", ","], "--num-workers"),
     (["sweep", "IMG", "--nproc", "0", "--num-workers", "0"], "--nproc"),
-    (["bench", "IMG", "--format", "dali", "--dali-threads", "0"], "--dali-threads"),
+    (["bench", "IMG", "--backend", "dali", "--dali-threads", "0"], "--dali-threads"),
     (["sweep", "IMG", "--num-workers", "0", "--model", "cnn-small", "--headroom", "-1"], "--headroom"),
     (["tune", "IMG", "--target-samples-per-s", "-5"], "--target-samples-per-s"),
     (["step", "--model", "gpt-tiny", "--seq-len", "0"], "--seq-len"),
@@ -149,7 +149,7 @@ def test_d20_resumed_success_supersedes_the_old_failure(tmp_path, datasets):
     failed = results.LoaderResult(data=str(img), status="failed", error="PermissionError: denied")
     from dataperf.results import LoaderConfig
 
-    cfg = LoaderConfig(format="webdataset").explicit()
+    cfg = LoaderConfig(backend="webdataset").explicit()
     failed.config, failed.config_key = __import__("dataclasses").asdict(cfg), cfg.key()
     results.append(out, failed)
     r = run(["sweep", img, "--num-workers", "0", *FAST, "--out", out, "--resume"])
@@ -190,12 +190,12 @@ def test_d24_click_usage_errors_are_one_error_line(args):
 
 
 def test_d19_ctrl_c_in_any_command_is_130(monkeypatch, datasets):
-    import dataperf.measure.trial as runner
+    from dataperf.measure import trial
 
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "_measure", interrupt)
+    monkeypatch.setattr(trial, "_measure", interrupt)
     r = run(["bench", datasets["image-webdataset"], *FAST])
     assert r.exit_code == 130 and "Traceback" not in r.output
 
@@ -251,7 +251,7 @@ def test_property_random_options_and_damage_keep_the_contract(tmp_path_factory, 
     img = root / "img"
     subprocess.run(["cp", "-r", str(datasets["image-webdataset"]), str(img)], check=True)
     out = root / "s.jsonl"
-    good = results.LoaderResult(data=str(img), config={"format": "webdataset"}, config_key="k",
+    good = results.LoaderResult(data=str(img), config={"backend": "webdataset"}, config_key="k",
                                 samples_per_s_repeats=[1.0, 2.0, 3.0])
     results.append(out, good)
     results.append(out, good)

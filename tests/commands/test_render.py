@@ -4,7 +4,7 @@ from dataperf.results import LoaderConfig, LoaderResult, StepResult
 
 
 def loader(sps, workers, pf=None, cache="warm", decode=True, verified=True):
-    cfg = LoaderConfig(format="files", num_workers=workers, prefetch_factor=pf, cache=cache, decode=decode)
+    cfg = LoaderConfig(backend="files", num_workers=workers, prefetch_factor=pf, cache=cache, decode=decode)
     return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=sps,
                         samples_per_s_min=sps, samples_per_s_max=sps, cache_mode=cache, cache_verified=verified)
 

@@ -1,4 +1,4 @@
-"""The scan cache (sources/facts.py): a second resolve is served from it, a changed file is learnt again,
+"""The scan cache (data/facts.py): a second resolve is served from it, a changed file is learnt again,
 nothing is written into the user's data, and a cache that cannot be read or written never fails a command."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dataperf import data as sources
 from dataperf.cli import cli
-from dataperf.data import facts
+from dataperf.data import facts, resolve
 from dataperf.data.manifest import read_manifest
 
 PAST_NS = int((time.time() - 3600) * 1e9)  # settled: older than the racy window
@@ -56,7 +55,7 @@ def forbid(monkeypatch, name: str) -> None:
 
 def test_counts_match_the_writers(datasets, shards):
     """Counting from headers gives what was written: 3 x 16 TarWriter samples, and our generator's manifest."""
-    assert sources.resolve(str(shards)).count == 48
+    assert resolve(str(shards)).count == 48
     ours = datasets["image-webdataset"]
     m = read_manifest(ours)
     assert sum(facts.count_tar_samples(ours / s) for s in m.shards) == m.count
@@ -65,47 +64,47 @@ def test_counts_match_the_writers(datasets, shards):
 @pytest.mark.parametrize("form", ["folder", "glob", "brace"])
 def test_second_resolve_of_shards_is_served_from_the_cache(shards, monkeypatch, form):
     spec = {"folder": str(shards), "glob": f"{shards}/*.tar", "brace": f"{shards}/train-{{0000..0002}}.tar"}[form]
-    first = sources.resolve(spec)
+    first = resolve(spec)
     forbid(monkeypatch, "count_tar_samples")
     if form == "folder":
         forbid(monkeypatch, "_list")
-    again = sources.resolve(spec)
+    again = resolve(spec)
     assert (again.count, again.urls(), again.total_bytes) == (first.count, first.urls(), first.total_bytes) \
         and first.count == 48
 
 
 def test_second_resolve_of_an_image_folder_is_served_from_the_cache(folder, monkeypatch):
-    first = sources.resolve(str(folder))
+    first = resolve(str(folder))
     forbid(monkeypatch, "_list")
-    again = sources.resolve(str(folder))
+    again = resolve(str(folder))
     assert (again.urls(), again.labels, again.classes, again.total_bytes) == \
         (first.urls(), first.labels, first.classes, first.total_bytes)
 
 
 def test_touching_a_shard_recounts_that_shard_only(shards, monkeypatch):
-    sources.resolve(str(shards))
+    resolve(str(shards))
     counted: list[str] = []
     real = facts.count_tar_samples
     monkeypatch.setattr(facts, "count_tar_samples", lambda p: counted.append(p.name) or real(p))
     touched = shards / "train-0001.tar"
     os.utime(touched, ns=(PAST_NS + 10**9, PAST_NS + 10**9))
-    assert sources.resolve(str(shards)).count == 48
+    assert resolve(str(shards)).count == 48
     assert counted == ["train-0001.tar"]
-    sources.resolve(str(shards))
+    resolve(str(shards))
     assert counted == ["train-0001.tar"]  # learnt again once, then cached
 
 
 def test_adding_or_rewriting_files_invalidates(folder):
-    first = sources.resolve(str(folder))
+    first = resolve(str(folder))
     new = folder / "cat" / "new.jpg"
     shutil.copy(folder / "cat" / "0.jpg", new)
-    added = sources.resolve(str(folder))
+    added = resolve(str(folder))
     assert added.count == first.count + 1 and str(new) in added.urls()
     os.utime(folder / "cat", ns=(PAST_NS + 5 * 10**9, PAST_NS + 5 * 10**9))
     dog0 = folder / "dog" / "0.jpg"
     dog0.write_bytes(dog0.read_bytes() + b"\0" * 1000)  # rewritten: a new size, a new mtime, same folder mtime
     os.utime(folder / "dog", ns=(PAST_NS, PAST_NS))
-    grown = sources.resolve(str(folder))
+    grown = resolve(str(folder))
     assert grown.total_bytes == added.total_bytes + 1000
 
 
@@ -115,10 +114,10 @@ def test_recent_data_is_not_cached_until_settled(user_data, tmp_path):
     d = tmp_path / "fresh"
     shutil.copytree(user_data["imagefolder"], d)
     age(d, PAST_NS + 2 * 3600 * 10**9)
-    sources.resolve(str(d))
+    resolve(str(d))
     assert not facts.entry_path(f"walk|{d.resolve()}").exists()
     age(d)
-    sources.resolve(str(d))
+    resolve(str(d))
     assert facts.entry_path(f"walk|{d.resolve()}").exists()
 
 
@@ -143,20 +142,20 @@ def test_unwritable_cache_dir_falls_back_to_scanning(shards, tmp_path, monkeypat
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
     monkeypatch.setenv("DATAPERF_CACHE_DIR", str(blocker / "cache"))
-    assert sources.resolve(str(shards)).count == 48
-    assert sources.resolve(str(shards)).count == 48
+    assert resolve(str(shards)).count == 48
+    assert resolve(str(shards)).count == 48
 
 
 @pytest.mark.parametrize("damage", ["{not json", "[1, 2]", json.dumps({"version": 1, "key": "other"}),
                                     json.dumps({"version": 999, "dirs": {}, "files": {}})])
 def test_corrupt_cache_entry_is_rescanned_and_replaced(shards, monkeypatch, damage):
-    d = sources.resolve(str(shards))
+    d = resolve(str(shards))
     for key in (f"walk|{shards.resolve()}", f"tars|{shards.resolve()}"):
         facts.entry_path(key).write_text(damage)
     counted: list[str] = []
     real = facts.count_tar_samples
     monkeypatch.setattr(facts, "count_tar_samples", lambda p: counted.append(p.name) or real(p))
-    assert sources.resolve(str(shards)).count == d.count
+    assert resolve(str(shards)).count == d.count
     assert len(counted) == 3  # rescanned
     fixed = json.loads(facts.entry_path(f"tars|{shards.resolve()}").read_text())
     assert fixed["version"] == facts.VERSION and len(fixed["files"]) == 3

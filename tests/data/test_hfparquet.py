@@ -41,7 +41,7 @@ def test_image_parquet_is_image_data_with_row_groups_as_units(tmp_path):
 @pytest.mark.parametrize("workers, shuffle", [(0, False), (2, True)])
 def test_every_row_is_read_once_an_epoch_and_decoded(tmp_path, workers, shuffle):
     d = resolve(str(write_hf(tmp_path / "hf")))
-    cfg = LoaderConfig(format="hf-parquet", batch_size=4, num_workers=workers, decode=True, image_size=16,
+    cfg = LoaderConfig(backend="hf-parquet", batch_size=4, num_workers=workers, decode=True, image_size=16,
                        shuffle=shuffle)
     from dataperf.backends.dataloader import make_loader
 

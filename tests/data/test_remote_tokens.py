@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dataperf import data as sources
 from dataperf.cli import cli
-from dataperf.data import tokens
+from dataperf.data import resolve, tokens
 from dataperf.errors import UserError
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import LoaderConfig
@@ -44,11 +43,11 @@ def http(token_dir):
 
 
 def cfg(**kw) -> LoaderConfig:
-    return LoaderConfig(**{"format": "tokens-bin", "batch_size": 4, "decode": True, "seq_len": SEQ, **kw})
+    return LoaderConfig(**{"backend": "tokens-bin", "batch_size": 4, "decode": True, "seq_len": SEQ, **kw})
 
 
 def windows(spec: str, fmt: str) -> list[np.ndarray]:
-    ds = tokens.WindowDataset(sources.resolve(spec), cfg(format=fmt), seed=7)
+    ds = tokens.WindowDataset(resolve(spec), cfg(backend=fmt), seed=7)
     return [ds[i]["x"].numpy() for i in range(len(ds))]
 
 
@@ -67,7 +66,7 @@ def test_http_windows_equal_the_local_files(http, token_dir, name, fmt):
 
 def test_http_bin_offsets_are_seeded_random(http):
     """Two seeds give different window offsets, each a whole token apart; one seed gives the same twice."""
-    data = sources.resolve(f"{http.url}/train.bin")
+    data = resolve(f"{http.url}/train.bin")
     idx = {s: tokens.WindowDataset(data, cfg(), seed=s).index for s in (1, 1, 2)}
     assert idx[1] != idx[2] and len({o for _, o in idx[1]}) > len(idx[1]) // 2
 
@@ -75,7 +74,7 @@ def test_http_bin_offsets_are_seeded_random(http):
 @pytest.mark.parametrize("name, fmt", [("text.jsonl", "jsonl"), ("text.parquet", "parquet")])
 def test_http_text_equals_the_local_file(http, token_dir, name, fmt):
     def texts(spec):
-        d = sources.resolve(spec + "#tokenizer=bytes")
+        d = resolve(spec + "#tokenizer=bytes")
         return [t for f in d.files for t in tokens.iter_texts(d, f)]
 
     assert texts(f"{http.url}/{name}") == texts(str(token_dir / name))
@@ -104,16 +103,16 @@ def test_s3_token_files(token_dir, s3_server):
         s3_server.upload_file(str(p), "tok", f"t/{p.name}")
     assert np.array_equal(np.stack(windows("s3://tok/t/train.bin", "tokens-bin")),
                           np.stack(windows(str(token_dir / "train.bin"), "tokens-bin")))
-    assert sources.resolve("s3://tok/t/rows.npy").count == 48
+    assert resolve("s3://tok/t/rows.npy").count == 48
     for name in ("text.jsonl", "text.parquet"):
-        d = sources.resolve(f"s3://tok/t/{name}#tokenizer=bytes")
+        d = resolve(f"s3://tok/t/{name}#tokenizer=bytes")
         assert len([t for f in d.files for t in tokens.iter_texts(d, f)]) == 48
     for name, fmt in (("train.bin", "tokens-bin"), ("text.parquet", "parquet")):
         spec = f"s3://tok/t/{name}" + ("#tokenizer=bytes" if fmt == "parquet" else "")
-        res = run_trial(sources.resolve(spec), cfg(format=fmt), TrialOptions(collect=False, max_batches=5))
+        res = run_trial(resolve(spec), cfg(backend=fmt), TrialOptions(collect=False, max_batches=5))
         assert res.status == "ok" and res.cache_mode == "remote", res.error
     with pytest.raises(UserError, match="does not exist"):
-        sources.resolve("s3://tok/t/missing.bin")
+        resolve("s3://tok/t/missing.bin")
 
 
 @pytest.mark.parametrize("suffix, words", [
@@ -134,7 +133,7 @@ def test_server_without_range_support(token_dir, name, ok):
     with HttpServer(token_dir, ranges=False) as srv:
         spec = f"{srv.url}/{name}" + ("#tokenizer=bytes" if name.startswith("text") else "")
         if ok:
-            assert sources.resolve(spec).format == "jsonl"
+            assert resolve(spec).format == "jsonl"
             return
         r = CliRunner().invoke(cli, ["bench", spec, "--seq-len", str(SEQ)])
     assert r.exit_code == 2 and r.output.startswith("error:") and "Range" in r.output, r.output

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dataperf import data as sources
 from dataperf.cli import cli
+from dataperf.data import resolve
 from dataperf.errors import UserError
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import LoaderConfig
@@ -15,7 +15,7 @@ from tests.data.servers import HttpServer
 
 
 def test_imagefolder_labels_from_class_folders(user_data):
-    d = sources.resolve(str(user_data["imagefolder"]))
+    d = resolve(str(user_data["imagefolder"]))
     assert (d.kind, d.format, d.count, d.classes) == ("image", "files", 48, ["cat", "dog"])
     assert sorted(set(d.labels)) == [0, 1] and d.labels.count(1) == 24
     assert d.total_bytes == sum(p.stat().st_size for p in user_data["imagefolder"].rglob("*.jpg"))
@@ -24,20 +24,20 @@ def test_imagefolder_labels_from_class_folders(user_data):
 def test_shards_by_folder_glob_and_brace_agree(user_data):
     s = user_data["shards"]
     forms = [str(s), f"{s}/*.tar", f"{s}/train-{{0000..0002}}.tar"]
-    got = [[f.path for f in sources.resolve(x).files] for x in forms]
+    got = [[f.path for f in resolve(x).files] for x in forms]
     assert got[0] == got[1] == got[2] and len(got[0]) == 3
     assert not any(p.name == "manifest.json" for p in s.iterdir())  # nothing written into the user's data
 
 
 def test_token_forms(user_data):
-    assert sources.resolve(str(user_data["bin"])).format == "tokens-bin"
-    assert sources.resolve(str(user_data["npy"])).count == 48
-    assert sources.resolve(f"{user_data['jsonl']}#tokenizer=bytes").format == "jsonl"
+    assert resolve(str(user_data["bin"])).format == "tokens-bin"
+    assert resolve(str(user_data["npy"])).count == 48
+    assert resolve(f"{user_data['jsonl']}#tokenizer=bytes").format == "jsonl"
 
 
 def test_bin_windows_are_seq_len_tokens(user_data):
-    d = sources.resolve(str(user_data["bin"]))
-    r = run_trial(d, LoaderConfig(format="tokens-bin", batch_size=4, decode=True, seq_len=32),
+    d = resolve(str(user_data["bin"]))
+    r = run_trial(d, LoaderConfig(backend="tokens-bin", batch_size=4, decode=True, seq_len=32),
                   TrialOptions(collect=False, max_batches=5))
     assert r.status == "ok" and r.dataset_mib_read_per_repeat * 2**20 == 5 * 4 * 32 * 2  # uint16
 
@@ -57,13 +57,13 @@ def test_bad_data_is_one_error_line_exit_2(spec, words):
 def test_http_404_found_before_measuring(user_data):
     with HttpServer(user_data["shards"]) as srv:
         with pytest.raises(UserError, match="HTTP 404"):
-            sources.resolve(srv.url + "/train-{0000..0009}.tar")
+            resolve(srv.url + "/train-{0000..0009}.tar")
 
 
 def test_odd_bin_size_names_dtype(tmp_path):
     (tmp_path / "t.bin").write_bytes(b"\0" * 7)
     with pytest.raises(UserError, match="dtype"):
-        sources.resolve(str(tmp_path / "t.bin"))
+        resolve(str(tmp_path / "t.bin"))
 
 
 def test_both_data_and_dataset_refused(user_data):
@@ -82,20 +82,20 @@ def test_more_workers_hide_http_latency(user_data, tmp_path):
     batch), so the harness's own work around the trial does not count; latency-bound sleeps, not CPU work, so
     1.5x holds on a loaded machine."""
     with HttpServer(user_data["shards"], latency_s=2.0) as srv:
-        d = sources.resolve(srv.url + "/train-{0000..0002}.tar")
+        d = resolve(srv.url + "/train-{0000..0002}.tar")
         rates = {}
         for w in (0, 3):
-            r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, num_workers=w),
+            r = run_trial(d, LoaderConfig(backend="webdataset", batch_size=4, num_workers=w),
                           TrialOptions(collect=False, repeats=1, warmup_batches=0, min_batches=1))
             assert r.status == "ok", r.error
-            rates[w] = r.epoch_samples_per_s_median
+            rates[w] = r.repeat_samples_per_s_median
     assert rates[3] > 1.5 * rates[0], rates
 
 
 def test_npy_rows_need_integer_ids(tmp_path):
     np.save(tmp_path / "f.npy", np.zeros((4, 4), dtype=np.float32))
     with pytest.raises(UserError, match="integer ids"):
-        sources.resolve(str(tmp_path / "f.npy"))
+        resolve(str(tmp_path / "f.npy"))
 
 
 def test_s3_shards_from_a_local_s3_server(user_data, s3_server):
@@ -103,13 +103,13 @@ def test_s3_shards_from_a_local_s3_server(user_data, s3_server):
     s3_server.create_bucket(Bucket="data")
     for p in sorted(user_data["shards"].glob("*.tar")):
         s3_server.upload_file(str(p), "data", f"train/{p.name}")
-    d = sources.resolve("s3://data/train/")
+    d = resolve("s3://data/train/")
     assert d.remote and len(d.files) == 3 and all(f.size_bytes for f in d.files)
-    r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, decode=True, image_size=16),
+    r = run_trial(d, LoaderConfig(backend="webdataset", batch_size=4, decode=True, image_size=16),
                   TrialOptions(collect=False, max_batches=5))
     assert r.status == "ok" and r.cache_mode == "remote", r.error
     with pytest.raises(UserError, match="does not exist"):
-        sources.resolve("s3://data/train/missing-{0..1}.tar")
+        resolve("s3://data/train/missing-{0..1}.tar")
 
 
 @pytest.mark.parametrize("url", ["s3://nosuchbucket/img/", "s3://nosuchbucket/img/*.tar",

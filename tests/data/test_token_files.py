@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dataperf import data as sources
 from dataperf.cli import cli
-from dataperf.data import tokens
+from dataperf.data import resolve, tokens
 from dataperf.errors import UserError
 from dataperf.results import LoaderConfig
 
@@ -46,8 +45,8 @@ def idx_header(code: int, version: int = 1) -> bytes:
 def test_n2_megatron_uint8_tokens_are_read_as_uint8(tmp_path):
     """Megatron's dtype code 1 (uint8): each window holds the file's bytes as ids, not pairs of them."""
     ids = np.random.default_rng(0).integers(0, 250, 64 * 16, dtype=np.uint8)
-    data = sources.resolve(str(megatron(tmp_path, ids, idx_header(1))))
-    ds = tokens.WindowDataset(data, LoaderConfig(format="tokens-bin", batch_size=4, decode=True, seq_len=16,
+    data = resolve(str(megatron(tmp_path, ids, idx_header(1))))
+    ds = tokens.WindowDataset(data, LoaderConfig(backend="tokens-bin", batch_size=4, decode=True, seq_len=16,
                                                  shuffle=False))
     assert len(ds) == 64
     assert np.array_equal(ds[3]["x"].numpy(), ids[48:64])
@@ -111,7 +110,7 @@ def test_n13_bad_token_and_text_files_are_named(tmp_path, name, make, workers, n
 def test_n15_an_unknown_tokenizer_is_one_line(tmp_path):
     path = jsonl(tmp_path / "t.jsonl", json.dumps({"text": "x"}), 1)
     with pytest.raises(UserError) as e:
-        sources.resolve(f"{path}#tokenizer=nosuch")
+        resolve(f"{path}#tokenizer=nosuch")
     assert "\n" not in str(e.value) and "'nosuch'" in str(e.value)
     r = CliRunner().invoke(cli, ["bench", f"{path}#tokenizer=nosuch", "--decode", *FAST])
     assert len(r.output.splitlines()) == 1

@@ -224,7 +224,7 @@ def test_memory_a_worker_allocates_itself_is_growth_but_not_copy_on_read():
 
 
 def list_metadata_trial() -> dict:
-    cfg = LoaderConfig(format="user-dataset", batch_size=2, num_workers=2)
+    cfg = LoaderConfig(backend="user-dataset", batch_size=2, num_workers=2)
     r = run_trial(user_dataset("tests.measure.test_footprint:python_list_metadata"), cfg,
                   TrialOptions(repeats=1, warmup_batches=0, min_batches=3, collect=False))
     return {k: getattr(r, k) for k in ("status", "error", "notes", "worker_private_growth_mib",

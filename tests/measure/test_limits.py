@@ -12,9 +12,9 @@ import limits_cases
 import pytest
 import torch
 
-from dataperf import data as sources
 from dataperf import results
 from dataperf.commands._render import describe_limits, limit_rows
+from dataperf.data import as_data, resolve, user_dataset
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.measure import limits
 from dataperf.measure.limits import LimitsOptions, measure_limits
@@ -45,8 +45,8 @@ def test_throttled_storage_binds_and_reads_at_readers_times_the_cap(tmp_path):
     m = write_dataset(root, "image", "webdataset", 96, seed=1, image=ImageSpec(64, 64, 85), shard_mb=0.05)
     assert len(m.shards) == 4
     with HttpServer(root, bandwidth_mib_s=cap) as srv:
-        data = sources.resolve(f"{srv.url}/shard-{{000000..{len(m.shards) - 1:06d}}}.tar")
-        cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=4, decode=True, image_size=32)
+        data = resolve(f"{srv.url}/shard-{{000000..{len(m.shards) - 1:06d}}}.tar")
+        cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=4, decode=True, image_size=32)
         res = measure_limits(data, cfg, TrialOptions(), lopts=FAST)
     check_binding(res, "storage")
     assert res.readers == 4
@@ -77,7 +77,7 @@ def test_slow_decode_binds_at_cores_over_cpu_per_sample(tmp_path):
     sample's wall time."""
     root = tmp_path / "files"
     write_dataset(root, "image", "files", 384, seed=3, image=ImageSpec(16, 16, 80))
-    cfg = LoaderConfig(format="files", batch_size=4, num_workers=96, decode=True, transform="limits_cases:spin")
+    cfg = LoaderConfig(backend="files", batch_size=4, num_workers=96, decode=True, transform="limits_cases:spin")
     res = measure_limits(root, cfg, TrialOptions(), lopts=FAST)
     check_binding(res, "decode")
     spin_ms = limits_cases.SPIN_CPU_S * 1000
@@ -93,7 +93,7 @@ def test_the_decode_probe_measures_its_batches_and_at_least_its_samples(tmp_path
     agree (one block read 172 samples/s a core on the H200 in one run and 257 in another)."""
     root = tmp_path / "files"
     write_dataset(root, "image", "files", 96, seed=3, image=ImageSpec(16, 16, 80))
-    data, cfg = sources.as_data(root), LoaderConfig(format="files", batch_size=4, decode=True).explicit()
+    data, cfg = as_data(root), LoaderConfig(backend="files", batch_size=4, decode=True).explicit()
     probe = limits.probe_worker(data, cfg, TrialOptions(), LimitsOptions(probe_batches=2, probe_samples=40))
     # half-blocks of 5 batches until the last two agree: the figures are those two
     assert probe.error is None and (probe.batches, probe.samples) == (10, 40), probe.notes
@@ -107,7 +107,7 @@ def test_starved_workers_bind_at_active_workers_times_the_per_worker_rate(tmp_pa
     the trial of the same config reaches about all of it."""
     root = tmp_path / "one-shard"
     write_dataset(root, "image", "webdataset", 48, seed=2, image=ImageSpec(32, 32, 85), shard_mb=100)
-    cfg = LoaderConfig(format="webdataset", batch_size=4, num_workers=4)
+    cfg = LoaderConfig(backend="webdataset", batch_size=4, num_workers=4)
     opts = TrialOptions(repeats=3, max_batches=5, sample_cost_s=SAMPLE_S, collect=False, footprint=False)
     res = measure_limits(root, cfg, opts, lopts=FAST)
     check_binding(res, "workers")
@@ -127,8 +127,8 @@ def test_main_process_binds_at_batch_over_its_per_batch_cost():
     """Batches free to make whose unpickling sleeps UNPICKLE_S: the main process takes B / UNPICKLE_S samples/s,
     whatever the workers. A user's Dataset: storage is not measurable, and says so."""
     b = 8
-    data = sources.user_dataset("limits_cases:cheap")
-    cfg = LoaderConfig(format="user-dataset", batch_size=b, num_workers=4)
+    data = user_dataset("limits_cases:cheap")
+    cfg = LoaderConfig(backend="user-dataset", batch_size=b, num_workers=4)
     res = measure_limits(data, cfg, TrialOptions(), lopts=FAST)
     check_binding(res, "main_process")
     expect = b / limits_cases.UNPICKLE_S
@@ -144,7 +144,7 @@ def test_slow_model_binds_at_the_step_rate(datasets, one_thread):
     b = 1
     step = measure_step(StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=16, steps=3, repeats=3,
                                     warmup=1))
-    cfg = LoaderConfig(format="files", batch_size=4, num_workers=2, decode=True, image_size=16)
+    cfg = LoaderConfig(backend="files", batch_size=4, num_workers=2, decode=True, image_size=16)
     res = measure_limits(datasets["image-files"], cfg, TrialOptions(), step=step, lopts=FAST)
     check_binding(res, "model")
     assert 0.6 * b / Sleepy.STEP_S <= res.model_samples_per_s <= 1.02 * b / Sleepy.STEP_S, res.model_how
@@ -208,7 +208,7 @@ def test_fio_reads_every_whole_block_or_says_why_not(tmp_path):
 
 
 def test_a_limits_record_round_trips_through_a_results_file(tmp_path, datasets):
-    cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=2, decode=True, image_size=16)
+    cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=2, decode=True, image_size=16)
     res = measure_limits(datasets["image-webdataset"], cfg, TrialOptions(), lopts=FAST)
     assert res.kind == "limits" and res.binding_limit in limits.LIMITS
     out = tmp_path / "limits.jsonl"
@@ -248,7 +248,7 @@ def test_the_decode_ceiling_bounds_the_rate_measured_beside_a_model(tmp_path):
     root.mkdir()
     for i in range(64):
         Image.new("RGB", (16, 16), (random.randrange(256), 0, 0)).save(root / f"{i:03d}.jpg")
-    cfg = LoaderConfig(format="files", batch_size=4, num_workers=2, decode=True, transform="limits_cases:spin",
+    cfg = LoaderConfig(backend="files", batch_size=4, num_workers=2, decode=True, transform="limits_cases:spin",
                        image_size=8)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, repeat_seconds=1, collect=False)
     best = run_trial(root, cfg, opts)

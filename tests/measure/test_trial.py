@@ -13,7 +13,7 @@ import torch
 
 from dataperf.backends import dataloader
 from dataperf.data.make.generate import ImageSpec, write_dataset
-from dataperf.measure import trial as runner
+from dataperf.measure import trial
 from dataperf.measure.collectors.proc import device_of
 from dataperf.measure.trial import TrialOptions, estimate_trial_s, run_trial
 from dataperf.results import MIB, LoaderConfig, LoaderResult
@@ -27,8 +27,8 @@ def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
     """Every sample costs 20 ms (paced per worker): the steady rate is max(workers, 1) / 20 ms, within 5%. (At
     10 ms a worker's steady window is 5 batches of 80 ms, in which its first batch reaching this process a few ms
     late is several percent.)"""
-    fmt = name.split("-")[1]
-    cfg = LoaderConfig(format=fmt, batch_size=8, num_workers=workers, decode=True, image_size=32)
+    backend = name.split("-")[1]
+    cfg = LoaderConfig(backend=backend, batch_size=8, num_workers=workers, decode=True, image_size=32)
     r = run_trial(datasets[name], cfg, replace(FAST, sample_cost_s=0.02))
     assert r.status == "ok", r.error
     assert r.repeats == 3 and len(r.samples_per_s_repeats) == 3
@@ -38,7 +38,7 @@ def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
     # the flow (first batch to last, every worker's first batch left out): the same rate where repeats end on a
     # whole round of the workers, as 96 samples in batches of 8 on 1 or 2 workers do; none where the default
     # 1000-sample shuffle buffer holds the 96 shard samples (test_a_shuffle_buffer_holding_much_of_a_repeat...)
-    if fmt == "files":
+    if backend == "files":
         assert r.flow_samples_per_s_median == pytest.approx(max(workers, 1) / 0.02, rel=0.05)
     else:
         assert r.flow_samples_per_s_median != r.flow_samples_per_s_median
@@ -57,7 +57,7 @@ def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
 
 @pytest.mark.parametrize("name", ["image-files", "image-webdataset"])
 def test_cold_cache_is_verified_by_storage_reads_of_the_files_own_bytes(datasets, name):
-    cfg = LoaderConfig(format=name.split("-")[1], batch_size=8, num_workers=1, cache="cold")
+    cfg = LoaderConfig(backend=name.split("-")[1], batch_size=8, num_workers=1, cache="cold")
     r = run_trial(datasets[name], cfg, FAST)
     assert r.status == "ok", r.error
     assert r.cache_mode == "cold"
@@ -73,7 +73,7 @@ def test_cold_cache_is_verified_by_storage_reads_of_the_files_own_bytes(datasets
 def test_cold_cache_is_verified_when_each_repeat_reads_a_random_part(datasets, name):
     """Budgeted shuffled repeats read a random part of the data: verified against the files' bytes scaled to
     the share of the data each repeat read."""
-    cfg = LoaderConfig(format=name.split("-")[1], batch_size=4, num_workers=1, cache="cold")
+    cfg = LoaderConfig(backend=name.split("-")[1], batch_size=4, num_workers=1, cache="cold")
     r = run_trial(datasets[name], cfg, replace(FAST, sample_cost_s=0.02, repeat_seconds=0.3))
     assert r.status == "ok", r.error
     assert all(n < 96 for n in r.repeat_samples), r.repeat_samples  # a part of the data each repeat
@@ -106,7 +106,7 @@ def test_trial_estimate_for_a_config_counts_the_batches_each_worker_must_deliver
     done = [LoaderResult(config={"num_workers": 4}, active_workers=4, samples_per_s_median=80.0, startup_s_median=0.5,
                          trial_s=10.0, repeat_s=[2.0] * 3, repeat_samples=[160] * 3)]
     assert estimate_trial_s(opts, done) == pytest.approx(3 * 2.0 + 4.0)
-    wide = LoaderConfig(format="files", batch_size=8, num_workers=16)
+    wide = LoaderConfig(backend="files", batch_size=8, num_workers=16)
     assert estimate_trial_s(opts, done, wide) == pytest.approx(3 * (0.5 + 3 * 16 * 8 / 80) + 4.0)
     # 2 workers scale with the per-worker rate (40/s) and need min_batches (8 > 3 x 2) batches of 8: 2.1 s, over
     # the 1-s budget; one worker's 8 batches of 4 (2.1 s) fit inside a 3-s budget, so the budget decides
@@ -133,7 +133,7 @@ def test_cold_cache_with_the_files_mapped_elsewhere_is_not_verified(tmp_path, da
                               text=True)
     try:
         assert holder.stdout.readline().strip() == "mapped"
-        r = run_trial(d, LoaderConfig(format="webdataset", batch_size=8, cache="cold"), FAST)
+        r = run_trial(d, LoaderConfig(backend="webdataset", batch_size=8, cache="cold"), FAST)
     finally:
         holder.stdin.close()
         holder.wait(timeout=30)
@@ -150,7 +150,7 @@ def test_cold_cache_on_tmpfs_is_not_verified(datasets):
     d = Path(tempfile.mkdtemp(dir=shm, prefix="dataperf-test-"))
     try:
         shutil.copytree(datasets["image-files"], d / "img", )
-        r = run_trial(d / "img", LoaderConfig(format="files", batch_size=8, cache="cold"), FAST)
+        r = run_trial(d / "img", LoaderConfig(backend="files", batch_size=8, cache="cold"), FAST)
     finally:
         shutil.rmtree(d)
     assert r.status == "ok", r.error
@@ -160,24 +160,24 @@ def test_cold_cache_on_tmpfs_is_not_verified(datasets):
 
 
 def test_warm_cache_reads_no_storage(datasets):
-    r = run_trial(datasets["image-webdataset"], LoaderConfig(format="webdataset", batch_size=8, num_workers=1),
+    r = run_trial(datasets["image-webdataset"], LoaderConfig(backend="webdataset", batch_size=8, num_workers=1),
                   FAST)
     assert r.status == "ok" and r.cache_verified is True, r.notes
     assert max(r.storage_read_mib_per_repeat) <= 0.1 * r.file_mib_per_repeat
 
 
 def test_impossible_config_is_a_failed_record_with_the_reason(datasets):
-    r = run_trial(datasets["image-files"], LoaderConfig(format="files", num_workers=0, prefetch_factor=4), FAST)
+    r = run_trial(datasets["image-files"], LoaderConfig(backend="files", num_workers=0, prefetch_factor=4), FAST)
     assert r.status == "failed" and "prefetch_factor needs num_workers > 0" in r.error
 
 
 def test_wrong_format_for_dataset(datasets):
-    r = run_trial(datasets["image-files"], LoaderConfig(format="webdataset"), FAST)
-    assert r.status == "failed" and "use --format files" in r.error
+    r = run_trial(datasets["image-files"], LoaderConfig(backend="webdataset"), FAST)
+    assert r.status == "failed" and "use --backend files" in r.error
 
 
 def test_too_few_batches_refused(datasets):
-    r = run_trial(datasets["image-files"], LoaderConfig(format="files", batch_size=48),
+    r = run_trial(datasets["image-files"], LoaderConfig(backend="files", batch_size=48),
                   TrialOptions(repeats=3, min_batches=5, collect=False))
     assert r.status == "failed" and "fewer than the minimum 5" in r.error
 
@@ -185,10 +185,10 @@ def test_too_few_batches_refused(datasets):
 def test_workers_with_too_few_batches_in_a_repeat_are_refused(datasets):
     """5 batches from 4 workers: three of them deliver one batch each, with no window of their own. The steady
     rate (a sum of per-worker windows) would count one worker's work and read about a quarter of the truth, as
-    it did on the H200 (322 steady vs 678 epoch samples/s at 8 workers and 10 batches). With two batches each
+    it did on the H200 (322 steady vs 678 repeat samples/s at 8 workers and 10 batches). With two batches each
     a worker's window is one batch interval, shifted by the order batches are taken in, and the sum read high
     on the 2-core box. Both refused, naming the fix; three batches each are measured."""
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=4)
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=4)
     for max_batches in (5, 8):
         r = run_trial(datasets["image-files"], cfg, replace(FAST, max_batches=max_batches))
         assert r.status == "failed" and "active workers delivered fewer than 3 batches" in r.error, r.error
@@ -201,7 +201,7 @@ def test_many_workers_with_few_batches_each_are_measured_with_a_note(tmp_path):
     benchmarks/steady_few_batches.py); at 6 a worker, no note."""
     d = tmp_path / "sixteen"
     write_dataset(d, "image", "webdataset", 256, seed=2, image=ImageSpec(16, 16, 80), shards=16)
-    cfg = LoaderConfig(format="webdataset", batch_size=2, num_workers=16, shuffle=False)
+    cfg = LoaderConfig(backend="webdataset", batch_size=2, num_workers=16, shuffle=False)
     opts = replace(FAST, repeats=1, warmup_batches=0)
     noted = run_trial(d, cfg, replace(opts, max_batches=48))
     assert noted.status == "ok", noted.error
@@ -217,7 +217,7 @@ def test_a_worker_whose_data_ran_out_is_refused_without_asking_for_more_batches(
     already whole): the error asks for more samples instead."""
     d = tmp_path / "uneven"
     write_dataset(d, "image", "webdataset", 96, seed=2, image=ImageSpec(32, 32, 80), shards=6)
-    r = run_trial(d, LoaderConfig(format="webdataset", batch_size=8, num_workers=4, shuffle=False),
+    r = run_trial(d, LoaderConfig(backend="webdataset", batch_size=8, num_workers=4, shuffle=False),
                   FAST)
     assert r.status == "failed" and "active workers delivered fewer than 3 batches" in r.error, r.error
     assert "(12 batches in all)" in r.error and "96 or more samples" in r.error and "--max-batches" not in r.error
@@ -228,7 +228,7 @@ def test_corrupt_shard_mid_epoch_fails_that_trial(tmp_path, datasets):
     shutil.copytree(datasets["image-webdataset"], d)
     shard = sorted(d.glob("*.tar"))[-1]
     shard.write_bytes(shard.read_bytes()[:1500] + b"\x17" * 700)
-    r = run_trial(d, LoaderConfig(format="webdataset", batch_size=4, num_workers=2), FAST)
+    r = run_trial(d, LoaderConfig(backend="webdataset", batch_size=4, num_workers=2), FAST)
     assert r.status == "failed"
     assert "corrupt tar shard" in r.error or "ReadError" in r.error, r.error
 
@@ -238,7 +238,7 @@ def test_worker_crash_fails_that_trial(datasets, monkeypatch):
         os._exit(3)
 
     monkeypatch.setattr(dataloader.FilesDataset, "__getitem__", die)
-    r = run_trial(datasets["image-files"], LoaderConfig(format="files", batch_size=8, num_workers=1), FAST)
+    r = run_trial(datasets["image-files"], LoaderConfig(backend="files", batch_size=8, num_workers=1), FAST)
     assert r.status == "failed"
     assert "worker" in r.error.lower(), r.error
 
@@ -249,7 +249,7 @@ def test_collectors_see_main_and_workers(datasets, tmp_path):
     device, sysstat's tools), or its documented fallback where the machine lacks it."""
     data = datasets["image-files"]
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, raw_dir=tmp_path)
-    r = run_trial(data, LoaderConfig(format="files", batch_size=8, num_workers=2, cache="cold"), opts)
+    r = run_trial(data, LoaderConfig(backend="files", batch_size=8, num_workers=2, cache="cold"), opts)
     assert r.status == "ok", r.error
     files_mib = sum(p.stat().st_size for p in data.iterdir() if p.is_file() and p.name != "manifest.json") / 2**20
     procs = r.collectors["processes"]
@@ -299,9 +299,9 @@ def test_harness_overhead_is_a_share_of_this_trials_batch_time(datasets, monkeyp
     """The overhead is a no-op DataLoader's batch time with the trial's workers: timed by hand before and after
     the trial, it must agree within a factor of 2 (CPU time on a shared machine: a list loop, or a per-sample
     figure, is 100x off). Its share is of the known batch time: 8 samples of 10 ms (paced) on 2 workers, 40 ms."""
-    monkeypatch.setattr(runner, "_overhead", {})  # measured by this trial, not one before it in this process
+    monkeypatch.setattr(trial, "_overhead", {})  # measured by this trial, not one before it in this process
     before = no_op_batch_ms(2)
-    r = run_trial(datasets["image-files"], LoaderConfig(format="files", batch_size=8, num_workers=2),
+    r = run_trial(datasets["image-files"], LoaderConfig(backend="files", batch_size=8, num_workers=2),
                   replace(FAST, sample_cost_s=0.01))
     after = no_op_batch_ms(2)
     assert r.status == "ok", r.error
@@ -315,7 +315,7 @@ def test_dali_missing_is_a_clear_trial_error(datasets, monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "nvidia.dali", None)
-    r = run_trial(datasets["image-files"], LoaderConfig(format="dali", batch_size=8, dali_num_threads=1), FAST)
+    r = run_trial(datasets["image-files"], LoaderConfig(backend="dali", batch_size=8, dali_num_threads=1), FAST)
     assert r.status == "failed" and "DALI is not installed" in r.error and "dataperf[dali]" in r.error
 
 
@@ -325,7 +325,7 @@ def test_a_shuffle_buffer_holding_much_of_a_repeat_is_noted(datasets):
     epoch or is cut after 4 batches (the fill still read all 96). A buffer of 8 (88 samples read before the
     drain: 8 of 96 delivered unread, or none of 32) and storage order get none."""
     shards, note = datasets["image-webdataset"], "shuffle buffer: 1000 samples against 96"
-    cfg = LoaderConfig(format="webdataset", batch_size=8, num_workers=0, decode=True, image_size=32)
+    cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=0, decode=True, image_size=32)
     for opts in (FAST, replace(FAST, max_batches=4)):
         r = run_trial(shards, cfg, opts)
         assert any(n.startswith(note) for n in r.notes)
@@ -362,7 +362,7 @@ def test_uneven_shards_tail_is_predicted_and_kept_out_of_start_up(tmp_path, monk
     monkeypatch.setenv("PACED_T", "0.01")
     root = tmp_path / "wds5"
     write_dataset(root, "image", "webdataset", 500, seed=2, image=ImageSpec(16, 16, 80), shards=5)
-    cfg = LoaderConfig(format="webdataset", batch_size=4, num_workers=4, persistent_workers=True, decode=True,
+    cfg = LoaderConfig(backend="webdataset", batch_size=4, num_workers=4, persistent_workers=True, decode=True,
                        transform="paced:sleep_transform", image_size=8, shuffle_buffer=10)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, footprint=False)
     cut = run_trial(root, cfg, replace(opts, repeat_seconds=0.5))
@@ -375,4 +375,4 @@ def test_uneven_shards_tail_is_predicted_and_kept_out_of_start_up(tmp_path, monk
         assert r.epoch_estimate_s == pytest.approx(2.0 + r.startup_s_median, rel=0.1)
         assert r.training_samples_per_s == pytest.approx(250, rel=0.1), r.training_basis
         assert any(n.startswith("uneven work: 5 shards for 4 workers") for n in r.notes)
-    assert whole.startup_s_median < 0.3 and whole.epoch_samples_per_s_median == pytest.approx(250, rel=0.1)
+    assert whole.startup_s_median < 0.3 and whole.repeat_samples_per_s_median == pytest.approx(250, rel=0.1)

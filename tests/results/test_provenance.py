@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dataperf import results as records
+from dataperf import results
 from dataperf.cli import cli
 from dataperf.results import LoaderResult, StepResult, provenance
 
 
 def test_written_records_carry_machine_versions_and_command(tmp_path):
     p = tmp_path / "r.jsonl"
-    records.append(p, LoaderResult(data=str(tmp_path)))
+    results.append(p, LoaderResult(data=str(tmp_path)))
     (line,) = [json.loads(x) for x in p.read_text().splitlines()]
     env = line["env"]
     assert env["cpu_count"] == os.cpu_count() and env["python"] == ".".join(map(str, sys.version_info[:3]))
@@ -54,14 +54,14 @@ def test_filesystem_under_the_data_is_the_mount_that_holds_it(tmp_path):
 def test_schema_1_records_are_upgraded_on_read(tmp_path):
     p = tmp_path / "old.jsonl"
     p.write_text(json.dumps({"kind": "step", "schema_version": 1, "model": "m", "step_ms_median": 2.0}) + "\n")
-    (r,) = records.load(p)
-    assert isinstance(r, StepResult) and r.schema_version == records.SCHEMA_VERSION and r.env == {}
+    (r,) = results.load(p)
+    assert isinstance(r, StepResult) and r.schema_version == results.SCHEMA_VERSION and r.env == {}
 
 
 def _with_env(path: Path, **changes) -> None:
     rec = StepResult(model="m", config_key="k", step_ms_repeats=[1.0, 1.0, 1.0], step_ms_median=1.0)
     rec.env = {**provenance.collect(), **changes}
-    records.append(path, rec)
+    results.append(path, rec)
 
 
 def test_compare_and_report_warn_when_machines_differ(tmp_path):

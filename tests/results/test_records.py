@@ -5,46 +5,46 @@ from pathlib import Path
 
 import pytest
 
-from dataperf import results as records
+from dataperf import results
 from dataperf.errors import UserError
 from dataperf.results import DEFAULT_SHUFFLE_BUFFER, LoaderConfig, LoaderResult, StepResult, percentile, summarize
 
 
 def test_round_trip_keeps_values_and_nan(tmp_path):
     p = tmp_path / "r.jsonl"
-    records.append(p, LoaderResult(data="d", samples_per_s_median=12.5, samples_per_s_repeats=[12.0, 12.5, 13.0]))
-    records.append(p, StepResult(model="m", step_ms_median=3.0))
-    a, b = records.load(p)
+    results.append(p, LoaderResult(data="d", samples_per_s_median=12.5, samples_per_s_repeats=[12.0, 12.5, 13.0]))
+    results.append(p, StepResult(model="m", step_ms_median=3.0))
+    a, b = results.load(p)
     assert isinstance(a, LoaderResult) and a.samples_per_s_repeats == [12.0, 12.5, 13.0]
     assert a.payload_mib_s_median != a.payload_mib_s_median  # NaN written as null comes back as NaN
     assert isinstance(b, StepResult) and b.step_ms_median == 3.0
     line = json.loads(p.read_text().splitlines()[0])
-    assert line["schema_version"] == records.SCHEMA_VERSION and line["payload_mib_s_median"] is None
+    assert line["schema_version"] == results.SCHEMA_VERSION and line["payload_mib_s_median"] is None
 
 
 def test_truncated_last_line_is_skipped(tmp_path):
     p = tmp_path / "r.jsonl"
-    records.append(p, LoaderResult(data="d"))
+    results.append(p, LoaderResult(data="d"))
     with open(p, "a") as f:
         f.write('{"kind": "loader", "sche')
-    assert len(records.load(p)) == 1
+    assert len(results.load(p)) == 1
 
 
 def test_schema_mismatch_and_missing_file(tmp_path):
     p = tmp_path / "r.jsonl"
     p.write_text(json.dumps({"kind": "loader", "schema_version": 999}) + "\n")
     with pytest.raises(UserError, match="schema_version"):
-        records.load(p)
+        results.load(p)
     with pytest.raises(UserError, match="not found"):
-        records.load(tmp_path / "nope.jsonl")
+        results.load(tmp_path / "nope.jsonl")
 
 
 def test_access_pattern_is_part_of_every_config():
-    wds = LoaderConfig(format="webdataset").explicit()
+    wds = LoaderConfig(backend="webdataset").explicit()
     assert wds.shuffle and wds.shuffle_buffer == DEFAULT_SHUFFLE_BUFFER  # the buffer that ran, written out
-    assert LoaderConfig(format="dali", shuffle_buffer=64).explicit().shuffle_buffer == 64
-    assert LoaderConfig(format="files", shuffle_buffer=64).explicit().shuffle_buffer is None  # a permutation
-    assert LoaderConfig(format="webdataset", shuffle=False, shuffle_buffer=64).explicit().shuffle_buffer is None
+    assert LoaderConfig(backend="dali", shuffle_buffer=64).explicit().shuffle_buffer == 64
+    assert LoaderConfig(backend="files", shuffle_buffer=64).explicit().shuffle_buffer is None  # a permutation
+    assert LoaderConfig(backend="webdataset", shuffle=False, shuffle_buffer=64).explicit().shuffle_buffer is None
     assert wds.short() == f"webdataset bs=32 w=0 shuffled buf={DEFAULT_SHUFFLE_BUFFER} warm"
     assert LoaderConfig(num_workers=2).explicit().short() == "files bs=32 w=2 pf=2 shuffled warm"
     assert LoaderConfig(shuffle=False).short() == "files bs=32 w=0 sequential warm"
@@ -57,6 +57,7 @@ def test_schema_2_loaders_read_in_storage_order_and_never_match_a_shuffled_trial
     cfg = {"format": "webdataset", "batch_size": 8, "num_workers": 2, "prefetch_factor": 2, "pin_memory": False,
            "persistent_workers": False, "decode": True, "cache": "warm", "image_size": 64, "cap_tokens": None}
     old_key = json.dumps({k: v for k, v in cfg.items() if v is not None}, sort_keys=True)
+    now = {("backend" if k == "format" else k): v for k, v in cfg.items()}  # schema 4 names the backend
     p = tmp_path / "old.jsonl"
     lines = [{"kind": "loader", "schema_version": 2, "config": cfg, "config_key": old_key, "env": {},
               "samples_per_s_median": 100.0},
@@ -64,12 +65,12 @@ def test_schema_2_loaders_read_in_storage_order_and_never_match_a_shuffled_trial
              {"kind": "loader", "schema_version": 1, "config": cfg, "config_key": old_key},
              {"kind": "step", "schema_version": 2, "config_key": "cnn|cpu", "env": {}}]
     p.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    recs = records.load(p)
-    sequential = LoaderConfig(**{**cfg, "shuffle": False})
+    recs = results.load(p)
+    sequential = LoaderConfig(**{**now, "shuffle": False})
     for r in recs[:3]:
-        assert r.schema_version == records.SCHEMA_VERSION
+        assert r.schema_version == results.SCHEMA_VERSION
         assert r.config["shuffle"] is False and r.config_key == sequential.key()
-        assert r.config_key != LoaderConfig(**cfg).explicit().key()  # today's default: shuffled
+        assert r.config_key != LoaderConfig(**now).explicit().key()  # today's default: shuffled
     assert recs[0].samples_per_s_median == 100.0 and recs[3].config_key == "cnn|cpu"
 
 
@@ -89,14 +90,14 @@ def _rec(i: int = 0):
 
 
 def test_d1_append_after_a_truncated_tail_cuts_it_instead_of_gluing(tmp_path):
-    from dataperf import results as records
+    from dataperf import results
 
     p = tmp_path / "t.jsonl"
-    records.append(p, _rec(0))
-    records.append(p, _rec(1))
+    results.append(p, _rec(0))
+    results.append(p, _rec(1))
     os.truncate(p, p.stat().st_size - 30)  # crash mid-write of record 1
-    records.append(p, _rec(2))
-    got = records.load(p)
+    results.append(p, _rec(2))
+    got = results.load(p)
     assert [r.config_key for r in got] == ["k0", "k2"]
     assert p.read_bytes().endswith(b"\n") and p.read_bytes().count(b"\n") == 2
 
@@ -104,7 +105,7 @@ def test_d1_append_after_a_truncated_tail_cuts_it_instead_of_gluing(tmp_path):
 def test_d2_full_disk_keeps_every_finished_record_and_the_file_valid(tmp_path):
     import subprocess
 
-    from dataperf import results as records
+    from dataperf import results
     from dataperf.errors import UserError
 
     if os.geteuid() != 0:
@@ -117,9 +118,9 @@ def test_d2_full_disk_keeps_every_finished_record_and_the_file_valid(tmp_path):
         n = 0
         with pytest.raises(UserError, match="cannot write results"):
             while True:
-                records.append(p, _rec(n))
+                results.append(p, _rec(n))
                 n += 1
-        assert len(records.load(p)) == n and p.read_bytes().endswith(b"\n")
+        assert len(results.load(p)) == n and p.read_bytes().endswith(b"\n")
     finally:
         subprocess.run(["umount", str(d)], check=False)
 
@@ -127,11 +128,11 @@ def test_d2_full_disk_keeps_every_finished_record_and_the_file_valid(tmp_path):
 def test_d2_short_write_is_cut_back(tmp_path, monkeypatch):
     import errno
 
-    from dataperf import results as records
+    from dataperf import results
     from dataperf.errors import UserError
 
     p = tmp_path / "s.jsonl"
-    records.append(p, _rec(0))
+    results.append(p, _rec(0))
     size = p.stat().st_size
     real = os.pwrite
 
@@ -143,8 +144,8 @@ def test_d2_short_write_is_cut_back(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "pwrite", eio)
     with pytest.raises(UserError, match="Input/output error"):
-        records.append(p, _rec(1))
-    assert p.stat().st_size == size and len(records.load(p)) == 1
+        results.append(p, _rec(1))
+    assert p.stat().st_size == size and len(results.load(p)) == 1
 
 
 def test_d3_report_and_compare_read_every_record_kind(tmp_path):
@@ -152,19 +153,19 @@ def test_d3_report_and_compare_read_every_record_kind(tmp_path):
     import subprocess
     import sys
 
-    from dataperf import results as records
+    from dataperf import results
 
     p = tmp_path / "all.jsonl"
-    for cls in records.RECORD_TYPES.values():
-        records.append(p, cls())
-    records.append(p, records.LimitsResult(  # a filled one: figures, NaN (not measured) and the binding limit
-        data="d", config=dataclasses.asdict(records.LoaderConfig()), config_key=records.LoaderConfig().key(),
+    for cls in results.RECORD_TYPES.values():
+        results.append(p, cls())
+    results.append(p, results.LimitsResult(  # a filled one: figures, NaN (not measured) and the binding limit
+        data="d", config=dataclasses.asdict(results.LoaderConfig()), config_key=results.LoaderConfig().key(),
         decode_samples_per_s=120.0, decode_how="measured", h2d_how="n/a (no CUDA)", active_workers=2,
         binding_limit="decode", binding_samples_per_s=120.0, best_of_binding_pct=91.0))
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
     code = "from dataperf import results; import sys; print(sorted({r.kind for r in results.load(sys.argv[1])}))"
     out = subprocess.run([sys.executable, "-c", code, str(p)], capture_output=True, text=True, env=env)
-    assert out.stdout.strip() == str(sorted(records.RECORD_TYPES)), out.stderr
+    assert out.stdout.strip() == str(sorted(results.RECORD_TYPES)), out.stderr
     for args in (["report", str(p)], ["compare", str(p), str(p), "--metrics", "step_ms,data_stall_fraction"]):
         r = subprocess.run([sys.executable, "-m", "dataperf", *args], capture_output=True, text=True, env=env)
         assert "unknown record kind" not in r.stderr and "Traceback" not in r.stderr, r.stderr
@@ -177,11 +178,11 @@ def test_d6_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_p
 
     from click.testing import CliRunner
 
-    from dataperf import results as records
+    from dataperf import results
     from dataperf.cli import cli
 
     out = tmp_path / "c.jsonl"
-    records.append(out, _rec(0))
+    results.append(out, _rec(0))
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from dataperf import results\n"
                                "with results.exclusive(sys.argv[1]):\n print('held', flush=True); time.sleep(60)",
@@ -192,11 +193,11 @@ def test_d6_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_p
             r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0",
                                          "--no-collect", "--out", str(out), flag])
             assert r.exit_code == 2 and f"pid {holder.pid}" in r.output, r.output
-        assert [x.config_key for x in records.load(out)] == ["k0"]
+        assert [x.config_key for x in results.load(out)] == ["k0"]
     finally:
         holder.kill()
         holder.wait()
-    records.append(out, _rec(1))  # released: writable again
+    results.append(out, _rec(1))  # released: writable again
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -204,41 +205,41 @@ def test_d6_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_p
     (b"\xff\xfe x\n", "not UTF-8"),
 ])
 def test_d14_damaged_results_files_are_named(tmp_path, text, needle):
-    from dataperf import results as records
+    from dataperf import results
     from dataperf.errors import UserError
 
     p = tmp_path / "r.jsonl"
     p.write_bytes(text)
     if needle is None:
-        assert records.load(p) == []
+        assert results.load(p) == []
         return
     with pytest.raises(UserError, match=needle):
-        records.load(p)
+        results.load(p)
 
 
 def test_d14_wrong_field_types_and_config_keys(tmp_path):
     import json
 
-    from dataperf import results as records
+    from dataperf import results
     from dataperf.errors import UserError
 
-    d = json.loads(records.to_json(_rec()))
+    d = json.loads(results.to_json(_rec()))
     for k, v, needle in (("samples_per_s_repeats", "fast", "samples_per_s_repeats"),
                          ("config", {"nope": 1}, "unknown loader config")):
         with pytest.raises(UserError, match=needle):
-            records.from_dict({**d, k: v})
+            results.from_dict({**d, k: v})
 
 
 def test_d14_compare_zero_base_and_no_common_metric(tmp_path):
     from click.testing import CliRunner
 
-    from dataperf import results as records
+    from dataperf import results
     from dataperf.cli import cli
     from dataperf.workflows import compare
 
     assert compare.pct_change(0.0, 4060.0) == float("inf")
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    records.append(a, _rec())
-    records.append(b, _rec())
+    results.append(a, _rec())
+    results.append(b, _rec())
     r = CliRunner().invoke(cli, ["compare", str(a), str(b), "--metrics", "step_ms"])
     assert r.exit_code == 2 and r.output.startswith("error: none of the metrics")

@@ -7,7 +7,7 @@ from dataperf.results import DecisionResult, E2EResult, LimitsResult, LoaderConf
 
 
 def loader(sps, workers, pf=None, cache="warm", decode=True, verified=True):
-    cfg = LoaderConfig(format="files", num_workers=workers, prefetch_factor=pf, cache=cache, decode=decode)
+    cfg = LoaderConfig(backend="files", num_workers=workers, prefetch_factor=pf, cache=cache, decode=decode)
     return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=sps,
                         samples_per_s_min=sps, samples_per_s_max=sps, cache_mode=cache, cache_verified=verified)
 
@@ -144,7 +144,7 @@ def test_the_model_takes_fed_batches_at_the_step_plus_their_copy():
     assert verdict.model_rate(step, {"pin_memory": False}) == pytest.approx(2000)
     assert verdict.model_rate(step, {"pin_memory": True}) == pytest.approx(2500)
     assert verdict.model_rate(step, {"pin_memory": False}, 0.125) == pytest.approx(1 / (1 / 2560 + 7 / 256000))
-    assert verdict.model_rate(step, {"pin_memory": False, "format": "dali"}) == pytest.approx(2560)
+    assert verdict.model_rate(step, {"pin_memory": False, "backend": "dali"}) == pytest.approx(2560)
     assert verdict.model_rate(StepResult(samples_per_s=2560.0, batch_size=256), {}) == pytest.approx(2560)
     t = loader(5000, 8, 2)  # a loader twice as fast as any of them: fed at the model's rate, copy included
     assert verdict.predicted_fed(t, step) == pytest.approx(2000)
@@ -314,7 +314,7 @@ def test_effects_predicted_from_the_separate_measurements():
     inline = loader(400, 0)
     inline.cpu_cores_busy_median, inline.env = 5.0, {"cpu_count": 2}
     assert verdict.loader_effects(inline, step) == []
-    dali = LoaderResult(config={"format": "dali", "dali_decode_device": "mixed", "decode": True},
+    dali = LoaderResult(config={"backend": "dali", "dali_decode_device": "mixed", "decode": True},
                         samples_per_s_median=400.0)
     assert verdict.loader_effects(dali, step) == []
     e, = verdict.loader_effects(dali, StepResult(samples_per_s=100.0, device="cuda:0"))
@@ -341,7 +341,7 @@ def test_effects_measured_in_a_fed_run():
     run.loader_startup_s = 0.5
     e, = verdict.fed_effects(run, trial, None)
     assert e.name == "epoch_restarts" and e.stall_fraction == 0.4
-    dali = LoaderResult(config={"format": "dali", "dali_decode_device": "mixed"})
+    dali = LoaderResult(config={"backend": "dali", "dali_decode_device": "mixed"})
     gpu = E2EResult(config=dali.config, device="cuda", batch_size=32, step_samples_per_s=320.0,
                     loader_samples_per_s=1000.0, predicted_stall_fraction=0.0, data_stall_fraction=0.01,
                     step_host_ms_median=5.0, compute_ms_median=100.0)

@@ -34,7 +34,7 @@ def test_names_prep_on_slow_samples_without_workers(datasets):
     2026-12-04). The deadlines make both trials 50 samples/s whatever the load: the rate is asserted within 15%
     below (a late wake-up is absorbed by the next deadline) and 3% above (where the rate's window starts and ends
     against the deadlines)."""
-    cfg = LoaderConfig(format="files", batch_size=4, num_workers=0, transform="paced:sleep_transform")
+    cfg = LoaderConfig(backend="files", batch_size=4, num_workers=0, transform="paced:sleep_transform")
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False)
     r, lim = diagnose(datasets["image-files"], cfg, StepOptions(model="tiny_models:tiny"), opts, lopts=FAST)
     assert r.bottleneck == "prep", r.sentence
@@ -49,7 +49,7 @@ def test_names_prep_on_slow_samples_without_workers(datasets):
 def test_names_fetch_when_cold_reads_are_slow(datasets):
     """Cold reads throttled to 0.1 MiB/s (25 ms for a 2.5 KB file, a sleep), decode well under a millisecond:
     fetch, and storage binds."""
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=0, image_size=16)
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=0, image_size=16)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False)
     r, lim = diagnose(datasets["image-files"], cfg, StepOptions(model="tiny_models:tiny"), opts, throttle_mib_s=0.1,
                       page_cache_gib=1.0, lopts=FAST)

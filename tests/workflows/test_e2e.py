@@ -26,7 +26,7 @@ def test_e2e_reads_the_analytic_stall_rate_and_prediction(paced, one_thread):
     4,000 samples: no epoch ends, so nothing restarts. On CPU the stall is the host's wait."""
     paced(T=0.05, N=4000, STEP_S=0.1)
     b, w = 8, 2
-    cfg = LoaderConfig(format="user-dataset", batch_size=b, num_workers=w)
+    cfg = LoaderConfig(backend="user-dataset", batch_size=b, num_workers=w)
     sopts = StepOptions(model="paced:fixed_step_model", batch_size=b, image_size=8)
     # 8 batches a repeat, 3 intervals a worker: beside two busy loops the loader alone read 42.1 (the steady
     # rate's per-worker windows on short repeats read high under load, docs/measurement/trial.md); 16 halve that
@@ -53,7 +53,7 @@ def test_e2e_headline_is_pooled_over_the_run_where_an_epoch_tail_hits_some_repea
     repeats 1-3 (phase one) read 50%, repeat 4 (the tail) 87.5%, repeat 5 (the next epoch) about 55%. The median
     repeat reads 50%, the run pooled 68.75%."""
     paced(T=0.04, N=640, SHARDS=5, STEP_S=0.04)
-    cfg = LoaderConfig(format="user-dataset", batch_size=8, num_workers=4, persistent_workers=True)
+    cfg = LoaderConfig(backend="user-dataset", batch_size=8, num_workers=4, persistent_workers=True)
     sopts = StepOptions(model="paced:fixed_step_model", batch_size=8, image_size=8)
     r = run_e2e(user_dataset("paced:sleep_shards"), cfg, sopts, steps=16, repeats=5, warmup=16, predict=False)
     stalls = r.data_stall_fraction_repeats
@@ -78,7 +78,7 @@ def test_restart_stall_arithmetic():
 
 
 def test_e2e_on_tokens_pads_batches(datasets):
-    cfg = LoaderConfig(format="files", batch_size=4, num_workers=0, cap_tokens=64)
+    cfg = LoaderConfig(backend="files", batch_size=4, num_workers=0, cap_tokens=64)
     r = run_e2e(datasets["tokens-files"], cfg, StepOptions(model="gpt-tiny"), steps=3, repeats=3, warmup=1,
                 predict=False)
     assert r.padded_seq_len_mean is not None and r.padded_seq_len_mean <= 64
@@ -90,7 +90,7 @@ def test_e2e_prepares_and_verifies_the_cache_as_a_loader_trial_does(datasets, wo
     its start excepted), so it is verified cold; warm: pre-read, so it reads (almost) nothing."""
     tiny = StepOptions(model="tests.tiny_models:tiny")
     for cache in ("cold", "warm"):
-        cfg = LoaderConfig(format="files", batch_size=4, num_workers=workers, image_size=16, cache=cache)
+        cfg = LoaderConfig(backend="files", batch_size=4, num_workers=workers, image_size=16, cache=cache)
         r = run_e2e(datasets["image-files"], cfg, tiny, steps=8, repeats=3, warmup=1, predict=False)
         assert r.cache_verified is True, (cache, r.notes)
         assert not any("NOT verified" in n for n in r.notes)
@@ -101,7 +101,7 @@ def test_e2e_cold_on_memory_is_not_verified(datasets, monkeypatch):
     from dataperf.measure import cache
 
     monkeypatch.setattr(cache, "evict", lambda paths, drop=False: [])
-    cfg = LoaderConfig(format="files", batch_size=4, num_workers=0, image_size=16, cache="cold")
+    cfg = LoaderConfig(backend="files", batch_size=4, num_workers=0, image_size=16, cache="cold")
     r = run_e2e(datasets["image-files"], cfg, StepOptions(model="tests.tiny_models:tiny"), steps=4, repeats=2,
                 warmup=1, predict=False)
     assert r.cache_verified is False and any(n.startswith("cold cache NOT verified") for n in r.notes)
@@ -110,7 +110,7 @@ def test_e2e_cold_on_memory_is_not_verified(datasets, monkeypatch):
 def test_in_flight_samples():
     assert in_flight_samples(LoaderConfig(batch_size=8, num_workers=0)) == 0
     assert in_flight_samples(LoaderConfig(batch_size=8, num_workers=2).explicit()) == 32
-    assert in_flight_samples(LoaderConfig(format="dali", batch_size=8, dali_prefetch_queue_depth=3)) == 24
+    assert in_flight_samples(LoaderConfig(backend="dali", batch_size=8, dali_prefetch_queue_depth=3)) == 24
 
 
 def test_warmup_ends_once_nothing_is_queued_and_the_timed_steps_read_the_analytic_rate(paced, one_thread):
@@ -120,7 +120,7 @@ def test_warmup_ends_once_nothing_is_queued_and_the_timed_steps_read_the_analyti
     timed steps read 40 samples/s and 50% idle. Fed (the model busy 200 ms a step: 20 samples/s): no step
     waits, so all 8 warm up and the model's rate is read."""
     paced(T=0.05, N=4000, STEP_S=0.05)
-    cfg = LoaderConfig(format="user-dataset", batch_size=4, num_workers=2, prefetch_factor=4)
+    cfg = LoaderConfig(backend="user-dataset", batch_size=4, num_workers=2, prefetch_factor=4)
     sopts = StepOptions(model="paced:fixed_step_model", batch_size=4, image_size=8)
     r = run_e2e(user_dataset("paced:sleep_map"), cfg, sopts, steps=10, repeats=3, warmup=1, predict=False)
     note = next(n for n in r.notes if n.startswith("warm-up raised from 1 to "))
@@ -137,10 +137,10 @@ def test_warmup_covers_the_batches_the_workers_queue_ahead(datasets):
     """2 workers x prefetch 4 hold 8 batches ready when the loop starts: a warm-up of 1 would let the first
     timed steps eat that head start and read no stall, so it is raised to 8 and said; 1 worker x 1 is not."""
     tiny = StepOptions(model="tests.tiny_models:tiny", image_size=8)
-    cfg = LoaderConfig(format="files", batch_size=4, num_workers=2, prefetch_factor=4, image_size=8)
+    cfg = LoaderConfig(backend="files", batch_size=4, num_workers=2, prefetch_factor=4, image_size=8)
     r = run_e2e(datasets["image-files"], cfg, tiny, steps=3, repeats=2, warmup=1, predict=False)
     assert "warm-up raised from 1 to " in " ".join(r.notes) and "of at most 8 (" in " ".join(r.notes)
-    r = run_e2e(datasets["image-files"], LoaderConfig(format="files", batch_size=4, num_workers=1, prefetch_factor=1,
+    r = run_e2e(datasets["image-files"], LoaderConfig(backend="files", batch_size=4, num_workers=1, prefetch_factor=1,
                                                       image_size=8), tiny, steps=3, repeats=2, warmup=1, predict=False)
     assert not any("warm-up raised" in n for n in r.notes)
 
@@ -167,7 +167,7 @@ def test_a_fed_run_near_an_epoch_pays_exactly_one_epoch_start_wherever_it_begins
     from dataperf.verdict import run_samples
 
     paced(T=0.01, N=80, STEP_S=0.01)
-    cfg = LoaderConfig(format="user-dataset", batch_size=8, num_workers=2)
+    cfg = LoaderConfig(backend="user-dataset", batch_size=8, num_workers=2)
     sopts = StepOptions(model="paced:fixed_step_model", batch_size=8, image_size=8)
     r = run_e2e(user_dataset("paced:sleep_map"), cfg, sopts, steps=4, repeats=2, warmup=warmup, predict=False)
     assert r.status == "ok", r.error

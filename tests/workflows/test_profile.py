@@ -16,7 +16,7 @@ def test_profile_exports_trace_with_spans_and_splits_time(tmp_path, monkeypatch,
     optimizer, most of it backward."""
     monkeypatch.setenv("PACED_T", "0.05")
     monkeypatch.setenv("PACED_STEP_S", "0.1")
-    cfg = LoaderConfig(format="user-dataset", batch_size=4, num_workers=1)
+    cfg = LoaderConfig(backend="user-dataset", batch_size=4, num_workers=1)
     sopts = StepOptions(model="paced:fixed_step_model", batch_size=4, image_size=8)
     r = run_profile(user_dataset("paced:sleep_map"), cfg, sopts, tmp_path)
     trace = json.loads((tmp_path / "trace.json").read_text())

@@ -5,10 +5,10 @@ from dataclasses import asdict, replace
 import pytest
 from click.testing import CliRunner
 
-from dataperf import data as sources
-from dataperf import results as records
+from dataperf import results
 from dataperf.cli import cli
 from dataperf.commands._render import limit_rows
+from dataperf.data import as_data, user_dataset
 from dataperf.errors import UserError
 from dataperf.measure.limits import LimitsOptions
 from dataperf.measure.step import StepOptions
@@ -27,16 +27,16 @@ def test_grid_skips_prefetch_without_workers():
 
 
 def test_default_workers_are_spread_up_to_the_cores_and_capped_by_the_data(monkeypatch, datasets):
-    from dataperf.measure import trial as runner
+    from dataperf.measure import trial
 
-    assert runner.worker_ladder(4) == [0, 1, 2, 3, 4] and runner.worker_ladder(10) == [0, 1, 2, 3, 4, 6, 8, 10]
-    monkeypatch.setattr(runner, "cores", lambda: 16)
-    assert runner.worker_ladder() == [0, 1, 2, 3, 4, 6, 8, 12, 16] == sw.Grid().num_workers
+    assert trial.worker_ladder(4) == [0, 1, 2, 3, 4] and trial.worker_ladder(10) == [0, 1, 2, 3, 4, 6, 8, 10]
+    monkeypatch.setattr(trial, "cores", lambda: 16)
+    assert trial.worker_ladder() == [0, 1, 2, 3, 4, 6, 8, 12, 16] == sw.Grid().num_workers
     # 96 samples at batch 8 are 12 batches: 4 workers can each get 3 of them, 5 cannot
-    data = sources.as_data(datasets["image-files"])
-    assert runner.worker_cap(data, 8) == 4 and runner.worker_ladder(cap=runner.worker_cap(data, 8)) == [0, 1, 2, 3, 4]
-    wds = sources.as_data(datasets["image-webdataset"])
-    assert runner.worker_cap(wds, 1) == len(wds.files)  # one shard at least each
+    data = as_data(datasets["image-files"])
+    assert trial.worker_cap(data, 8) == 4 and trial.worker_ladder(cap=trial.worker_cap(data, 8)) == [0, 1, 2, 3, 4]
+    wds = as_data(datasets["image-webdataset"])
+    assert trial.worker_cap(wds, 1) == len(wds.files)  # one shard at least each
 
 
 @pytest.mark.parametrize("suffix,text", [
@@ -48,6 +48,14 @@ def test_config_files(tmp_path, suffix, text):
     p.write_text(text)
     grid, trial = sw.load_grid_file(p)
     assert grid.num_workers == [0, 1] and grid.batch_size == [8] and trial == {"repeats": 4}
+
+
+@pytest.mark.parametrize("key", ["backends", "backend", "formats", "format"])
+def test_config_file_names_the_backends_and_still_reads_the_old_format_key(tmp_path, key):
+    """A sweep file's backend axis is `backends`; one written before schema 4 said format/formats, read the same."""
+    p = tmp_path / "s.toml"
+    p.write_text(f'{key} = ["auto", "dali"]\n')
+    assert sw.load_grid_file(p)[0].backends == ["auto", "dali"]
 
 
 def test_config_file_unknown_key(tmp_path):
@@ -85,7 +93,7 @@ def test_sweep_refuses_to_clobber_and_resume_skips_finished(tmp_path, datasets, 
     assert r.exit_code == 2 and "--resume" in r.output
     r = CliRunner().invoke(cli, [*base, "--resume"])
     assert r.exit_code == 0 and "(0 new trials)" in r.output
-    assert sum(1 for r in records.load(out) if isinstance(r, LoaderResult)) == 2
+    assert sum(1 for r in results.load(out) if isinstance(r, LoaderResult)) == 2
 
 
 def interrupt_on_trial(monkeypatch, n: int):
@@ -111,24 +119,24 @@ def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
     with pytest.raises(KeyboardInterrupt):
         sw.run_grid(trials, opts, out)
-    assert len(records.load(out)) == 2
+    assert len(results.load(out)) == 2
     monkeypatch.setattr(sw, "run_trial", real)
     done = sw.finished_ids(out)
     run = sw.run_grid(trials, opts, out, skip=done)
     new = run.results
     assert run.not_started == 0 and len(new) == 1 and new[0].config["num_workers"] == 2
-    assert len(records.load(out)) == 3
+    assert len(results.load(out)) == 3
 
 
 def test_failed_trial_does_not_stop_the_sweep(tmp_path, datasets):
     out = tmp_path / "s.jsonl"
-    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--format", "auto,webdataset",
+    r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--backend", "auto,webdataset",
                                  "--out", str(out), *ARGS])
     assert r.exit_code == 0, r.output
-    recs = [x for x in records.load(out) if isinstance(x, LoaderResult)]
+    recs = [x for x in results.load(out) if isinstance(x, LoaderResult)]
     assert sum(x.status == "ok" for x in recs) == 2
     assert sum(x.status == "failed" for x in recs) == 2
-    assert "use --format files" in r.output
+    assert "use --backend files" in r.output
 
 
 def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
@@ -137,7 +145,7 @@ def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--out", str(out), *ARGS])
     assert r.exit_code == 130
     assert "1 finished trials are kept" in r.output and "--resume" in r.output
-    assert len(records.load(out)) == 1
+    assert len(results.load(out)) == 1
 
 
 FAST_OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
@@ -157,7 +165,7 @@ def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
     assert outcome.step.status == "ok" and outcome.step.model == "tiny_models:tiny"
     assert [r.kind for r in outcome.records] == ["step", "loader", "loader", "limits"]
     rec = outcome.recommendation
-    assert outcome.decision.config == asdict(rec.pick_config) and records.load(out)[-1].kind == "decision"
+    assert outcome.decision.config == asdict(rec.pick_config) and results.load(out)[-1].kind == "decision"
     assert outcome.limits.config_key == (rec.pick or rec.best).config_key and rec.limits.kind == "limits"
     assert rec.binding_limit == outcome.limits.binding_limit != ""
     with pytest.raises(UserError, match="--resume"):
@@ -166,7 +174,7 @@ def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
     assert again.results == [] and seen[2:] == [None, None] and again.step is None
     assert len(again.records) == 5  # the old trials, step, limits and decision, reloaded from --out
     fresh = sw.run(trials[:1], FAST_OPTS, out, overwrite=True)
-    assert len(fresh.results) == 1 and [r.kind for r in records.load(out)] == ["loader", "decision"]
+    assert len(fresh.results) == 1 and [r.kind for r in results.load(out)] == ["loader", "decision"]
 
 
 def test_run_on_ctrl_c_says_how_many_trials_are_kept(tmp_path, datasets, monkeypatch):
@@ -174,7 +182,7 @@ def test_run_on_ctrl_c_says_how_many_trials_are_kept(tmp_path, datasets, monkeyp
     trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8]))
     interrupt_on_trial(monkeypatch, 3)
     outcome = sw.run(trials, FAST_OPTS, out)
-    assert outcome.interrupted and outcome.kept == 2 and len(records.load(out)) == 2
+    assert outcome.interrupted and outcome.kept == 2 and len(results.load(out)) == 2
     assert outcome.records == []  # nothing to report: the command says how to resume instead
 
 
@@ -194,8 +202,8 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread)
     from tiny_models import Sleepy
 
     b = 8
-    data = sources.user_dataset("agreement_cases:endless")
-    grid = sw.Grid(formats=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
+    data = user_dataset("agreement_cases:endless")
+    grid = sw.Grid(backends=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
                    decode=[True], image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
@@ -230,8 +238,8 @@ def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
     need each sample stretched 8 times to come under it)."""
     from agreement_cases import SPIN_CPU_S
 
-    data = sources.user_dataset("agreement_cases:spinning")
-    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
+    data = user_dataset("agreement_cases:spinning")
+    grid = sw.Grid(backends=["user-dataset"], num_workers=[8], prefetch_factor=[2], batch_size=[4], decode=[True],
                    image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:tiny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
@@ -246,8 +254,8 @@ def test_confirm_names_a_training_process_starved_of_cpu(tmp_path, one_thread):
     workers stay far slower than the step, so they never wait on a full queue, and fed they take the cores from
     the step for all of its length: its host time is well over its slowest time alone (8 workers outnumber
     the cores many times over, load or not), named as shared CPU in every fed run."""
-    data = sources.user_dataset("agreement_cases:heavy")
-    grid = sw.Grid(formats=["user-dataset"], num_workers=[8], prefetch_factor=[1], batch_size=[4], decode=[True],
+    data = user_dataset("agreement_cases:heavy")
+    grid = sw.Grid(backends=["user-dataset"], num_workers=[8], prefetch_factor=[1], batch_size=[4], decode=[True],
                    image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
@@ -279,7 +287,7 @@ def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
                         sample_cost_s=0.01, footprint=False)
     run = sw.run_grid(trials, opts, tmp_path / "a.jsonl", grid_s=1.0, spare=trials[1:])
     assert len(run.results) == 1 and run.not_started == 3 and run.added == 0
-    assert run.results[0].config["batch_size"] == 8 and len(records.load(tmp_path / "a.jsonl")) == 1
+    assert run.results[0].config["batch_size"] == 8 and len(results.load(tmp_path / "a.jsonl")) == 1
     run = sw.run_grid(trials[:1], opts, tmp_path / "b.jsonl", grid_s=1e9, spare=trials[1:2])
     assert len(run.results) == 2 and run.not_started == 0 and run.added == 1  # time was left: the spare ran
 
@@ -340,7 +348,7 @@ def test_a_budget_measures_the_step_first_and_cuts_the_fed_runs_that_no_longer_f
     r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2", "--repeats", "3", "--model",
                     "tiny_models:tiny", "--image-size", "16", "--confirm", "2", "--budget", "1s")
     assert r.exit_code == 0, r.output
-    assert [x.kind for x in records.load(out)] == ["step", "loader", "decision"]
+    assert [x.kind for x in results.load(out)] == ["step", "loader", "decision"]
     # the one trial and its persistent-workers variant (its start-up is over 5% of the 96-sample epoch)
     assert "budget: confirm: 2 configs x 2 rounds -> none: the shortest fed run (about" in r.output, r.output
     assert "does not fit the 0 s left" in r.output and "budget: limits: not measured, no time left" in r.output
@@ -356,7 +364,7 @@ def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, data
     out = tmp_path / "s.jsonl"
     r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2", "--repeats", "3", "--budget", "20m")
     assert r.exit_code == 0, r.output
-    assert [x.kind for x in records.load(out)] == ["loader", "decision"] and "1 trials not started" in r.output, \
+    assert [x.kind for x in results.load(out)] == ["loader", "decision"] and "1 trials not started" in r.output, \
         r.output
 
 
@@ -366,19 +374,19 @@ def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(t
     the best is at the top and does not feed, so the sweep tries 3 (the count that would feed with the 1.2x
     headroom at 20 samples/s a worker), which feeds (60 samples/s). The fed pick runs near 40 samples/s and the
     verdict says it feeds; before, it stopped at the ladder's top and called this input-bound."""
-    from dataperf.measure import trial as runner
+    from dataperf.measure import trial
 
     monkeypatch.setenv("PACED_T", "0.05")
     monkeypatch.setenv("PACED_STEP_S", "0.1")
     monkeypatch.setenv("PACED_N", "100000")
-    monkeypatch.setattr(runner, "cores", lambda: 2)
+    monkeypatch.setattr(trial, "cores", lambda: 2)
     out = tmp_path / "s.jsonl"
     r = CliRunner().invoke(cli, ["sweep", "--dataset", "paced:sleep_map", "--model", "paced:fixed_step_model",
                                  "--input", "image", "--batch-size", "4", "--image-size", "8", "--prefetch-factor", "2",
                                  "--repeats", "3", "--repeat-seconds", "1", "--min-batches", "3", "--no-collect",
                                  "--budget", "none", "--confirm-steps", "8", "--out", str(out)])
     assert r.exit_code == 0, r.output
-    recs = records.load(out)
+    recs = results.load(out)
     workers = [x.config["num_workers"] for x in recs if isinstance(x, LoaderResult)]
     assert workers == [0, 1, 2, 3], workers
     d = recs[-1]
@@ -391,8 +399,8 @@ def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
     """96 samples at batch 8 give 4 workers 3 batches each: past a best at 2 workers that does not feed, the jump
     (to 4x) is clamped to 4, the data's most, rather than given up (the H200's 16,000 images at batch 256 stopped
     at 16 with 'at most 20')."""
-    data = sources.as_data(datasets["image-files"])
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    data = as_data(datasets["image-files"])
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
     t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
                      training_samples_per_s=100.0)
     slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
@@ -408,8 +416,8 @@ def test_the_edge_is_settled_when_the_best_kept_every_core_busy(datasets):
     """A best at the top of the ladder that does not feed the model, whose workers kept 1.9 of 2 cores busy:
     more workers would share the same cores, so nothing is tried past it and the answer is settled; at 1.2 cores
     busy, the next count is tried."""
-    data = sources.as_data(datasets["image-files"])
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    data = as_data(datasets["image-files"])
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
     env = {"cpu_count": 2}
     t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
                      training_samples_per_s=100.0, cpu_cores_busy_median=1.9, env=env)
@@ -425,8 +433,8 @@ def test_a_plateau_at_the_top_of_the_ladder_is_settled_with_a_model(datasets):
     """The H200 (2026-12-04): 20 workers' training rate 1,904 samples/s against 16's 1,903, neither feeding a
     2,200 samples/s model: more workers stopped paying, so the answer is settled there (it said "NOT SETTLED:
     32 workers cannot each get 3 batches"); a top that still gains 5% on the count below is extended."""
-    data = sources.as_data(datasets["image-files"])
-    cfg = LoaderConfig(format="files", batch_size=2, num_workers=4, prefetch_factor=2, decode=True).explicit()
+    data = as_data(datasets["image-files"])
+    cfg = LoaderConfig(backend="files", batch_size=2, num_workers=4, prefetch_factor=2, decode=True).explicit()
     top = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=1904.0,
                        training_samples_per_s=1904.0, steady_valid=True)
     below = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 2}, samples_per_s_median=1903.0,
@@ -443,8 +451,8 @@ def test_confirm_feeds_the_cheapest_of_predictions_that_tie_first(datasets):
     (the H200: 20 workers predicted 1% above 16 were fed alone and fed 9% less than 16)."""
     from dataperf import verdict
 
-    data = sources.as_data(datasets["image-files"])
-    base = LoaderConfig(format="files", batch_size=8, prefetch_factor=2, decode=True)
+    data = as_data(datasets["image-files"])
+    base = LoaderConfig(backend="files", batch_size=8, prefetch_factor=2, decode=True)
     trials = []
     for w, rate in ((12, 1456.0), (16, 1903.0), (20, 1922.0)):
         c = replace(base, num_workers=w).explicit()
@@ -463,8 +471,8 @@ def test_a_fed_best_below_the_largest_count_tried_is_settled(datasets):
     from dataperf import verdict
     from dataperf.results import E2EResult
 
-    data = sources.as_data(datasets["image-files"])
-    base = LoaderConfig(format="files", batch_size=8, num_workers=0, decode=True).explicit()
+    data = as_data(datasets["image-files"])
+    base = LoaderConfig(backend="files", batch_size=8, num_workers=0, decode=True).explicit()
     w0 = LoaderResult(data=data.spec, config=base.__dict__, config_key=base.key(), samples_per_s_median=300.0,
                       training_samples_per_s=300.0, steady_valid=True)
     c1 = replace(base, num_workers=1, prefetch_factor=2)
@@ -489,8 +497,8 @@ def test_a_fed_best_below_the_largest_count_tried_is_settled(datasets):
 def test_on_cuda_the_pinned_persistent_variant_is_fed_first(datasets, tmp_path, monkeypatch):
     """Where the budget leaves one fed config, it is the pinned persistent one a GPU script runs (the persistent
     variant applies: the start-up is over 5% of the epoch), then the pinned one, then the trial's own."""
-    data = sources.as_data(datasets["image-files"])
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    data = as_data(datasets["image-files"])
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
     t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
                      training_samples_per_s=100.0, startup_s_median=1.0, epoch_samples=200,
                      epoch_estimate_s=3.0)

@@ -95,7 +95,7 @@ def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
         return {8: 700, 16: 800, 32: 780}.get(w, 100) * {64: 1.1, 128: 1.0}.get(bs, 1.0) * (0.99 if pf == 4 else 1)
 
     trial, lim = fake_trial(rate), limits_of()
-    out = Tuner("d", LoaderConfig(format="webdataset", batch_size=32, decode=True), OPTS, max_workers=32,
+    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=32,
                 trial=trial, limits_of=lim).run()
     path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"],
              s.result.config["prefetch_factor"]) for s in out.steps]
@@ -123,7 +123,7 @@ def test_workers_that_tie_at_the_first_batch_are_tried_again_at_the_batch_the_se
     def rate(w, pf, bs, n):
         return table.get((w, bs), 5000) * (0.99 if pf == 4 else 1)
 
-    out = Tuner("d", LoaderConfig(format="webdataset", batch_size=32, decode=True), OPTS, max_workers=32,
+    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=32,
                 trial=fake_trial(rate), limits_of=limits_of(per_worker=633, decode=15800, main=27000)).run()
     path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"]) for s in out.steps
             if s.phase not in ("confirm", "prefetch")]
@@ -141,7 +141,7 @@ def test_a_larger_batch_that_does_not_gain_is_passed_over_once():
     def rate(w, pf, bs, n):
         return table[bs] if w == 2 else 1200
 
-    out = Tuner("d", LoaderConfig(format="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
+    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
                 trial=fake_trial(rate), limits_of=limits_of(per_worker=1225, decode=2681, main=14437)).run()
     path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"]) for s in out.steps
             if s.phase not in ("confirm", "prefetch")]
@@ -183,7 +183,7 @@ def test_configs_a_lucky_search_trial_cannot_be_told_from_are_confirmed_too():
                             samples_per_s_min=min(reps), samples_per_s_max=max(reps))
 
     trial.calls = []
-    out = Tuner("d", LoaderConfig(format="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
+    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
                 trial=trial, limits_of=limits_of(per_worker=1225, decode=2681, main=14437)).run()
     confirmed = [(s.result.config["batch_size"], s.result.config["prefetch_factor"]) for s in out.steps
                  if s.phase == "confirm"]

@@ -177,7 +177,7 @@ def generate_dataset(
 ) -> Generated:
     """Generate a dataset into `out` (atomically). `shards` fixes the shard count (samples split evenly,
     shard_mb ignored): at least workers x ranks, or the extra workers read nothing. `like="imagenet"` makes
-    photo-like JPEGs with ImageNet's size distribution (formats/natural.py) in `jobs` processes (default: the
+    photo-like JPEGs with ImageNet's size distribution (data/make/natural.py) in `jobs` processes (default: the
     cores); without it images are image.width x image.height, made in this process."""
     if count <= 0:
         raise UserError(f"--count must be a positive number of samples, got {count}")

@@ -48,7 +48,7 @@ def test_real_ebpf_counts_reads_of_main_and_workers(datasets):
     why = real_ebpf_why()
     if why:
         pytest.skip(f"eBPF unavailable here: {why}")
-    cfg = LoaderConfig(format="files", batch_size=8, num_workers=2, cache="cold")
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, cache="cold")
     r = run_trial(datasets["image-files"], cfg, TrialOptions(repeats=3, min_batches=3, ebpf=True))
     assert r.status == "ok", r.error
     e = r.collectors["ebpf"]

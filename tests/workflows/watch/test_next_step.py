@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from dataperf import results as records
+from dataperf import results
 from dataperf.results import LoaderResult, WatchResult
 
 HERE = Path(__file__).parent
@@ -36,7 +36,7 @@ def watch(tmp_path: Path, *cmd: str) -> tuple[subprocess.CompletedProcess, Watch
     p = subprocess.run([sys.executable, "-m", "dataperf", "watch", "--out", str(out), "--", sys.executable, *cmd],
                        capture_output=True, text=True, env=env(standin=True), cwd=tmp_path, timeout=300)
     assert p.returncode == 0, p.stderr
-    (r,) = records.load(out)
+    (r,) = results.load(out)
     return p, r
 
 
@@ -64,7 +64,7 @@ def run_as_printed(tmp_path: Path, cmd: str) -> list[LoaderResult]:
                         "--out", str(out)], capture_output=True, text=True, env=env(standin=False), cwd=tmp_path,
                        timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
-    trials = [r for r in records.load(out) if isinstance(r, LoaderResult)]
+    trials = [r for r in results.load(out) if isinstance(r, LoaderResult)]
     assert trials and all(r.status == "ok" for r in trials), [(r.config_key, r.error) for r in trials]
     return trials
 
