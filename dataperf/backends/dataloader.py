@@ -1,4 +1,4 @@
-"""PyTorch DataLoader backends for the files and webdataset formats, built from a LoaderConfig.
+"""PyTorch DataLoader backends for the files, webdataset and image Parquet formats, built from a LoaderConfig.
 
 Every batch is a dict with "n" (samples), "nbytes" (payload bytes) and "worker" (the DataLoader worker that
 made it, -1 for the main process), so the runner counts samples, payload MiB/s and active workers the same way
@@ -8,10 +8,11 @@ whatever the format; decoded batches also carry tensors ("x", "y", "lengths").
 from __future__ import annotations
 
 import io
+import random
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -178,6 +179,47 @@ class FilesDataset(Dataset):
         return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]), p)
 
 
+class ParquetImages(IterableDataset):
+    """Image Parquet (data/hfparquet.py): the row groups are dealt out to ranks and workers as WebDataset deals
+    shards (in a new order each epoch when shuffled, and the rows of a group shuffled too), each read with only
+    its image and label columns, and every row decoded as an image file would be."""
+
+    def __init__(self, data: Data, cfg: Any, rank: int = 0, world_size: int = 1, seed: int = 0):
+        self.files = [f.path for f in data.files]
+        self.units = [(fi, gi) for fi, groups in enumerate(data.row_groups) for gi in range(len(groups))]
+        self.image, self.label = data.options["image"], data.options.get("label")
+        self.decoder, self.shuffle = SampleDecoder(cfg), cfg.shuffle
+        self.rank, self.world_size, self.seed, self.epoch = rank, world_size, seed, 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        wi = get_worker_info()
+        n_workers, wid = (wi.num_workers, wi.id) if wi else (1, 0)
+        rng = random.Random(self.seed * 1_000_003 + self.epoch)
+        self.epoch += 1  # persistent workers keep this object: the next epoch gets a new order
+        units = list(self.units)
+        if self.shuffle:
+            rng.shuffle(units)
+        columns = [self.image] + ([self.label] if self.label else [])
+        opened: dict[int, Any] = {}
+        for fi, gi in units[self.rank * n_workers + wid::self.world_size * n_workers]:
+            pf = opened.setdefault(fi, pq.ParquetFile(self.files[fi]))
+            table = pf.read_row_group(gi, columns=columns)
+            images = table.column(self.image).to_pylist()
+            labels = table.column(self.label).to_pylist() if self.label else [0] * len(images)
+            rows = list(range(len(images)))
+            if self.shuffle:
+                rng.shuffle(rows)
+            for r in rows:
+                v = images[r]
+                payload = v.get("bytes") if isinstance(v, dict) else v
+                path = (v.get("path") if isinstance(v, dict) else None) or ""
+                ext = path.rpartition(".")[2].lower() if "." in path else "jpg"
+                yield self.decoder(ext, payload or b"", int(labels[r] or 0),
+                                   f"row {r} of row group {gi} of {self.files[fi]}")
+
+
 def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
                   sample_cost_s: float | None = None) -> Callable[[dict], dict]:
     def fn(sample: dict[str, Any]) -> dict[str, Any]:
@@ -195,6 +237,8 @@ def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
 
 def make_dataset(data: Data, cfg: LoaderConfig, opts: Any):
     """The torch Dataset for cfg.backend; opts (measure.trial.TrialOptions) gives rank, seed and simulated costs."""
+    if data.format == "hf-parquet":
+        return ParquetImages(data, cfg, opts.rank, opts.world_size, opts.seed)
     if data.format in SOURCE_FORMATS:  # token files and the user's own Dataset
         from dataperf.backends.datasets import make_source_dataset
 
