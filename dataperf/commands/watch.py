@@ -56,7 +56,7 @@ def verdict_line(r: WatchResult) -> str:
     """Input-bound or not, from the host's wait on the DataLoader and, on CUDA, the GPU's idle share."""
     if r.steps_measured == 0:
         return "no verdict: no optimizer steps were measured"
-    if not any(ld.get("batches") for ld in r.loaders) or not r.samples_per_s:
+    if not r.samples_per_s:  # no DataLoader batch reached a step (no loader, or only ones that fed no step)
         read = f" (it read {Path(r.files_read[0]['path']).name})" if r.files_read else ""
         return ("unknown: no DataLoader batch was timed: the loop reads its data some other way" + read +
                 "; whether it waits on it is not measured")

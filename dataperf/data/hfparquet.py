@@ -31,6 +31,13 @@ def image_columns(path: Path, options: dict[str, str]) -> tuple[str, str | None]
         schema = _pq().read_schema(path)
     except (pa.ArrowInvalid, OSError):
         return None  # not Parquet: the text reader says so in its own words
+    return columns_of(schema, path, options)
+
+
+def columns_of(schema, path: Path, options: dict[str, str]) -> tuple[str, str | None] | None:
+    """image_columns on a schema already read (a file's footer is read once)."""
+    import pyarrow as pa
+
     names = schema.names
 
     def is_image(f: pa.Field) -> bool:
@@ -58,8 +65,9 @@ def resolve(spec: str, files: list[tuple[Path, int, int]], root: Path, columns: 
     pq = _pq()
     groups: list[list[int]] = []
     for p, _, _ in files:
-        meta = pq.ParquetFile(p).metadata
-        if image_columns(p, options) != columns:
+        pf = pq.ParquetFile(p)
+        meta = pf.metadata
+        if columns_of(pf.schema_arrow, p, options) != columns:
             raise UserError(f"{p} does not hold the columns of {files[0][0].name} ({columns[0]!r}, {columns[1]!r}); "
                             "point DATA at files of one dataset")
         groups.append([meta.row_group(i).num_rows for i in range(meta.num_row_groups)])

@@ -88,8 +88,7 @@ class Data:
         """One line on what is read and what is not, e.g. '120 images in 4 classes from train/; left out: val/
         (another split), 2 files that are not jpg/jpeg/png/webp images (Thumbs.db, README.txt)'."""
         n = f"{self.count:,} " if self.count is not None else ""
-        what = {"image": "images", "tokens": "token files" if self.count is None else "samples"}.get(self.kind,
-                                                                                                    "samples")
+        what = "images" if self.kind == "image" else "samples"
         if self.kind == "tokens" and self.count is None:
             n, what = f"{len(self.files)} ", f"{self.format} token files"
         classes = f" in {len(self.classes)} class{'es' if len(self.classes) > 1 else ''}" if self.classes else ""
