@@ -255,7 +255,9 @@ def is_oom(e: BaseException) -> bool:
 
 
 def measure_step(opts: StepOptions) -> StepResult:
-    """Warm-up, then `repeats` x `steps` timed steps; medians of per-repeat ms/step and peak memory."""
+    """Warm-up, then `repeats` x `steps` timed steps. A repeat's ms/step is its steps' mean (their total over
+    their count, as training pays them: a late step and the quick ones after it are one cost); the headline is
+    the median over repeats (a repeat a one-off preemption hit is dropped), as is peak memory."""
     if opts.batch_size <= 0 or opts.steps <= 0 or opts.repeats <= 0:
         raise UserError("--batch-size, --steps and --repeats must be positive")
     try:
@@ -267,8 +269,8 @@ def measure_step(opts: StepOptions) -> StepResult:
 
 
 def timed_steps(tr: Trainer, x: torch.Tensor, y: torch.Tensor, steps: int) -> list[float]:
-    """Milliseconds of each step. A repeat reports the median step, so one preempted step does not move it.
-    On CUDA each step is bracketed by events and read after one final sync, keeping the queue full."""
+    """Milliseconds of each step. On CUDA each step is bracketed by events and read after one final sync,
+    keeping the queue full."""
     if tr.device.type == "cuda":
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
         ev[0].record()
@@ -328,7 +330,7 @@ def _measure_step(opts: StepOptions) -> StepResult:
             torch.cuda.reset_peak_memory_stats(tr.device)
         with MemorySampler(tr.device, opts.nvml_interval_s) as sampler:
             c0, w0 = time.process_time(), time.perf_counter()
-            ms.append(statistics.median(timed_steps(tr, x, y, opts.steps)))
+            ms.append(statistics.fmean(timed_steps(tr, x, y, opts.steps)))
             busy.append((time.process_time() - c0) / max(time.perf_counter() - w0, 1e-9))
         rss.append(sampler.rss_peak / MIB)
         if cuda:

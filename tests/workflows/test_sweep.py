@@ -234,8 +234,9 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread)
 
 def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
     """8 workers burning 20 ms of CPU a sample (agreement_cases:spinning) against a model of no cost: CPU decode
-    binds at usable cores / 20 ms, whatever the load (CPU time does not shrink; the 8 workers' ceiling would
-    need each sample stretched 8 times to come under it)."""
+    binds at usable cores / 20 ms: CPU time does not shrink under load, and the 8 workers' ceiling would need
+    each sample stretched 8 times to come under it. Holds beside the bar's two busy loops; beside four (twice the
+    bar, 2026-12-05) the workers' ceiling once read under decode's and "workers" was named."""
     from agreement_cases import SPIN_CPU_S
 
     data = user_dataset("agreement_cases:spinning")
