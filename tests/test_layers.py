@@ -1,8 +1,8 @@
 """The package's layers, kept by a test: a module imports only its own layer or the layers below it, and no
 modules import each other in a circle (imports inside functions count: they run all the same).
 
-The order, bottom up (docs/architecture.md): errors, watchdog, results, data, backends, verdict, measure, workflows,
-commands, cli."""
+The order, bottom up (docs/architecture.md): errors, watchdog, stages, results, data, backends, verdict, measure,
+workflows, commands, cli."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[1] / "dataperf"
-LAYERS = ["errors", "watchdog", "results", "data", "backends", "verdict", "measure", "workflows", "commands", "cli"]
+LAYERS = ["errors", "watchdog", "stages", "results", "data", "backends", "verdict", "measure", "workflows", "commands",
+          "cli"]
 TOP = {"__init__": 0, "__main__": len(LAYERS)}  # the package marker sits below all; `python -m` above all
 
 

@@ -12,13 +12,14 @@ import random
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, get_worker_info
 
+from dataperf import stages
 from dataperf.data import SOURCE_FORMATS, Data
 from dataperf.data.tario import PAYLOADS, no_payload
 from dataperf.errors import TrialError
@@ -89,7 +90,11 @@ class SampleDecoder:
     def __call__(self, ext: str, payload: bytes, label: int, where: str = "") -> dict[str, Any]:
         """The decoded sample; a corrupt one fails naming it (where: shard and key, or file), or with
         on_corrupt=skip is replaced by a marker that collate drops and counts (webdataset drops a None). The
-        transform runs on the decoded image after that: what it raises is its own failure, not the sample's."""
+        transform (--transform's, else the plain resize) runs on the decoded image after that: what it raises is
+        its own failure, not the sample's. Decode and transform are booked as stages (dataperf.stages)."""
+        if not self.decode:
+            return {"nbytes": len(payload), "y": label, "payload": payload}
+        t = time.perf_counter()
         try:
             out = self._decode(ext, payload, label)
         except Exception as e:
@@ -97,17 +102,24 @@ class SampleDecoder:
                 return {"corrupt": True}
             raise TrialError(f"corrupt sample {where}: {type(e).__name__}: {e}; list every bad sample with "
                              "`dataperf shards inspect --verify`, or pass --on-corrupt skip") from None
+        t = stages.book("decode", t)
         if "image" in out:
-            from dataperf.backends.transforms import apply
+            img = out.pop("image")
+            if self.transform is None:
+                from PIL import Image
 
-            out["x"] = apply(self.transform, self.transform_spec, out.pop("image"), where)
+                img = img.resize((self.size, self.size), Image.BILINEAR)
+                out["x"] = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
+            else:
+                from dataperf.backends.transforms import apply
+
+                out["x"] = apply(self.transform, self.transform_spec, img, where)
+            stages.book("transform", t)
         return out
 
     def _decode(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
         out: dict[str, Any] = {"nbytes": len(payload), "y": label}
-        if not self.decode:
-            out["payload"] = payload
-        elif ext == "npy":
+        if ext == "npy":
             arr = np.load(io.BytesIO(payload), allow_pickle=False)
             if self.cap:
                 arr = arr[: self.cap]
@@ -115,33 +127,36 @@ class SampleDecoder:
         else:
             from PIL import Image
 
-            img = Image.open(io.BytesIO(payload)).convert("RGB")
-            if self.transform is not None:
-                out["image"] = img  # transformed by __call__, outside the corrupt-sample catch
-                return out
-            img = img.resize((self.size, self.size), Image.BILINEAR)
-            out["x"] = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
+            out["image"] = Image.open(io.BytesIO(payload)).convert("RGB")  # transformed by __call__
         return out
 
 
 def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack images, right-pad token sequences to the batch's longest, keep raw bytes as a list; skipped
-    corrupt samples (markers) are counted in "corrupt"."""
+    """Stack images with their labels ("y"), right-pad token sequences to the batch's longest, keep raw bytes
+    as a list with their labels as a list ("labels": only a fed step eats a label tensor, and each tensor costs
+    a worker a shared-memory hand-over a batch, 0.7 ms on the 2-core box); skipped corrupt samples (markers) are
+    counted in "corrupt". The batch carries its stage books (dataperf.stages)."""
+    t = time.perf_counter()
     info = get_worker_info()  # collate runs in the worker that fetched the samples
-    corrupt = sum("corrupt" in s for s in samples)
-    samples = [s for s in samples if "corrupt" not in s]
-    batch: dict[str, Any] = {
-        "n": len(samples),
-        "worker": info.id if info is not None else -1,
-        "nbytes": sum(s["nbytes"] for s in samples),
-        "y": torch.tensor([s["y"] for s in samples], dtype=torch.long),
-        "corrupt": corrupt,
-    }
+    kept = []
+    for s in samples:
+        if "corrupt" in s:
+            continue
+        books = s.pop("stage_s", None)  # loaded on a pipeline's own thread or process (samples.LoadSample)
+        if books:
+            stages.add(books)
+        kept.append(s)
+    batch: dict[str, Any] = {"n": len(kept), "worker": info.id if info is not None else -1,
+                             "nbytes": sum(s["nbytes"] for s in kept), "corrupt": len(samples) - len(kept)}
+    samples = kept
     if not samples:
-        return batch
+        return stages.stamp(batch, t)
     if "payload" in samples[0]:
         batch["payload"] = [s["payload"] for s in samples]
-    elif samples[0]["x"].dim() == 1:
+        batch["labels"] = [s["y"] for s in samples]
+        return stages.stamp(batch, t)
+    batch["y"] = torch.tensor([s["y"] for s in samples], dtype=torch.long)
+    if samples[0]["x"].dim() == 1:
         lengths = [len(s["x"]) for s in samples]
         x = torch.zeros(len(samples), max(lengths), dtype=torch.long)
         for i, s in enumerate(samples):
@@ -150,7 +165,7 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
         batch["lengths"] = torch.tensor(lengths, dtype=torch.long)
     else:
         batch["x"] = torch.stack([s["x"] for s in samples])
-    return batch
+    return stages.stamp(batch, t)
 
 
 class FilesDataset(Dataset):
@@ -169,13 +184,19 @@ class FilesDataset(Dataset):
         return len(self.paths)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
+        t = time.perf_counter()
         p = self.paths[i]
-        if self.seek_s and i != self.next_i:  # simulated seek: a read not next in storage order (tests)
-            time.sleep(self.seek_s)
-        self.next_i = i + 1
+        if self.seek_s:
+            if i != self.next_i:  # simulated seek: a read not next in storage order (tests)
+                time.sleep(self.seek_s)
+            self.next_i = i + 1
         with open(p, "rb") as f:
             payload = f.read()
-        throttle(len(payload), self.throttle_mib_s, self.sample_cost_s)
+        if self.throttle_mib_s or self.sample_cost_s:
+            throttle(len(payload), self.throttle_mib_s, self.sample_cost_s)
+        stages.book("read", t)
+        if not self.decoder.decode:  # raw bytes: the harness's own cost is all there is, so none is added
+            return {"nbytes": len(payload), "y": self.labels[i], "payload": payload}
         return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]), p)
 
 
@@ -204,10 +225,12 @@ class ParquetImages(IterableDataset):
         columns = [self.image] + ([self.label] if self.label else [])
         opened: dict[int, Any] = {}
         for fi, gi in units[self.rank * n_workers + wid::self.world_size * n_workers]:
-            pf = opened.setdefault(fi, pq.ParquetFile(self.files[fi]))
+            t = time.perf_counter()
+            pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(self.files[fi]))
             table = pf.read_row_group(gi, columns=columns)
             images = table.column(self.image).to_pylist()
             labels = table.column(self.label).to_pylist() if self.label else [0] * len(images)
+            stages.book("read", t)  # a row group at a time: its read lands in the batch that reached it
             rows = list(range(len(images)))
             if self.shuffle:
                 rng.shuffle(rows)
@@ -228,11 +251,19 @@ def wds_sample_fn(decoder: SampleDecoder, throttle_mib_s: float | None,
             raise TrialError(f"sample {sample.get('__key__')} in {sample.get('__url__')} has no payload: "
                              f"{no_payload([k for k in sample if not k.startswith('__')])}")
         payload = sample[ext]
+        t = time.perf_counter()
         throttle(sum(len(v) for k, v in sample.items() if isinstance(v, bytes)), throttle_mib_s, sample_cost_s)
+        stages.book("read", t)  # a simulated slow read (tests); the tar's own read is timed by timed_reads
         label = int(sample["cls"]) if "cls" in sample else 0
         return decoder(ext, payload, label, f"{sample.get('__key__')} in {sample.get('__url__')}")
 
     return fn
+
+
+def timed_reads(samples: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """A pipeline stage booking the time the stages before it take to give each sample (opening shards and
+    reading and parsing the tar) as the read stage."""
+    return stages.timed("read", samples)
 
 
 def make_dataset(data: Data, cfg: LoaderConfig, opts: Any):
@@ -272,7 +303,7 @@ def webdataset_pipeline(data: Data, cfg: LoaderConfig, opts: Any):
         expand = [wds.tarfile_to_samples()]
     buffer = [SampleBuffer(cfg.shuffle_buffer, opts.seed, opts.rank)] if cfg.shuffle and cfg.shuffle_buffer else []
     return wds.DataPipeline(ShardOrder(data.urls(), cfg.shuffle, opts.seed), wds.split_by_node, wds.split_by_worker,
-                            *expand, *buffer,
+                            *expand, timed_reads, *buffer,
                             wds.map(wds_sample_fn(SampleDecoder(cfg), opts.throttle_mib_s, opts.sample_cost_s)))
 
 

@@ -33,8 +33,8 @@ class Order(DistributedSampler):
         super().__init__(range(n), num_replicas=world_size, rank=rank, shuffle=shuffle, seed=seed)
         self.iteration = 0
         self.pos = 0
-        self.indices = self._pass()
-        self.last_read = np.full(n, -2, dtype=np.int64)  # the iteration that last handed out each index
+        self.indices: list[int] = self._pass().tolist()  # Python ints: a sample's index costs no numpy access
+        self.last_read = [-2] * n  # the iteration that last handed out each index
 
     def _pass(self) -> np.ndarray:
         return np.fromiter(super().__iter__(), dtype=np.int64, count=self.num_samples)
@@ -42,17 +42,18 @@ class Order(DistributedSampler):
     def __iter__(self) -> Iterator[int]:
         k = self.iteration
         self.iteration += 1
+        indices, last_read = self.indices, self.last_read
         for _ in range(self.num_samples):
-            if self.pos == len(self.indices):
+            if self.pos == len(indices):
                 self.set_epoch(self.epoch + 1)
                 nxt = self._pass()
-                recent = self.last_read[nxt]
-                self.indices = nxt[np.argsort(np.where(recent == k, 2, np.where(recent == k - 1, 1, 0)),
-                                              kind="stable")]
+                recent = np.asarray(last_read)[nxt]
+                self.indices = indices = nxt[np.argsort(np.where(recent == k, 2, np.where(recent == k - 1, 1, 0)),
+                                                        kind="stable")].tolist()
                 self.pos = 0
-            i = int(self.indices[self.pos])
+            i = indices[self.pos]
             self.pos += 1
-            self.last_read[i] = k
+            last_read[i] = k
             yield i
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dataperf import stages
 from dataperf.backends.dataloader import SampleDecoder, throttle
 from dataperf.data.manifest import MANIFEST, Manifest
 from dataperf.data.tario import PAYLOADS, no_payload, split_key
@@ -92,12 +93,18 @@ class LoadSample:
         self.sample_cost_s = sample_cost_s
 
     def __call__(self, ref: SampleRef) -> dict[str, Any]:
+        """The sample, carrying its own stage books: a pipeline may load it on one thread (or process) and batch
+        it on another."""
+        t = time.perf_counter()
         with open(ref.path, "rb") as f:
             payload = os.pread(f.fileno(), ref.size, ref.offset)
         if len(payload) != ref.size:
             raise TrialError(f"{ref.path} is truncated: {len(payload)} of {ref.size} bytes at {ref.offset}")
         throttle(ref.size, self.throttle_mib_s, self.sample_cost_s)
-        return self.decoder(ref.ext, payload, ref.label)
+        stages.book("read", t)
+        out = self.decoder(ref.ext, payload, ref.label)
+        out["stage_s"] = stages.take()
+        return out
 
 
 class RankSamples:

@@ -29,6 +29,7 @@ from dataperf import verdict
 from dataperf.data.spec import Data
 from dataperf.measure import collectors
 from dataperf.results import (
+    E2EResult,
     LimitsResult,
     LoaderConfig,
     LoaderResult,
@@ -300,7 +301,7 @@ def print_recommendation(rec: verdict.Recommendation) -> None:
     if rec.fed:
         print_fed(rec)
     if rec.limits is not None:
-        print_limits(rec.limits)
+        print_limits(rec.limits, rec.pick or rec.best)
     console.print(recommendation_line(rec), soft_wrap=True)
     for g in rec.gains:
         console.print(f"fed: {g}", soft_wrap=True)
@@ -331,15 +332,27 @@ def print_fed(rec: verdict.Recommendation) -> None:
             console.print(f"{f.config.short()}: {n}", soft_wrap=True)
 
 
-def print_limits(res: LimitsResult) -> None:
-    """The limits table (limit_rows) and the sentence naming the binding one."""
+def print_limits(res: LimitsResult, trial: LoaderResult | None = None) -> None:
+    """The limits table (limit_rows) and the sentence naming the binding one; given the trial the limits are of,
+    beside each ceiling the stages that spend its resource (ms a sample) and the share of the ceiling the trial's
+    rate uses."""
+    from dataperf.verdict.stages import STAGE_LIMITS
+
     cfg = LoaderConfig(**res.config)
     t = Table(title=f"limits of {cfg.short()} ({res.usable_cores} usable cores, {res.device})")
-    for col in ("limit", "ceiling samples/s", "how measured"):
-        t.add_column(col, justify="right" if col.startswith("ceiling") else "left")
+    staged = trial is not None and bool(trial.stage_ms_per_sample)
+    cols = ["limit", "ceiling samples/s"] + (["stages, ms a sample", "used"] if staged else []) + ["how measured"]
+    for col in cols:
+        t.add_column(col, justify="right" if col.startswith(("ceiling", "used")) else "left")
     for row in limit_rows(res):
         name = f"[bold]{row.limit} (binding)[/bold]" if row.binding else row.limit
-        t.add_row(name, fmt(row.samples_per_s), row.how)
+        extra = []
+        if staged:
+            ms = trial.stage_ms_per_sample
+            mine = [f"{k} {v:.3g}" for k, v in ms.items() if STAGE_LIMITS.get(k) == row.limit]
+            used = trial.samples_per_s_median / row.samples_per_s * 100 if row.samples_per_s > 0 else float("nan")
+            extra = [", ".join(mine) or "-", f"{used:.0f}%" if used == used else "-"]
+        t.add_row(name, fmt(row.samples_per_s), *extra, row.how)
     console.print(t)
     console.print(describe_limits(res))
     print_notes(res.notes)
@@ -419,6 +432,66 @@ def heatmap(results: list[Record], path: Path) -> Path | None:
         ax.set_title(f"{g[0]}{f' ({g[1]} workers)' if g[1] else ''} {g[2]} bs={g[3]}{' decode' if g[4] else ''}",
                      fontsize=9)
         fig.colorbar(im, ax=ax, label="samples/s")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def stage_line(r: LoaderResult | E2EResult) -> str | None:
+    """Where a sample's time goes, in one line: each stage's ms a sample (dataperf.measure.breakdown) and the
+    consumer's wait; for a loader trial, the stage to attack (verdict.stages)."""
+    from dataperf.verdict.stages import exposed
+
+    ms = r.stage_ms_per_sample
+    if not ms:
+        return None
+    parts = ", ".join(f"{k} {v:.3g}" for k, v in ms.items())
+    line = f"stages, ms a sample: {parts}; waiting in next() {fmt(r.main_wait_ms_per_sample, 2)}"
+    e = exposed(r) if isinstance(r, LoaderResult) else None
+    return line + (f"\n  on the critical path: {e.sentence()}" if e else "")
+
+
+def waterfall(r: LoaderResult, path: Path) -> Path | None:
+    """A sample's time as a waterfall: each stage a bar starting where the one before it ended (worker stages,
+    then the hand-over), the worker's total, and the period the measured rate gives each worker."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ms = r.stage_ms_per_sample
+    if not ms:
+        return None
+    names, starts, widths = [], [], []
+    t = 0.0
+    for k, v in ms.items():
+        names.append(k)
+        starts.append(t)
+        widths.append(v)
+        t += v
+    names.append("total")
+    starts.append(0.0)
+    widths.append(t)
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(names) + 1.4))
+    y = list(range(len(names)))[::-1]
+    colors = ["tab:blue"] * (len(names) - 1) + ["tab:gray"]
+    ax.barh(y, widths, left=starts, color=colors)
+    for yi, s0, w in zip(y, starts, widths, strict=True):
+        share = w / t * 100 if t > 0 else 0.0
+        ax.text(s0 + w, yi, f" {w:.3g} ms ({share:.0f}%)", va="center", fontsize=8)
+    rate = r.samples_per_s_median
+    streams = max(r.active_workers or 0, 1)
+    if rate and rate == rate and rate > 0:
+        period = 1000 * streams / rate
+        ax.axvline(period, color="tab:red", ls="--", lw=1)
+        ax.text(period, len(names) - 0.4, f" a worker's period at {rate:,.0f} samples/s: {period:.3g} ms",
+                color="tab:red", fontsize=8, va="bottom")
+    ax.set_yticks(y, names)
+    ax.set_xlabel("ms a sample")
+    ax.set_xlim(0, max(t, 1000 * streams / rate if rate and rate == rate and rate > 0 else t) * 1.35)
+    ax.set_title(f"where a sample's time goes: {_named(r)}", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

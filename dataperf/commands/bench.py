@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import click
 
@@ -27,7 +28,9 @@ from dataperf.verdict import rank_rate
 @OUT
 @trial_options
 @click.option("--verbose", is_flag=True, help="also say which collectors could not run here, and why")
-def bench(data, out, verbose, **kw) -> None:
+@click.option("--plot", type=click.Path(path_type=Path), default=None,
+              help="a PNG of where a sample's time goes (the stage waterfall)")
+def bench(data, out, verbose, plot, **kw) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf.measure import preflight
     from dataperf.measure.trial import run_trial
@@ -35,6 +38,7 @@ def bench(data, out, verbose, **kw) -> None:
 
     loader, topts = split(kw, "bench")
     preflight.writable_file(out, "--out")
+    preflight.writable_file(plot, "--plot")
     data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, **loader)
     opts = make_trial_options(raw_dir=out.parent / "raw" if out else None, **topts)
@@ -47,6 +51,10 @@ def bench(data, out, verbose, **kw) -> None:
         raise UserError(f"{cfg.short()} failed: {r.error}")
     _render.print_data([data])
     render(r, verbose)
+    if plot:
+        png = _render.waterfall(r, plot)
+        _render.console.print(f"stage waterfall: {png}" if png else f"no stage waterfall: {cfg.backend} keeps no "
+                              "stage books")
 
 
 def render(r: LoaderResult, verbose: bool = False) -> None:
@@ -60,6 +68,9 @@ def render(r: LoaderResult, verbose: bool = False) -> None:
                       + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
         console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
                       soft_wrap=True)
+        line = _render.stage_line(r)
+        if line:
+            console.print(line, soft_wrap=True)
         console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
                       f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
                       "of this trial's batch time")

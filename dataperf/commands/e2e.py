@@ -71,4 +71,7 @@ def render(r: E2EResult) -> None:
     verdict_ = "input-bound" if r.data_stall_fraction > verdict.FED_STALL else "not input-bound"
     _render.console.print(f"{verdict_}: the model's device sat idle waiting for data "
                           f"{r.data_stall_fraction * 100:.1f}% of the time ({r.stall_basis})")
+    line = _render.stage_line(r)
+    if line:
+        _render.console.print(line, soft_wrap=True)
     _render.print_notes(r.notes)

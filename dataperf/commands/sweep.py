@@ -160,7 +160,12 @@ def render(plan, outcome, out: Path, plot: Path, headroom: float) -> None:
     png = _render.heatmap(recs, plot)
     if png:
         console.print(f"heatmap: {png}")
-    _render.print_recommendation(outcome.recommendation)
+    rec = outcome.recommendation
+    chosen = rec.pick or rec.best
+    stages_png = _render.waterfall(chosen, plot.with_name(plot.stem + "-stages.png")) if chosen and plot else None
+    if stages_png:
+        console.print(f"stage waterfall of {'the pick' if rec.pick else 'the fastest'}: {stages_png}")
+    _render.print_recommendation(rec)
     print_duration(plan, outcome)
     console.print(f"results: {out} ({len(outcome.results)} new trials)")
 

@@ -8,6 +8,7 @@ With decode off a sample is its stored bytes; with decode on it is an int64 tens
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from dataperf import stages
 from dataperf.data.spec import Data, DataFile
 from dataperf.errors import UserError
 
@@ -238,14 +240,18 @@ class WindowDataset(Dataset):
         return len(self.index)
 
     def __getitem__(self, k: int) -> dict[str, Any]:
+        t = time.perf_counter()
         i, o = self.index[k]
         a = self._open()[i]
         w = np.array(a[o] if a.ndim == 2 else a[o:o + self.L])
         if self.cap:
             w = w[: self.cap]
+        t = stages.book("read", t)
         if not self.decode:
             return {"nbytes": w.nbytes, "y": 0, "payload": w.tobytes()}
-        return {"nbytes": w.nbytes, "y": 0, "x": torch.from_numpy(w.astype(np.int64))}
+        x = torch.from_numpy(w.astype(np.int64))
+        stages.book("decode", t)
+        return {"nbytes": w.nbytes, "y": 0, "x": x}
 
 
 class TextDataset(IterableDataset):
@@ -262,7 +268,7 @@ class TextDataset(IterableDataset):
         encode = tokenizer(self.data) if self.decode else None
         k = 0
         for f in self.data.files:
-            for text in iter_texts(self.data, f):
+            for text in stages.timed("read", iter_texts(self.data, f)):
                 k += 1
                 if (k - 1) % of != share:
                     continue
@@ -270,5 +276,8 @@ class TextDataset(IterableDataset):
                 if encode is None:
                     yield {"nbytes": len(raw), "y": 0, "payload": raw}
                     continue
+                t = time.perf_counter()
                 ids = encode(text)[: self.cap] if self.cap else encode(text)
-                yield {"nbytes": len(raw), "y": 0, "x": torch.tensor(ids or [0], dtype=torch.long)}
+                x = torch.tensor(ids or [0], dtype=torch.long)
+                stages.book("decode", t)  # tokenizing
+                yield {"nbytes": len(raw), "y": 0, "x": x}

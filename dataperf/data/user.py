@@ -6,12 +6,13 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from torch.utils.data import Dataset, IterableDataset
 
-from dataperf import watchdog
+from dataperf import stages, watchdog
 from dataperf.errors import TrialError, UserError
 
 
@@ -80,7 +81,9 @@ class _Tracked:
         if name == "__getitems__":  # torch fetches a whole batch through it when the Dataset has one
             def fetch(indices: list[int]) -> Any:
                 self.current = f"samples {list(indices)}"
+                t = time.perf_counter()
                 out = attr(indices)
+                stages.book("transform", t)
                 self.current = None
                 return out
 
@@ -89,20 +92,24 @@ class _Tracked:
 
 
 class SampleTracker(_Tracked, Dataset):
-    """A user's map-style Dataset that remembers the index it is fetching."""
+    """A user's map-style Dataset that remembers the index it is fetching. Its fetch is one stage, booked as
+    transform: its reads, decodes and transforms are its own code, which dataperf cannot split."""
 
     def __len__(self) -> int:
         return len(self.ds)
 
     def __getitem__(self, i: Any) -> Any:
         self.current = f"sample {i}"
+        t = time.perf_counter()
         out = self.ds[i]
+        stages.book("transform", t)
         self.current = None
         return out
 
 
 class IterableTracker(_Tracked, IterableDataset):
-    """A user's IterableDataset that counts what it yielded, so a stall names the sample it waits for."""
+    """A user's IterableDataset that counts what it yielded, so a stall names the sample it waits for; the time
+    each sample takes to come is booked as transform (as SampleTracker's)."""
 
     def __len__(self) -> int:
         return len(self.ds)
@@ -112,11 +119,13 @@ class IterableTracker(_Tracked, IterableDataset):
         k = 0
         while True:
             self.current = f"sample {k} of its iteration"
+            t = time.perf_counter()
             try:
                 sample = next(samples)
             except StopIteration:
                 self.current = None
                 return
+            stages.book("transform", t)
             self.current = None
             yield sample
             k += 1
@@ -136,6 +145,7 @@ class UserCollate:
         import torch
         from torch.utils.data import get_worker_info
 
+        t = time.perf_counter()
         b = self.fn(samples)
         tensors = _tensors(b)
         info = get_worker_info()  # collate runs in the worker that fetched the samples (-1: main process)
@@ -153,7 +163,7 @@ class UserCollate:
         if isinstance(x, torch.Tensor):
             out["x"] = x
             out["y"] = y if isinstance(y, torch.Tensor) else torch.zeros(len(samples), dtype=torch.long)
-        return out
+        return stages.stamp(out, t)
 
 
 def _tensors(b: Any) -> list[Any]:

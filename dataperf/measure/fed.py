@@ -14,6 +14,7 @@ from torch.profiler import record_function
 from dataperf.data import Data
 from dataperf.errors import UserError
 from dataperf.measure.step import StepOptions, Trainer
+from dataperf.measure.trial import Arrival
 from dataperf.results import LoaderConfig
 
 
@@ -36,6 +37,7 @@ class StepTimes:
     step_host_ms: list[float] = field(default_factory=list)  # host time inside the step call (CUDA: launching)
     samples: int = 0
     padded_lengths: list[int] = field(default_factory=list)
+    arrivals: list[Arrival] = field(default_factory=list)  # each batch with its stage books (measure.breakdown)
 
 
 def to_device(batch: dict[str, Any], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -98,7 +100,11 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
         tw = time.perf_counter()
         with record_function("data_wait"):
             b = stream.next()
-        t.wait_s.append(time.perf_counter() - tw)
+        now = time.perf_counter()
+        t.wait_s.append(now - tw)
+        done = b.get("done_s")
+        t.arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b.get("nbytes", 0), b.get("stage_s"),
+                                  now - max(done, tw) if isinstance(done, float) else None, now - tw))
         if cuda:
             e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
             e[0].record()

@@ -20,11 +20,11 @@ from typing import Any
 import psutil
 import torch
 
-from dataperf import backends, watchdog
+from dataperf import backends, stages, watchdog
 from dataperf.backends import ONE_STREAM
 from dataperf.data import Data, as_data
 from dataperf.errors import TrialError, UserError
-from dataperf.measure import cache, footprint
+from dataperf.measure import breakdown, cache, footprint
 from dataperf.measure.collectors import Running, default_collectors
 from dataperf.results import HIGH_SPREAD_PCT, MIB, LoaderConfig, LoaderResult, percentile, summarize
 
@@ -84,6 +84,9 @@ class Arrival:
     worker: int
     samples: int
     nbytes: int
+    stage_s: dict[str, float] | None = None  # seconds its worker booked to each stage for it (dataperf.stages)
+    handover_s: float | None = None  # from done in its worker (or asked for, if later) to in the consumer's hand
+    wait_s: float = 0.0  # the consumer's time blocked in next() for it
 
 
 def steady_rate(arrivals: list[Arrival], field: str = "samples") -> float:
@@ -203,6 +206,7 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
     iter() once it holds min_batches batches and every worker seen delivered STEADY_BATCHES (each worker's
     steady window needs batches of its own)."""
     read0 = cache.tree_read_bytes()
+    stages.take()  # this thread's books so far (a probe's decodes) are not the loader's: at 0 workers it books here
     t0 = time.perf_counter()
     it: Any = None
     waits: list[float] = []
@@ -237,7 +241,9 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
                 n += 1
                 samples += b["n"]
                 nbytes += b["nbytes"]
-                arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"]))
+                done = b.get("done_s")
+                arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"], b.get("stage_s"),
+                                        now - max(done, tb) if isinstance(done, float) else None, now - tb))
                 corrupt += b.get("corrupt", 0)
                 per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
                 if seconds is not None and now - t0 >= seconds and n >= min_batches \
@@ -755,6 +761,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.dataset_mib_read_per_repeat = summarize([r.nbytes / MIB for r in reps])["median"]
     res.input_mib_per_sample = next((r.input_bytes_per_sample / MIB for r in reps if r.input_bytes_per_sample), None)
     _fill_workers(res, reps, cfg, opts)
+    breakdown.fill(res, reps, cfg, data.format == "user-dataset")
     res.corrupt_samples = max(r.corrupt for r in reps)
     if res.corrupt_samples:
         res.notes.append(f"{res.corrupt_samples} corrupt samples per repeat skipped (on_corrupt=skip); the rate "

@@ -54,6 +54,10 @@ class LoaderResult(TrialRecord):
     samples_per_s_spread_pct: float = float("nan")
     samples_per_s_repeats: list[float] = field(default_factory=list)
     ttfb_s_median: float = float("nan")
+    # where a sample's time goes (dataperf.measure.breakdown): ms per sample in each stage a backend books (read,
+    # decode, transform, collate in the worker; transfer, the hand-over to the consumer), and the consumer's wait
+    stage_ms_per_sample: dict[str, float] = field(default_factory=dict)
+    main_wait_ms_per_sample: float = float("nan")
     flow_samples_per_s_median: float = float("nan")  # samples after every worker's first batch / first to last batch
     batch_wait_ms_p50: float = float("nan")
     batch_wait_ms_p99: float = float("nan")
@@ -167,6 +171,10 @@ class E2EResult(TrialRecord):
     data_wait_ms_median: float = float("nan")
     data_wait_ms_p99: float = float("nan")
     epoch_restarts: int = 0
+    # where a sample's time goes fed (dataperf.measure.breakdown): the loader's stages, the hand-over, and the
+    # copy to the device (h2d: the run's copy time over its samples), beside the step's wait for data
+    stage_ms_per_sample: dict[str, float] = field(default_factory=dict)
+    main_wait_ms_per_sample: float = float("nan")
     h2d_ms_median: float = float("nan")
     compute_ms_median: float = float("nan")
     samples_per_s: float = float("nan")

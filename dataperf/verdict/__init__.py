@@ -22,6 +22,7 @@ from dataperf.results import (
     Record,
     StepResult,
 )
+from dataperf.verdict.stages import exposed
 
 NEAR_BEST = 0.95  # without a model: configs within 5% of the best rate count as equally fast
 NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's candidates): within 2% of the best is as fast
@@ -177,6 +178,8 @@ class Recommendation:
     # the pick is the largest worker count tried, it does not feed the model, and more could run: a lower bound
     lower_bound: bool = False
     lower_bound_why: str = ""
+    # input-bound (or no model): the stage of the judged config's breakdown to attack, and how (verdict.stages)
+    attack: str = ""
 
 
 def ok_loaders(results: list[Record]) -> list[LoaderResult]:
@@ -537,6 +540,8 @@ def _describe_pick(rec: Recommendation, results: list[Record], step: StepResult 
     rec.limits = latest_limits(results, chosen)
     rec.binding_limit = (rec.limits.binding_limit or None) if rec.limits else None
     rec.effects = loader_effects(chosen, step)
+    e = exposed(chosen) if rec.outcome in ("input_bound", "best_without_model") else None
+    rec.attack = e.sentence() if e else ""
 
 
 # --- effects: why a fed run and the separate measurements can disagree -----------------------------------------
@@ -710,7 +715,7 @@ def answer(rec: Recommendation) -> list[str]:
     if rec.step_samples_per_s is None:
         out.append(f"expect: about {rank_rate(rec.pick):,.0f} samples/s from the loader over a training epoch "
                    "(no model given: whether training waits on it is not measured; add --model)")
-        return out
+        return out + ([f"attack: {rec.attack}"] if rec.attack else [])
     fed = next((f for f in rec.fed if rec.confirmed and f.trial is rec.pick
                 and f.config.key() == rec.pick_config.key()), None)
     if fed is not None:
@@ -721,4 +726,6 @@ def answer(rec: Recommendation) -> list[str]:
         out.append(f"expect: about {rec.predicted_samples_per_s:,.0f} samples/s fed, training waiting on data "
                    f"{(rec.predicted_stall_fraction or 0) * 100:.0f}% of the time (predicted from the loader and the "
                    "step measured apart, not confirmed fed: --confirm 2 checks it)")
+    if rec.attack:
+        out.append(f"attack: {rec.attack}")
     return out

@@ -16,7 +16,7 @@ import torch
 from dataperf import backends, verdict
 from dataperf.data import Data, as_data
 from dataperf.errors import UserError
-from dataperf.measure import cache
+from dataperf.measure import breakdown, cache
 from dataperf.measure.fed import EpochStream, shape_for_model, train_loop, warm_up
 from dataperf.measure.step import StepOptions, Trainer, is_oom, measure_step, oom_error
 from dataperf.measure.trial import TrialOptions, run_trial
@@ -70,7 +70,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
                              "run pays the epoch starts a training epoch pays, neither more nor fewer")
         res.steps_repeats, res.repeats = counts, len(counts)
         walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []
-        reads, samples, resident, wall_s, busy_ms = [], [], [], [], []
+        reads, samples, resident, wall_s, busy_ms, fed = [], [], [], [], [], []
         for n_steps in counts:
             if cfg.cache == "cold" and data.cache_managed:
                 prepared = cache.prepare(prep.paths, "cold", topts.drop_caches)
@@ -80,6 +80,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
             t, wall = train_loop(stream, tr, n_steps, sync_each_step=res.sync_each_step)
             reads.append(cache.tree_read_bytes() - read0)
             samples.append(t.samples)
+            fed.append((t.arrivals, sum(t.h2d_ms) if cuda else None, t.samples))
             wall_s.append(wall)
             walls.append(wall / n_steps * 1000)
             host.append(sum(t.wait_s) / wall)
@@ -123,6 +124,10 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
     res.data_wait_ms_median = summarize(waits)["median"]
     res.data_wait_ms_p99 = percentile(waits, 99)
     res.epoch_restarts = stream.restarts
+    res.stage_ms_per_sample, res.main_wait_ms_per_sample, left = breakdown.fed_stages(
+        fed, cfg, data.format == "user-dataset")
+    if left:
+        res.notes.append("stage breakdown leaves out " + "; ".join(left))
     res.h2d_ms_median = summarize(h2ds)["median"]
     res.compute_ms_median = summarize(comps)["median"]
     res.step_host_ms_median = summarize(hosts)["median"]

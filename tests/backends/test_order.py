@@ -52,7 +52,12 @@ def pass_labels(data, cfg: LoaderConfig, opts: TrialOptions = OPTS) -> list[int]
     every sample 0: there each batch's payload bytes stand in)."""
     d = data if isinstance(data, Data) else resolve(str(data))
     batches, _ = backends.get(cfg.backend).make(d, cfg, opts)
-    return [y for b in batches for y in (b["y"].tolist() if "y" in b else [b["nbytes"]] * b["n"])]
+    return [y for b in batches for y in labels_of(b)]
+
+
+def labels_of(b: dict) -> list[int]:
+    """A batch's labels: a decoded batch's tensor, a raw batch's list (else its payload bytes stand in)."""
+    return b["y"].tolist() if "y" in b else b.get("labels") or [b["nbytes"]] * b["n"]
 
 
 # (backend, dataset, extra config, whether one pass reads every sample exactly once)
@@ -101,7 +106,7 @@ def test_webdataset_shards_come_in_a_new_order_every_pass(datasets):
     """Shard order is per pass: a second iteration of the same loader reads the shards in another order."""
     cfg = LoaderConfig(backend="webdataset", batch_size=8, num_workers=0, shuffle_buffer=1)
     batches, _ = backends.get("webdataset").make(resolve(str(datasets["image-webdataset"])), cfg, OPTS)
-    passes = [[y for b in batches for y in b["y"].tolist()] for _ in range(3)]
+    passes = [[y for b in batches for y in labels_of(b)] for _ in range(3)]
     assert all(sorted(p) == sorted(passes[0]) for p in passes)
     assert len({tuple(p) for p in passes}) > 1  # 4 shards: 24 orders, so two of three passes may agree
 

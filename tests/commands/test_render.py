@@ -1,6 +1,6 @@
 from dataperf import verdict
 from dataperf.commands import _render
-from dataperf.results import LoaderConfig, LoaderResult, StepResult
+from dataperf.results import LimitsResult, LoaderConfig, LoaderResult, StepResult
 
 
 def loader(sps, workers, pf=None, cache="warm", decode=True, verified=True):
@@ -45,3 +45,35 @@ def test_heatmap_png(tmp_path):
     rs = [loader(100, 0), loader(200, 1, 2), loader(250, 1, 4), loader(300, 2, 2)]
     p = _render.heatmap(rs, tmp_path / "h.png")
     assert p.read_bytes()[:4] == b"\x89PNG"
+
+
+def staged_loader() -> LoaderResult:
+    """400 samples/s (2.5 ms a sample) from 4 workers of 10 ms each, 7.5 of it decode; the consumer blocked on
+    them 2.3 ms of its 2.5 beyond a 0.1 ms hand-over."""
+    r = loader(400, 4, 8)
+    r.stage_ms_per_sample = {"read": 1.0, "decode": 7.5, "transform": 1.0, "collate": 0.5, "transfer": 0.1}
+    r.main_wait_ms_per_sample = 2.4
+    return r
+
+
+def test_an_input_bound_answer_names_the_stage_to_attack():
+    rec = verdict.recommend([staged_loader()], StepResult(samples_per_s=1000.0), 1.2)
+    assert rec.outcome == "input_bound"
+    assert verdict.answer(rec)[-1] == ("attack: decode is 75% of a sample's worker time (7.50 of 10.00 ms): decode on "
+                                       "the GPU (--backend dali --dali-decode mixed), or store fewer pixels")
+    assert not any(a.startswith("attack") for a in verdict.answer(
+        verdict.recommend([staged_loader()], StepResult(samples_per_s=100.0), 1.2)))  # it feeds: nothing to attack
+
+
+def test_the_limits_table_shows_each_stage_beside_the_ceiling_it_spends(capsys):
+    """Decode and transform spend the cores (the decode ceiling, 500 samples/s: the trial's 400 use 80% of it),
+    read the storage (4,000: 10%), transfer the main process (10,000: 4%)."""
+    r = staged_loader()
+    lim = LimitsResult(config=r.config, usable_cores=2, storage_samples_per_s=4000.0, storage_how="page cache",
+                       decode_samples_per_s=500.0, decode_how="2 cores", main_process_samples_per_s=10000.0,
+                       main_process_how="copies", binding_limit="decode", binding_samples_per_s=500.0)
+    _render.print_limits(lim, r)
+    rows = {line.split("│")[1].strip(): line for line in capsys.readouterr().out.splitlines() if line.count("│") > 3}
+    assert "decode 7.5, transform 1" in rows["decode (binding)"] and "80%" in rows["decode (binding)"]
+    assert "read 1" in rows["storage"] and "10%" in rows["storage"]
+    assert "transfer 0.1" in rows["main_process"] and "4%" in rows["main_process"]
