@@ -2,55 +2,14 @@
 
 from __future__ import annotations
 
-import errno
 import os
-import re
 import sys
 
 import click
 
 from dataperf.commands import COMMANDS
 from dataperf.commands.sweep import mark_started
-from dataperf.errors import UserError
-
-OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
-
-
-def error_line(e: BaseException) -> tuple[str, int]:
-    """The one `error:` line and exit code for an exception that ends a command (see docs/commands.md, exit codes): a
-    library's text that spans lines is joined with spaces, and object reprs (`<_io.BytesIO object at 0x..>`,
-    which name nothing a user has) are left out."""
-    msg, code = _error(e)
-    return " ".join(OBJECT_REPR.sub("", msg).split()), code
-
-
-def _error(e: BaseException) -> tuple[str, int]:
-    from dataperf.errors import TrialError
-
-    if isinstance(e, UserError):
-        return str(e), e.exit_code
-    if isinstance(e, click.UsageError):
-        msg = e.format_message().strip().rstrip(".")
-        cmd = e.ctx.command_path if e.ctx is not None else "dataperf"
-        return f"{msg}; see `{cmd} --help`", 2
-    if isinstance(e, click.ClickException):
-        return e.format_message(), e.exit_code
-    if isinstance(e, TrialError):
-        return str(e), 2
-    if isinstance(e, OSError) and e.errno is not None:
-        where = f" {e.filename}" if e.filename else ""
-        fix = "free space" if e.errno == errno.ENOSPC else "check the path and its permissions"
-        return f"cannot use{where}: {e.strerror}; {fix}", 2
-    if isinstance(e, EOFError):  # a file that ends before its data does (a truncated pickle, an empty array)
-        return (f"a file ended early (EOFError: {str(e) or 'no data left'}); check the data files (set "
-                "DATAPERF_TRACEBACK=1 to see which was being read)"), 2
-    from dataperf.measure.trial import describe_failure
-
-    text = describe_failure(e)
-    if text.startswith(("corrupt", "a DataLoader worker died")):
-        return f"{text}; check the data with `dataperf shards inspect --verify`", 2
-    return (f"{text} (set DATAPERF_TRACEBACK=1 to see where; if your data and options look "
-            "right, this is a dataperf bug: please report it)"), 2
+from dataperf.errors import error_line
 
 
 class ContractGroup(click.Group):

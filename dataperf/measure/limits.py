@@ -33,8 +33,9 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 from dataperf import backends
 from dataperf.data import Data, as_data
 from dataperf.data.tario import split_key
+from dataperf.errors import describe_failure
 from dataperf.measure import cache
-from dataperf.measure.trial import TrialOptions, describe_failure, time_repeat
+from dataperf.measure.trial import TrialOptions, time_repeat
 from dataperf.results import LimitsResult, LoaderConfig, LoaderResult, StepResult
 
 LIMITS = ("storage", "decode", "main_process", "workers", "h2d", "model")

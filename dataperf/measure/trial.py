@@ -23,7 +23,7 @@ import torch
 from dataperf import backends, stages, watchdog
 from dataperf.backends import ONE_STREAM
 from dataperf.data import Data, as_data
-from dataperf.errors import TrialError, UserError
+from dataperf.errors import TrialError, UserError, describe_failure
 from dataperf.measure import breakdown, cache, footprint
 from dataperf.measure.collectors import Running, default_collectors
 from dataperf.results import HIGH_SPREAD_PCT, MIB, LoaderConfig, LoaderResult, percentile, summarize
@@ -485,19 +485,6 @@ def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any]
     if slowest < 0.8 * fastest:
         res.notes.append(f"straggler: rank {res.slowest_rank} at {slowest:.0f} samples/s vs the fastest "
                          f"{fastest:.0f}; the global rate is held to the slowest rank")
-
-
-def describe_failure(e: BaseException) -> str:
-    """One line naming what went wrong inside the loader, without the traceback."""
-    msg = str(e).strip().splitlines()
-    tail = [ln for ln in msg if ln.strip()] or [type(e).__name__]
-    last = tail[-1].split("TrialError: ", 1)[-1] if isinstance(e, TrialError) else tail[-1]
-    text = f"{type(e).__name__}: {last}" if type(e).__name__ not in last else last
-    if "DataLoader worker" in str(e) and "exited unexpectedly" in str(e):
-        text = "a DataLoader worker died (killed, or out of memory); " + text
-    if any(h in f"{type(e).__name__} {e}" for h in ("ReadError", "tarfile", "unexpected end")):
-        return f"corrupt tar shard mid-epoch: {text}"
-    return text
 
 
 def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResult) -> list[Repeat]:

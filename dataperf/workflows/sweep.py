@@ -14,14 +14,13 @@ from typing import Any
 
 from dataperf import backends, verdict
 from dataperf.data import Data, as_data
-from dataperf.errors import UserError
+from dataperf.errors import UserError, describe_failure
 from dataperf.measure.distributed import DistContext
 from dataperf.measure.limits import LimitsOptions, measure_limits
 from dataperf.measure.step import StepOptions, measure_step
 from dataperf.measure.trial import (
     STEADY_BATCHES,
     TrialOptions,
-    describe_failure,
     next_rung,
     run_trial,
     worker_cap,
