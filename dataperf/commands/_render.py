@@ -158,41 +158,9 @@ def workers_cell(r: LoaderResult) -> str:
     return cell + (f" ({r.shards} sh)" if r.shards is not None else "")
 
 
-def idle_warning(results: list[Record]) -> str | None:
-    """One line for a whole table: trials whose workers were partly idle, and the fix."""
-    idle = [r for r in ok_loaders(results) if r.active_workers is not None
-            and r.active_workers < r.config.get("num_workers", 0)]
-    if not idle:
-        return None
-    worst = max(r.config["num_workers"] * max(r.world_size, 1) for r in idle)
-    shards = {r.shards for r in idle}
-    return (f"warning: idle workers in {len(idle)} trial(s): more workers than shards ({sorted(shards)} shards) "
-            f"left some reading nothing; their rates are shard-limited. Reshard to at least {worst} shards "
-            f"(workers x ranks): dataperf shards convert SRC OUT --shards {worst}")
-
-
-def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]:
-    """What the loader-vs-step verdict cannot see, stated where it applies (audit M9, H4)."""
-    out = []
-    ok = ok_loaders(results)
-    if step is None:
-        return out
-    if any(not r.config.get("decode") for r in ok):
-        out.append("note: undecoded trials get no verdict: a model eats decoded samples (sweep --model decodes "
-                   "unless --no-decode is given)")
-    if str(step.device).startswith("cpu"):
-        out.append("note: loader and model step were measured apart on this CPU; training runs them together "
-                   "on the same cores, so the fed rate is lower than either (check with dataperf e2e)")
-    sizes = sorted({r.config.get("batch_size") for r in ok} - {step.batch_size})
-    if sizes:
-        out.append(f"note: the step was measured at batch {step.batch_size}; loader trials at batch {sizes} are "
-                   "compared per sample with it, which assumes the step's per-sample cost does not change")
-    return out
-
-
 def print_warnings(results: list[Record], step: StepResult | None) -> None:
     """Under a loader table (sweep, report): idle workers, and what the loader-vs-step verdict cannot see."""
-    for line in [idle_warning(results), *verdict_caveats(results, step)]:
+    for line in [verdict.idle_warning(results), *verdict.verdict_caveats(results, step)]:
         if line:
             console.print(line)
 

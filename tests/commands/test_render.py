@@ -37,8 +37,6 @@ def test_recommendation_line_formats_each_outcome():
     assert _render.recommendation_line(verdict.recommend(rs)).endswith(
         "(1 cold trial(s) not verified as cold: judged as warm)")
     assert _render.recommendation_line(verdict.recommend([])) == "no trial succeeded; see the errors above"
-    assert "no verdict" in _render.verdict_caveats([loader(400, 4, 8, decode=False)],
-                                                  StepResult(samples_per_s=100.0))[0]
 
 
 def test_heatmap_png(tmp_path):

@@ -1,0 +1,45 @@
+"""The decision in the user's terms: the DataLoader arguments to set, the rate to expect, the stage to attack."""
+
+from __future__ import annotations
+
+from dataperf.results import LoaderConfig
+from dataperf.verdict.rates import finite, rank_rate
+from dataperf.verdict.recommend import Recommendation
+
+
+def dataloader_args(c: LoaderConfig) -> str:
+    """The pick as the arguments to set in the training script."""
+    if c.backend == "dali":
+        return (f"DALI pipeline: batch_size={c.batch_size}, num_threads={c.dali_num_threads}, "
+                f"prefetch_queue_depth={c.dali_prefetch_queue_depth}, decode on {c.dali_decode_device}")
+    kw = [f"batch_size={c.batch_size}", f"num_workers={c.num_workers}"]
+    if c.num_workers:
+        kw += [f"prefetch_factor={c.prefetch_factor}", f"persistent_workers={c.persistent_workers}"]
+    kw.append(f"pin_memory={c.pin_memory}")
+    where = "" if c.backend in ("files", "user-dataset") else f"  ({c.backend} backend)"
+    return "DataLoader(dataset, " + ", ".join(kw) + ")" + where
+
+
+def answer(rec: Recommendation) -> list[str]:
+    """The decision as a user acts on it: the DataLoader arguments to set, the rate and data wait to expect, and
+    how sure (the spread of the fed rounds, or that the rate is a prediction)."""
+    if rec.pick is None or rec.pick_config is None:
+        return []
+    out = [f"answer: {dataloader_args(rec.pick_config)}"]
+    if rec.step_samples_per_s is None:
+        out.append(f"expect: about {rank_rate(rec.pick):,.0f} samples/s from the loader over a training epoch "
+                   "(no model given: whether training waits on it is not measured; add --model)")
+        return out + ([f"attack: {rec.attack}"] if rec.attack else [])
+    fed = next((f for f in rec.fed if rec.confirmed and f.trial is rec.pick
+                and f.config.key() == rec.pick_config.key()), None)
+    if fed is not None:
+        rounds = fed.rounds_samples_per_s
+        out.append(f"expect: {fed.samples_per_s:,.0f} samples/s fed (rounds {min(rounds):,.0f}-{max(rounds):,.0f}), "
+                   f"training waiting on data {fed.stall_fraction * 100:.0f}% of the time")
+    elif finite(rec.predicted_samples_per_s):
+        out.append(f"expect: about {rec.predicted_samples_per_s:,.0f} samples/s fed, training waiting on data "
+                   f"{(rec.predicted_stall_fraction or 0) * 100:.0f}% of the time (predicted from the loader and the "
+                   "step measured apart, not confirmed fed: --confirm 2 checks it)")
+    if rec.attack:
+        out.append(f"attack: {rec.attack}")
+    return out

@@ -1,0 +1,39 @@
+"""What a table of trials cannot show by itself: workers that read nothing, and what the loader-vs-step verdict
+cannot see. Each is one line for whoever shows the table (sweep, report)."""
+
+from __future__ import annotations
+
+from dataperf.results import Record, StepResult
+from dataperf.verdict.rates import ok_loaders
+
+
+def idle_warning(results: list[Record]) -> str | None:
+    """One line for a whole table: trials whose workers were partly idle, and the fix."""
+    idle = [r for r in ok_loaders(results) if r.active_workers is not None
+            and r.active_workers < r.config.get("num_workers", 0)]
+    if not idle:
+        return None
+    worst = max(r.config["num_workers"] * max(r.world_size, 1) for r in idle)
+    shards = {r.shards for r in idle}
+    return (f"warning: idle workers in {len(idle)} trial(s): more workers than shards ({sorted(shards)} shards) "
+            f"left some reading nothing; their rates are shard-limited. Reshard to at least {worst} shards "
+            f"(workers x ranks): dataperf shards convert SRC OUT --shards {worst}")
+
+
+def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]:
+    """What the loader-vs-step verdict cannot see, stated where it applies (audit M9, H4)."""
+    out: list[str] = []
+    ok = ok_loaders(results)
+    if step is None:
+        return out
+    if any(not r.config.get("decode") for r in ok):
+        out.append("note: undecoded trials get no verdict: a model eats decoded samples (sweep --model decodes "
+                   "unless --no-decode is given)")
+    if str(step.device).startswith("cpu"):
+        out.append("note: loader and model step were measured apart on this CPU; training runs them together "
+                   "on the same cores, so the fed rate is lower than either (check with dataperf e2e)")
+    sizes = sorted({r.config.get("batch_size") for r in ok} - {step.batch_size})
+    if sizes:
+        out.append(f"note: the step was measured at batch {step.batch_size}; loader trials at batch {sizes} are "
+                   "compared per sample with it, which assumes the step's per-sample cost does not change")
+    return out

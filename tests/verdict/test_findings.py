@@ -1,0 +1,28 @@
+"""What a table of trials cannot show by itself (dataperf.verdict.findings)."""
+
+from dataperf.results import LoaderConfig, LoaderResult, StepResult
+from dataperf.verdict.findings import idle_warning, verdict_caveats
+
+
+def loader(sps: float, workers: int, decode: bool = True, active: int | None = None, shards: int | None = None,
+           batch: int = 32) -> LoaderResult:
+    cfg = LoaderConfig(backend="files", batch_size=batch, num_workers=workers, decode=decode)
+    return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=sps, active_workers=active,
+                        shards=shards)
+
+
+def test_undecoded_trials_get_no_verdict_and_say_so():
+    assert "no verdict" in verdict_caveats([loader(400, 4, decode=False)], StepResult(samples_per_s=100.0))[0]
+    assert verdict_caveats([loader(400, 4, decode=False)], None) == []
+
+
+def test_a_cpu_step_and_another_batch_size_are_named():
+    notes = verdict_caveats([loader(400, 4, batch=64)], StepResult(samples_per_s=100.0, device="cpu", batch_size=32))
+    assert any("measured apart on this CPU" in n for n in notes)
+    assert any("batch [64]" in n for n in notes)
+
+
+def test_idle_workers_name_the_shards_to_make():
+    assert idle_warning([loader(400, 4, active=4)]) is None
+    line = idle_warning([loader(100, 8, active=2, shards=2), loader(400, 4, active=4)])
+    assert line.startswith("warning: idle workers in 1 trial(s)") and "--shards 8" in line, line
