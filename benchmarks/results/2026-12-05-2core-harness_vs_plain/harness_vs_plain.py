@@ -1,0 +1,173 @@
+"""dataperf's own cost (issue 30): a loader trial against a plain DataLoader loop doing the same reads.
+
+    python benchmarks/harness_vs_plain.py --out DIR [--count 2000] [--rounds 5] [--epochs 5] [--workers 0,1,2]
+
+The data: COUNT small JPEG files (64 px, quality 85) in one folder, read warm. Each mode (decode on: PIL decode
+and resize to 32 px, uint8 CHW, stacked; decode off: the raw bytes, a list) at each worker count is timed both
+ways, interleaved, ROUNDS times, order alternating:
+- plain: `torch.utils.data.DataLoader` over a Dataset that opens and reads the file (decoded: and returns the
+  image tensor with its label, as an ImageFolder does), torch's default collate (raw: the bytes as a list),
+  batch 64, non-persistent workers; EPOCHS whole epochs, each from iter() to its end, timed by hand: samples /
+  wall.
+- dataperf: `run_trial` of the same config (files backend, no time budget, no `--max-batches`: whole
+  epochs, collectors and footprint off, EPOCHS repeats): the repeats' samples over their `repeat_s` (iter() to
+  the end of the data, start-up included): like with like.
+Ratio dataperf / plain per round; the goal is at least 0.95 in every mode (the median over rounds). The stage
+clock's own cost is measured beside it: `dataperf.stages.book` timed over 200,000 calls, times the calls a
+sample makes (3 decoded: read, decode, transform; 1 raw) and a batch (collate, take), as a share of the trial's
+time a sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from benchlog import Say, run_logged
+from PIL import Image
+from torch.utils.data import DataLoader, Dataset
+
+from dataperf import stages
+from dataperf.data import resolve
+from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.measure.trial import TrialOptions, run_trial
+from dataperf.results import LoaderConfig
+
+BATCH, SIZE = 64, 32
+
+
+class PlainFiles(Dataset):
+    """What most training code does: open, read, decode, resize, a tensor."""
+
+    def __init__(self, paths: list[str], decode: bool):
+        self.paths, self.decode = paths, decode
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int):
+        with open(self.paths[i], "rb") as f:
+            b = f.read()
+        if not self.decode:
+            return b
+        img = Image.open(io.BytesIO(b)).convert("RGB").resize((SIZE, SIZE), Image.BILINEAR)
+        return torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1), 0
+
+
+def raw_collate(items: list[bytes]) -> list[bytes]:
+    return items
+
+
+def plain_rate(paths: list[str], workers: int, decode: bool, epochs: int) -> float:
+    loader = DataLoader(PlainFiles(paths, decode), batch_size=BATCH, num_workers=workers,
+                        collate_fn=None if decode else raw_collate)
+    n = 0
+    t0 = time.perf_counter()
+    for _ in range(epochs):
+        for b in loader:
+            n += len(b[1]) if decode else len(b)
+    return n / (time.perf_counter() - t0)
+
+
+def dataperf_rate(data, workers: int, decode: bool, epochs: int) -> tuple[float, dict[str, float]]:
+    cfg = LoaderConfig(backend="files", batch_size=BATCH, num_workers=workers, image_size=SIZE, decode=decode,
+                       shuffle=False)
+    r = run_trial(data, cfg, TrialOptions(repeats=epochs, warmup_batches=0, repeat_seconds=None, collect=False,
+                                          footprint=False))
+    if r.status != "ok":
+        raise SystemExit(f"trial failed: {r.error}")
+    return sum(r.repeat_samples) / sum(r.repeat_s), r.stage_ms_per_sample
+
+
+def clock_cost_us() -> float:
+    """One stages.book call, in microseconds (the median of 5 timings of 200,000 calls)."""
+    runs = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        t = t0
+        for _ in range(200_000):
+            t = stages.book("read", t)
+        runs.append((time.perf_counter() - t0) / 200_000 * 1e6)
+    stages.take()
+    return statistics.median(runs)
+
+
+def body(say: Say, args: argparse.Namespace) -> int:
+    root = args.out / "data"
+    if not (root / "manifest.json").exists():
+        write_dataset(root, "image", "files", args.count, seed=0, image=ImageSpec(64, 64, 85), overwrite=True)
+    data = resolve(str(root))
+    paths = data.urls()
+    for p in paths:  # warm: every file in page cache before the first timing
+        Path(p).read_bytes()
+    say(f"data: {len(paths)} JPEG files of 64 px, {data.total_bytes / len(paths) / 1024:.1f} KiB mean, warm; "
+        f"batch {BATCH}, decode to {SIZE} px; {args.epochs} epochs a timing; rounds {args.rounds}, interleaved, "
+        "order alternating")
+    workers = [int(w) for w in args.workers.split(",")]
+    modes = [(d, w) for d in (True, False) for w in workers]
+    rows: dict[tuple[bool, int], dict[str, list]] = {m: {"plain": [], "dataperf": [], "ratio": []} for m in modes}
+    stage_ms: dict[tuple[bool, int], dict[str, float]] = {}
+    with open(args.out / "rounds.jsonl", "w", encoding="utf-8") as log:
+        for k in range(args.rounds):
+            for decode, w in modes:
+                order = ("plain", "dataperf") if k % 2 == 0 else ("dataperf", "plain")
+                got = {}
+                for who in order:
+                    if who == "plain":
+                        got[who] = plain_rate(paths, w, decode, args.epochs)
+                    else:
+                        got[who], stage_ms[(decode, w)] = dataperf_rate(data, w, decode, args.epochs)
+                ratio = got["dataperf"] / got["plain"]
+                for who in ("plain", "dataperf"):
+                    rows[(decode, w)][who].append(got[who])
+                rows[(decode, w)]["ratio"].append(ratio)
+                line = {"round": k + 1, "decode": decode, "workers": w, **got, "ratio": ratio}
+                log.write(json.dumps(line) + "\n")
+                say(f"round {k + 1} decode={'on ' if decode else 'off'} workers={w}: plain {got['plain']:8.0f}  "
+                    f"dataperf {got['dataperf']:8.0f} samples/s  ratio {ratio:.3f}")
+    cost = clock_cost_us()
+    say(f"stage clock: {cost:.3f} us a book() call")
+    summary = []
+    met_all = True
+    for decode, w in modes:
+        r = rows[(decode, w)]
+        med = statistics.median(r["ratio"])
+        met = med >= 0.95
+        met_all &= met
+        per_sample_ms = 1000 / statistics.median(r["dataperf"])
+        books = 3 if decode else 1  # read, decode, transform; raw bytes: read
+        clock_share = (books * cost + 2 * cost / BATCH) / 1000 / per_sample_ms
+        summary.append({"decode": decode, "workers": w, "plain_median": statistics.median(r["plain"]),
+                        "dataperf_median": statistics.median(r["dataperf"]), "ratio_median": med,
+                        "ratios": r["ratio"], "clock_share_of_sample_time": clock_share,
+                        "stage_ms_per_sample": stage_ms[(decode, w)], "goal_met": met})
+        say(f"decode={'on ' if decode else 'off'} workers={w}: ratio median {med:.3f} (rounds "
+            f"{', '.join(f'{x:.3f}' for x in r['ratio'])}) -> {'met' if met else 'NOT met'}; stage clock "
+            f"{clock_share * 100:.2f}% of a sample's time")
+    (args.out / "summary.json").write_text(json.dumps({"rows": summary, "clock_us_per_book": cost,
+                                                       "goal": ">= 0.95 of the plain loop in every mode",
+                                                       "all_met": met_all}, indent=1))
+    say("goal (>= 0.95 in every mode): " + ("met" if met_all else "NOT met"))
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--workers", default="0,1,2")
+    args = ap.parse_args()
+    return run_logged(args.out, lambda say: body(say, args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
