@@ -422,43 +422,43 @@ def stage_line(r: LoaderResult | E2EResult) -> str | None:
 
 
 def waterfall(r: LoaderResult, path: Path) -> Path | None:
-    """A sample's time as a waterfall: each stage a bar starting where the one before it ended (worker stages,
-    then the hand-over), the worker's total, and the period the measured rate gives each worker."""
+    """A sample's time as a waterfall: each worker stage a bar starting where the one before it ended, the
+    worker's total (its shares are of that, as the stage to attack says), then the consumer's side (the hand-over,
+    the copy to the device) on rows of their own, and the period the measured rate gives each worker."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from dataperf.stages import WORKER_STAGES
+
     ms = r.stage_ms_per_sample
     if not ms:
         return None
-    names, starts, widths = [], [], []
+    rows: list[tuple[str, float, float, str]] = []  # name, start, width, colour
     t = 0.0
     for k, v in ms.items():
-        names.append(k)
-        starts.append(t)
-        widths.append(v)
-        t += v
-    names.append("total")
-    starts.append(0.0)
-    widths.append(t)
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(names) + 1.4))
-    y = list(range(len(names)))[::-1]
-    colors = ["tab:blue"] * (len(names) - 1) + ["tab:gray"]
-    ax.barh(y, widths, left=starts, color=colors)
-    for yi, s0, w in zip(y, starts, widths, strict=True):
-        share = w / t * 100 if t > 0 else 0.0
-        ax.text(s0 + w, yi, f" {w:.3g} ms ({share:.0f}%)", va="center", fontsize=8)
+        if k in WORKER_STAGES:
+            rows.append((k, t, v, "tab:blue"))
+            t += v
+    rows.append(("worker total", 0.0, t, "tab:gray"))
+    rows += [(f"{k} (consumer)", 0.0, v, "tab:orange") for k, v in ms.items() if k not in WORKER_STAGES]
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(rows) + 1.6))
+    y = list(range(len(rows)))[::-1]
+    ax.barh(y, [w for _, _, w, _ in rows], left=[s0 for _, s0, _, _ in rows], color=[c for *_, c in rows])
+    for yi, (name, s0, w, _) in zip(y, rows, strict=True):
+        share = f" ({w / t * 100:.0f}%)" if t > 0 and "consumer" not in name else ""
+        ax.text(s0 + w, yi, f" {w:.3g} ms{share}", va="center", fontsize=8)
     rate = r.samples_per_s_median
     streams = max(r.active_workers or 0, 1)
-    if rate and rate == rate and rate > 0:
-        period = 1000 * streams / rate
-        ax.axvline(period, color="tab:red", ls="--", lw=1)
-        ax.text(period, len(names) - 0.4, f" a worker's period at {rate:,.0f} samples/s: {period:.3g} ms",
-                color="tab:red", fontsize=8, va="bottom")
-    ax.set_yticks(y, names)
+    period = 1000 * streams / rate if rate and rate == rate and rate > 0 else None
+    if period:
+        ax.axvline(period, color="tab:red", ls="--", lw=1, label=f"a worker's period at {rate:,.0f} samples/s "
+                                                                  f"({streams} streams): {period:.3g} ms")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_yticks(y, [name for name, *_ in rows])
     ax.set_xlabel("ms a sample")
-    ax.set_xlim(0, max(t, 1000 * streams / rate if rate and rate == rate and rate > 0 else t) * 1.35)
+    ax.set_xlim(0, max(t, period or 0.0, *(w for _, _, w, _ in rows)) * 1.35)
     ax.set_title(f"where a sample's time goes: {_named(r)}", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
