@@ -34,13 +34,9 @@ def _books() -> dict[str, float]:
 
 
 def book(stage: str, since: float) -> float:
-    """Add the time from `since` to now to `stage`; returns now, the start of whatever comes next. (Called for
-    every sample: written for speed, about 0.2 us.)"""
+    """Add the time from `since` to now to `stage`; returns now, the start of whatever comes next."""
     now = perf_counter()
-    try:
-        books = _local.books
-    except AttributeError:
-        books = _local.books = {}
+    books = _books()
     books[stage] = books.get(stage, 0.0) + now - since
     return now
 

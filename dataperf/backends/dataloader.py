@@ -195,8 +195,6 @@ class FilesDataset(Dataset):
         if self.throttle_mib_s or self.sample_cost_s:
             throttle(len(payload), self.throttle_mib_s, self.sample_cost_s)
         stages.book("read", t)
-        if not self.decoder.decode:  # raw bytes: the harness's own cost is all there is, so none is added
-            return {"nbytes": len(payload), "y": self.labels[i], "payload": payload}
         return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]), p)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from dataperf.results import LoaderConfig
-from dataperf.stages import STAGES, WORKER_STAGES
+from dataperf.stages import STAGES
 
 
 def steady(arrivals: list[Any]) -> list[Any]:
@@ -59,8 +59,13 @@ def stage_medians(per_repeat: list[tuple[dict[str, float], float]]) -> tuple[dic
     return out, statistics.median(w for _, w in per_repeat)
 
 
-def unseen(cfg: LoaderConfig, stages: dict[str, float], user_dataset: bool) -> list[str]:
-    """The stages left out of the breakdown, each with why (a note says so)."""
+LOADER_H2D = "h2d (a loader trial copies nothing to a device; the fed loop does: e2e, sweep --confirm)"
+CPU_H2D = "h2d (the step trains on the CPU: no copy to a device)"
+
+
+def unseen(cfg: LoaderConfig, stages: dict[str, float], user_dataset: bool, h2d: str | None = LOADER_H2D) -> list[str]:
+    """The stages left out of the breakdown, each with why (a note says so); `h2d`: why the copy to the device is
+    left out, None where it was measured."""
     why = []
     if not stages:
         return [f"every stage ({cfg.backend} keeps no stage books: its pipeline runs outside dataperf's code)"]
@@ -78,8 +83,7 @@ def unseen(cfg: LoaderConfig, stages: dict[str, float], user_dataset: bool) -> l
         why.append("pin (no CUDA device: torch does not pin)")
     else:
         why.append("pin (the DataLoader's pin thread sits between worker and consumer: inside transfer)")
-    why.append("h2d (a loader trial copies nothing to a device; the fed loop does: e2e, sweep --confirm)")
-    return why
+    return why + ([h2d] if h2d else [])
 
 
 def fill(res: Any, reps: list[Any], cfg: LoaderConfig, user_dataset: bool) -> None:
@@ -110,10 +114,4 @@ def fed_stages(runs: list[tuple[list[Any], float | None, int]], cfg: LoaderConfi
     if not per_repeat:
         return {}, float("nan"), unseen(cfg, {}, user_dataset)
     ms, wait = stage_medians(per_repeat)
-    left = [w for w in unseen(cfg, ms, user_dataset) if not w.startswith("h2d")]
-    return ms, wait, left + ([] if "h2d" in ms else ["h2d (the step trains on the CPU: no copy to a device)"])
-
-
-def worker_ms(stages: dict[str, float]) -> float:
-    """A worker's time per sample: its stages summed (transfer is the consumer's side)."""
-    return sum(v for k, v in stages.items() if k in WORKER_STAGES)
+    return ms, wait, unseen(cfg, ms, user_dataset, None if "h2d" in ms else CPU_H2D)

@@ -102,9 +102,7 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
             b = stream.next()
         now = time.perf_counter()
         t.wait_s.append(now - tw)
-        done = b.get("done_s")
-        t.arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b.get("nbytes", 0), b.get("stage_s"),
-                                  now - max(done, tw) if isinstance(done, float) else None, now - tw))
+        t.arrivals.append(Arrival.of(b, t0, tw, now))
         if cuda:
             e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
             e[0].record()

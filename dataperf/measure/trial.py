@@ -88,6 +88,13 @@ class Arrival:
     handover_s: float | None = None  # from done in its worker (or asked for, if later) to in the consumer's hand
     wait_s: float = 0.0  # the consumer's time blocked in next() for it
 
+    @classmethod
+    def of(cls, b: dict[str, Any], t0: float, asked: float, now: float) -> Arrival:
+        """A batch the consumer asked for at `asked` and held at `now` (perf_counter; t0: the repeat's start)."""
+        done = b.get("done_s")
+        return cls(now - t0, int(b.get("worker", -1)), b["n"], b.get("nbytes", 0), b.get("stage_s"),
+                   now - max(done, asked) if isinstance(done, float) else None, now - asked)
+
 
 def steady_rate(arrivals: list[Arrival], field: str = "samples") -> float:
     """Steady rate: the sum over workers of each worker's own rate between its first and its last batch.
@@ -241,9 +248,7 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
                 n += 1
                 samples += b["n"]
                 nbytes += b["nbytes"]
-                done = b.get("done_s")
-                arrivals.append(Arrival(now - t0, int(b.get("worker", -1)), b["n"], b["nbytes"], b.get("stage_s"),
-                                        now - max(done, tb) if isinstance(done, float) else None, now - tb))
+                arrivals.append(Arrival.of(b, t0, tb, now))
                 corrupt += b.get("corrupt", 0)
                 per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
                 if seconds is not None and now - t0 >= seconds and n >= min_batches \
