@@ -190,6 +190,16 @@ def variants(trial: LoaderResult, device: str) -> list[LoaderConfig]:
     return out
 
 
+def fullest(trial: LoaderResult, device: str) -> LoaderConfig:
+    """The trial's config with every knob `variants` would try turned on (pinned on CUDA, persistent where the
+    epoch's start counts): what a GPU training script runs, fed alone where the gain of each is not wanted."""
+    c = trial.loader_config
+    for v in variants(trial, device):
+        c = replace(c, pin_memory=c.pin_memory or v.pin_memory,
+                    persistent_workers=c.persistent_workers or v.persistent_workers)
+    return c
+
+
 def _same_data(a: Record, b: Record) -> bool:
     da, db = getattr(a, "data", ""), getattr(b, "data", "")
     return da == db or ("://" not in da + db and Path(da).resolve() == Path(db).resolve())

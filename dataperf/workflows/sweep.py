@@ -411,6 +411,9 @@ class ConfirmOptions:
     steps: int = 20
     repeats: int = 3
     warmup: int = 3
+    # each candidate fed once in its fullest variant (verdict.fullest), not beside each variant: tune, whose search
+    # chose the loader's knobs (on the H200 the variants made its fed check 8 runs, 200 s of its 302)
+    fullest_only: bool = False
 
 
 def no_bar(label: str, total: int | None) -> AbstractContextManager[Callable[[int], None]]:
@@ -432,7 +435,9 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
 
     cands = verdict.confirm_candidates(recs, step, headroom, copts.k)
     fed: list[tuple[LoaderResult, LoaderConfig]] = [(t, t.loader_config) for t in cands]
-    if cands:
+    if copts.fullest_only:
+        fed = [(t, verdict.fullest(t, sopts.device)) for t in cands]
+    elif cands:
         more = [(cands[0], v) for v in verdict.variants(cands[0], sopts.device)]
         # the fullest variant first: where the budget leaves one or two fed configs, feed what a GPU script runs,
         # pinned and persistent (the H200, ResNet-50: pinning gained 17-36% fed at 16 workers, persistent workers

@@ -23,7 +23,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from dataperf import results, verdict
@@ -153,6 +153,24 @@ def predict_workers(lim: LimitsResult, batch: int, start: int, choices: list[int
         reach = f"fall short of {what} samples/s"
     return Prediction(w, batch, rate, f"{w} workers x {r1:,.0f} samples/s each {reach}: "
                                       f"predicted {rate:,.0f} samples/s at batch {batch}")
+
+
+def same_ceilings(probe: LimitsResult, cfg: LoaderConfig) -> bool:
+    """Whether the probe's ceilings are cfg's: the same workers and batch size (storage readers, the worker's rate,
+    the main process's batches and the copies all follow those two; prefetch and persistence move none), the same
+    pinning. The H200's tune measured them twice, 16 s more, for a pick that differed in prefetch alone."""
+    c = probe.config
+    return (c.get("num_workers"), c.get("batch_size"), c.get("pin_memory")) == \
+        (cfg.num_workers, cfg.batch_size, cfg.pin_memory)
+
+
+def as_pick(probe: LimitsResult, cfg: LoaderConfig) -> LimitsResult:
+    """The probe's ceilings recorded for the pick (the verdict finds limits by config), saying where they came
+    from."""
+    was = LoaderConfig(**probe.config).short()
+    return replace(probe, config=asdict(cfg), config_key=cfg.key(),
+                   workers_how=f"{probe.workers_how}; measured on the probe config {was} (the same workers, batch "
+                               "size and pinning: the same ceilings)")
 
 
 class Tuner:
@@ -441,8 +459,9 @@ class Tuner:
         res.target_samples_per_s = self.target_at(cfg.batch_size)
         res.step = self.step_at(cfg.batch_size)
         res.met = self.met(pick, rate)
-        if res.probe is not None and res.probe.config_key == pick.config_key:
-            res.limits = res.probe
+        probe = res.probe
+        if probe is not None and (probe.config_key == pick.config_key or same_ceilings(probe, cfg)):
+            res.limits = probe if probe.config_key == pick.config_key else as_pick(probe, cfg)
             limits.put(res.limits, limits.model_ceiling(res.step))
             limits.bind(res.limits, pick)
         else:
@@ -476,12 +495,14 @@ class Tuner:
 
     def fed_check(self, res: TuneOutcome) -> None:
         """With a model: the verdict over the search, and the fed loop (sweep --confirm's) on its two candidates
-        in interleaved rounds, so the pick is the cheapest within 2% of the best fed rate, as sweep's is."""
+        in interleaved rounds, so the pick is the cheapest within 2% of the best fed rate, as sweep's is. Each is
+        fed as a GPU script runs it (pinned on CUDA, persistent where the epoch's start counts), not beside each
+        variant: what pinning and persistence gain fed is `sweep --confirm`'s to show, at twice the runs."""
         from dataperf.workflows.sweep import ConfirmOptions, confirm
 
         recs: list[Record] = [*self.trials(), res.limits, res.step]
         if self.out is not None and self.fed_k and isinstance(self.data, Data):
-            runs, _ = confirm(recs, res.step, self.sopts, self.headroom, ConfirmOptions(self.fed_k),
+            runs, _ = confirm(recs, res.step, self.sopts, self.headroom, ConfirmOptions(self.fed_k, fullest_only=True),
                               {self.data.spec: self.data}, self.opts, self.out, self.bar)
             recs += runs
         res.recommendation = verdict.recommend(recs, res.step, self.headroom)

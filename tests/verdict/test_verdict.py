@@ -94,6 +94,17 @@ def test_a_trial_predicted_to_beat_every_fed_config_keeps_the_fed_pick_from_stan
     assert rec.confirmed and rec.pick is w2 and rec.outcome == "input_bound"
 
 
+def test_the_fullest_variant_turns_on_every_knob_the_variants_try():
+    t = loader(600, 4, 2)
+    t.startup_s_median, t.epoch_estimate_s = 1.0, 10.0
+    c = verdict.fullest(t, "cuda:0")
+    assert (c.pin_memory, c.persistent_workers, c.num_workers) == (True, True, 4)
+    assert (verdict.fullest(t, "cpu").pin_memory, verdict.fullest(t, "cpu").persistent_workers) == (False, True)
+    t.startup_s_median = 0.1  # a short start: persistence gains nothing, pinning still does on CUDA
+    assert (verdict.fullest(t, "cuda:0").pin_memory, verdict.fullest(t, "cuda:0").persistent_workers) == (True, False)
+    assert verdict.fullest(t, "cpu") == t.loader_config
+
+
 def test_variants_tried_fed_and_what_they_gain():
     t = loader(600, 4, 2)
     t.startup_s_median, t.epoch_estimate_s = 1.0, 10.0

@@ -512,6 +512,27 @@ def test_on_cuda_the_pinned_persistent_variant_is_fed_first(datasets, tmp_path, 
     assert [(c.pin_memory, c.persistent_workers) for c in fed] == [(True, True), (True, False), (False, False)]
 
 
+def test_fullest_only_feeds_each_candidate_once_as_a_gpu_script_runs_it(datasets, tmp_path, monkeypatch):
+    """tune's fed check: two candidates, each fed pinned and persistent, not beside each variant (8 runs on the
+    H200 became 4)."""
+    data = as_data(datasets["image-files"])
+    trials = []
+    for w, rate in ((2, 100.0), (4, 110.0)):
+        cfg = LoaderConfig(backend="files", batch_size=8, num_workers=w, prefetch_factor=2, decode=True).explicit()
+        trials.append(LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=rate,
+                                   training_samples_per_s=rate, startup_s_median=1.0, epoch_samples=200,
+                                   epoch_estimate_s=3.0))
+    fed = []
+    monkeypatch.setattr("dataperf.workflows.e2e.run_e2e", lambda d, c, *a, **k: fed.append(c) or (_ for _ in ()).throw(
+        RuntimeError("not run here")))
+    sw.confirm(trials, StepResult(samples_per_s=50.0, batch_size=8, device="cuda"),
+               StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8), 1.2,
+               sw.ConfirmOptions(2, rounds=2, fullest_only=True), {data.spec: data}, TrialOptions(),
+               tmp_path / "c.jsonl")
+    assert sorted((c.num_workers, c.pin_memory, c.persistent_workers) for c in fed) == \
+        [(2, True, True), (2, True, True), (4, True, True), (4, True, True)]
+
+
 def test_a_budget_counts_from_the_process_start():
     import psutil
 

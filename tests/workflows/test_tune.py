@@ -112,6 +112,23 @@ def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
     assert "confirmed" in out.stop_reason and out.limits is not None and out.recommendation is None
 
 
+def test_a_pick_that_differs_from_the_probe_in_prefetch_alone_keeps_the_probes_ceilings(monkeypatch):
+    """The probe (4 workers on 4 cores, batch 32) and a pick with a deeper prefetch have the same ceilings: they
+    are measured once (on the H200 twice, 16 s more), and recorded for the pick, saying where they came from."""
+    monkeypatch.setattr("dataperf.verdict.machine_cores", lambda: 4)
+
+    def rate(w, pf, bs, n):
+        return {4: 400, 2: 200}.get(w, 100) * (1.1 if pf == 4 else 1.0)
+
+    lim = limits_of()
+    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
+                max_batch=32, trial=fake_trial(rate), limits_of=lim).run()
+    assert (out.pick.config["num_workers"], out.pick.config["prefetch_factor"]) == (4, 4)
+    assert len(lim.calls) == 1 and lim.calls[0].prefetch_factor == 2  # the probe only
+    assert out.limits.config_key == out.pick.config_key and out.limits.best_config_key == out.pick.config_key
+    assert "measured on the probe config" in out.limits.workers_how
+
+
 def test_workers_that_tie_at_the_first_batch_are_tried_again_at_the_batch_the_search_moves_to():
     """The H200's surface (2026-12-03, WebDataset JPEGs, 16 cores), rounded: at batch 32 the main process caps
     16 and 32 workers alike (9,800 and 9,600), so the worker step keeps 16; batch 128 then lifts 16 workers
