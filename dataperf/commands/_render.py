@@ -1,6 +1,7 @@
 """What several commands print: the console, progress bars, figure tables, notes, histograms, the loader table
-and its warnings, the recommendation (fed runs and limits table included), the heatmap and the collectors. Each
-command's own record is rendered in its module (commands/e2e.py ...). Takes records, never measures."""
+and its warnings, the recommendation (fed runs and limits table included) and the collectors; the pictures are
+commands/_plots.py's. Each command's own record is rendered in its module (commands/e2e.py ...). Takes records,
+never measures."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import os
 import statistics
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -29,6 +29,7 @@ from dataperf import verdict
 from dataperf.data.spec import Data
 from dataperf.measure import collectors
 from dataperf.results import (
+    HIGH_SPREAD_PCT,
     E2EResult,
     LimitsResult,
     LoaderConfig,
@@ -112,12 +113,87 @@ def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
 
 
 def loader_table(results: list[Record], step: StepResult | None = None, headroom: float = 1.2,
-                 title: str = "loader trials") -> Table:
-    """Every trial, fastest first, failed trials last with their reason; with a step record, the verdict."""
+                 title: str = "loader trials", verbose: bool = False) -> Table:
+    """Every trial, fastest first, failed trials last; with a step record, each against the model. Short by
+    default (a 100-column terminal cut the numbers of the full table, about 240 columns wide): the config, what a
+    training epoch gets with the repeats' spread, tokens/s for token data, against the model, and a flag where a
+    row is not to be read at face value; `verbose` gives every column."""
+    if verbose:
+        return full_loader_table(results, step, headroom, title)
     t = Table(title=title)
-    cols = ("backend", "config", "steady samples/s median \\[min-max]", "training samples/s", "MiB/s payload/storage",
-            "ttfb_s", "wait_ms p50/p99", "workers active/shards", "per core", "per GiB PSS", "cache")
-    for col in cols:
+    tokens = any(getattr(r, "tokens_per_sample", None) for r in ok_loaders(results))
+    t.add_column("config", overflow="fold")
+    t.add_column("samples/s (spread)", justify="right", no_wrap=True)
+    if tokens:
+        t.add_column("tokens/s", justify="right", no_wrap=True)
+    if step is not None:
+        t.add_column(f"vs model ({fmt(step.samples_per_s)}/s)", justify="right", overflow="fold")
+    t.add_column("flag", overflow="fold")
+    for r in sorted_by_rate(results):
+        cfg, rate = r.loader_config, rank_rate(r)
+        spread = r.samples_per_s_spread_pct
+        row = [cfg.short(), f"{fmt(rate)} ({'±' + format(spread / 2, '.0f') + '%' if spread == spread else '-'})"]
+        if tokens:
+            row.append(fmt(rate * r.tokens_per_sample) if r.tokens_per_sample else "-")
+        if step is not None:
+            row.append(fed_short(r, step, headroom) if cfg.decode else "no verdict (raw bytes)")
+        row.append(", ".join(flags(r)))
+        t.add_row(*row)
+    for r in results:
+        if isinstance(r, LoaderResult) and r.status != "ok":
+            t.add_row(r.loader_config.short(), "[red]failed[/red]", *([""] if tokens else []),
+                      *([""] if step is not None else []), "reason below")
+    return t
+
+
+def flags(r: LoaderResult) -> list[str]:
+    """Why a row is not to be read at face value: repeats that disagree, a steady rate training does not see,
+    workers that read nothing, a cold cache not verified."""
+    out = []
+    if r.samples_per_s_spread_pct > HIGH_SPREAD_PCT:
+        out.append(f"[yellow]noisy: repeats {r.samples_per_s_spread_pct:.0f}% apart[/yellow]")
+    if not r.steady_valid:
+        out.append(f"rate of {r.training_basis or 'whole repeats'}")
+    w = r.config.get("num_workers", 0)
+    if r.active_workers is not None and w and r.active_workers < w:
+        out.append(f"[red]{w - r.active_workers} of {w} workers idle[/red]")
+    if r.cache_mode == "cold" and not r.cache_verified:
+        out.append("cold not verified")
+    return out
+
+
+FULL_COLUMNS = ("backend", "config", "steady samples/s median \\[min-max]", "training samples/s",
+                "MiB/s payload/storage", "ttfb_s", "wait_ms p50/p99", "workers active/shards", "per core",
+                "per GiB PSS", "cache")
+
+
+def full_cells(r: LoaderResult) -> list[str]:
+    """A successful trial's every figure, in FULL_COLUMNS order."""
+    cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
+    return [backend_label(r), r.loader_config.short(),
+            f"{fmt(r.samples_per_s_median)} \\[{fmt(r.samples_per_s_min)}-{fmt(r.samples_per_s_max)}]",
+            fmt(rank_rate(r)) + ("" if r.steady_valid else " [yellow](steady not valid)[/yellow]"),
+            f"{fmt(r.payload_mib_s_median, 1)}/{fmt(r.storage_read_mib_s_median, 1)}",
+            fmt(r.ttfb_s_median, 3), f"{fmt(r.batch_wait_ms_p50, 2)}/{fmt(r.batch_wait_ms_p99, 2)}",
+            workers_cell(r), fmt(getattr(r, "samples_per_s_per_core", None)),
+            fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
+
+
+def trial_table(r: LoaderResult, title: str) -> Table:
+    """One trial's every figure down the page (bench): a row a figure fits any terminal, where the full table's
+    columns are about 240 wide."""
+    rows = list(zip(FULL_COLUMNS, full_cells(r), strict=True))
+    if r.tokens_per_sample:
+        rows.insert(4, ("tokens/s (training rate x tokens a sample)", fmt(rank_rate(r) * r.tokens_per_sample)))
+    return figure_table(title, rows)
+
+
+def full_loader_table(results: list[Record], step: StepResult | None = None, headroom: float = 1.2,
+                      title: str = "loader trials") -> Table:
+    """Every column (--verbose): steady and training rates, MiB/s, time to first batch, waits, workers, per core
+    and per GiB, cache."""
+    t = Table(title=title)
+    for col in FULL_COLUMNS:
         t.add_column(col, justify="left" if col in ("backend", "config") else "right")
     if step is not None:
         t.add_column(f"vs step ({fmt(step.samples_per_s)} samples/s)")
@@ -126,17 +202,9 @@ def loader_table(results: list[Record], step: StepResult | None = None, headroom
         t.add_column("per-rank samples/s (slowest)")
     failed = [r for r in results if isinstance(r, LoaderResult) and r.status != "ok"]
     for r in sorted_by_rate(results):
-        cfg = r.loader_config
-        cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
-        row = [backend_label(r), cfg.short(),
-               f"{fmt(r.samples_per_s_median)} \\[{fmt(r.samples_per_s_min)}-{fmt(r.samples_per_s_max)}]",
-               fmt(rank_rate(r)) + ("" if r.steady_valid else " [yellow](steady not valid)[/yellow]"),
-               f"{fmt(r.payload_mib_s_median, 1)}/{fmt(r.storage_read_mib_s_median, 1)}",
-               fmt(r.ttfb_s_median, 3), f"{fmt(r.batch_wait_ms_p50, 2)}/{fmt(r.batch_wait_ms_p99, 2)}",
-               workers_cell(r), fmt(getattr(r, "samples_per_s_per_core", None)),
-               fmt(getattr(r, "samples_per_s_per_gib_pss", None)), cache]
+        row = full_cells(r)
         if step is not None:
-            row.append(fed_short(r, step, headroom) if cfg.decode else "no verdict (undecoded)")
+            row.append(fed_short(r, step, headroom) if r.loader_config.decode else "no verdict (raw bytes)")
         if multi:
             ranks = ", ".join(fmt(x) for x in r.per_rank_samples_per_s)
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
@@ -361,52 +429,6 @@ def _named(r: LoaderResult) -> str:
     return f"{r.loader_config.short()} (backend {b or r.config.get('backend')})"  # [..] is rich markup
 
 
-def heatmap(results: list[Record], path: Path) -> Path | None:
-    """samples/s over workers x prefetch, one panel per backend/worker type/cache/batch size/decode."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    groups: dict[tuple, list] = {}
-    for r in ok_loaders(results):
-        c = r.config
-        if c["backend"] == "dali":
-            continue
-        wt = (getattr(r, "backend", None) or {}).get("worker_type") or c.get("worker_type") or ""
-        groups.setdefault((c["backend"], wt, r.cache_mode, c["batch_size"], c["decode"]), []).append(r)
-    if not groups:
-        return None
-    rates = [r.samples_per_s_median for rs in groups.values() for r in rs]
-    vmin, vmax = min(rates), max(rates)  # one scale for every panel, so colours compare across them
-    fig, axes = plt.subplots(1, len(groups), figsize=(4.2 * len(groups), 3.6), squeeze=False)
-    for ax, (g, rs) in zip(axes[0], sorted(groups.items()), strict=True):
-        workers = sorted({r.config["num_workers"] for r in rs})
-        pfs = sorted({r.config["prefetch_factor"] or 0 for r in rs})
-        grid = np.full((len(workers), len(pfs)), np.nan)
-        for r in rs:
-            i, j = workers.index(r.config["num_workers"]), pfs.index(r.config["prefetch_factor"] or 0)
-            grid[i, j] = np.nanmax([grid[i, j], r.samples_per_s_median])
-        im = ax.imshow(grid, cmap="viridis", aspect="auto", origin="lower", vmin=vmin, vmax=vmax)
-        for (i, j), v in np.ndenumerate(grid):
-            if v == v:
-                light = (v - vmin) / ((vmax - vmin) or 1) > 0.6
-                ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="k" if light else "w", fontsize=8)
-        ax.set_xticks(range(len(pfs)), [str(p) if p else "-" for p in pfs])
-        ax.set_yticks(range(len(workers)), [str(w) for w in workers])
-        ax.set_xlabel("prefetch_factor")
-        ax.set_ylabel("num_workers")
-        ax.set_title(f"{g[0]}{f' ({g[1]} workers)' if g[1] else ''} {g[2]} bs={g[3]}{' decode' if g[4] else ''}",
-                     fontsize=9)
-        fig.colorbar(im, ax=ax, label="samples/s")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 def stage_line(r: LoaderResult | E2EResult) -> str | None:
     """Where a sample's time goes, in one line: each stage's ms a sample (dataperf.measure.breakdown) and the
     consumer's wait; for a loader trial, the stage to attack (verdict.stages)."""
@@ -419,52 +441,6 @@ def stage_line(r: LoaderResult | E2EResult) -> str | None:
     line = f"stages, ms a sample: {parts}; waiting in next() {fmt(r.main_wait_ms_per_sample, 2)}"
     e = exposed(r) if isinstance(r, LoaderResult) else None
     return line + (f"\n  on the critical path: {e.sentence()}" if e else "")
-
-
-def waterfall(r: LoaderResult, path: Path) -> Path | None:
-    """A sample's time as a waterfall: each worker stage a bar starting where the one before it ended, the
-    worker's total (its shares are of that, as the stage to attack says), then the consumer's side (the hand-over,
-    the copy to the device) on rows of their own, and the period the measured rate gives each worker."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dataperf.stages import WORKER_STAGES
-
-    ms = r.stage_ms_per_sample
-    if not ms:
-        return None
-    rows: list[tuple[str, float, float, str]] = []  # name, start, width, colour
-    t = 0.0
-    for k, v in ms.items():
-        if k in WORKER_STAGES:
-            rows.append((k, t, v, "tab:blue"))
-            t += v
-    rows.append(("worker total", 0.0, t, "tab:gray"))
-    rows += [(f"{k} (consumer)", 0.0, v, "tab:orange") for k, v in ms.items() if k not in WORKER_STAGES]
-    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(rows) + 1.6))
-    y = list(range(len(rows)))[::-1]
-    ax.barh(y, [w for _, _, w, _ in rows], left=[s0 for _, s0, _, _ in rows], color=[c for *_, c in rows])
-    for yi, (name, s0, w, _) in zip(y, rows, strict=True):
-        share = f" ({w / t * 100:.0f}%)" if t > 0 and "consumer" not in name else ""
-        ax.text(s0 + w, yi, f" {w:.3g} ms{share}", va="center", fontsize=8)
-    rate = r.samples_per_s_median
-    streams = max(r.active_workers or 0, 1)
-    period = 1000 * streams / rate if rate and rate == rate and rate > 0 else None
-    if period:
-        ax.axvline(period, color="tab:red", ls="--", lw=1, label=f"a worker's period at {rate:,.0f} samples/s "
-                                                                  f"({streams} streams): {period:.3g} ms")
-        ax.legend(loc="lower right", fontsize=8)
-    ax.set_yticks(y, [name for name, *_ in rows])
-    ax.set_xlabel("ms a sample")
-    ax.set_xlim(0, max(t, period or 0.0, *(w for _, _, w, _ in rows)) * 1.35)
-    ax.set_title(f"where a sample's time goes: {_named(r)}", fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def print_collectors(c: dict[str, Any], verbose: bool = False) -> None:

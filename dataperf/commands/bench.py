@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from dataperf.commands import _render
+from dataperf.commands import _plots, _render
 from dataperf.commands._options import (
     OUT,
+    default_decode,
     loader_options,
     make_config,
     make_trial_options,
@@ -40,6 +41,8 @@ def bench(data, out, verbose, plot, **kw) -> None:
     preflight.writable_file(out, "--out")
     preflight.writable_file(plot, "--plot")
     data = resolve_data(data, loader["dataset_factory"])[0]
+    if loader["decode"] is None:
+        loader["decode"] = default_decode([data])
     cfg = make_config(data, **loader)
     opts = make_trial_options(raw_dir=out.parent / "raw" if out else None, **topts)
     preflight.check_loader(data, cfg)
@@ -52,7 +55,7 @@ def bench(data, out, verbose, plot, **kw) -> None:
     _render.print_data([data])
     render(r, verbose)
     if plot:
-        png = _render.waterfall(r, plot)
+        png = _plots.waterfall(r, plot)
         _render.console.print(f"stage waterfall: {png}" if png else f"no stage waterfall: {cfg.backend} keeps no "
                               "stage books")
 
@@ -60,8 +63,8 @@ def bench(data, out, verbose, plot, **kw) -> None:
 def render(r: LoaderResult, verbose: bool = False) -> None:
     """One trial in full: figures, collectors, notes."""
     console = _render.console
-    console.print(_render.loader_table([r], title=f"bench {r.data}"))
     if r.status == "ok":
+        console.print(_render.trial_table(r, f"bench {r.data}"))
         console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
                       f"{[round(x) for x in r.samples_per_s_repeats]}; repeat (start-up included) "
                       f"{[round(x) for x in r.repeat_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from dataperf import verdict
-from dataperf.commands import _render, diagnose, e2e, lengths, memory, profile, watch
+from dataperf.commands import _plots, _render, diagnose, e2e, lengths, memory, profile, watch
 from dataperf.commands import step as step_command
 from dataperf.commands._options import HEADROOM
 from dataperf.errors import UserError
@@ -22,9 +22,11 @@ PRINTERS = {"e2e": e2e.render, "lengths": lengths.render, "profile": profile.ren
 @click.command("report")
 @click.argument("results", type=click.Path(path_type=Path))
 @HEADROOM
-@click.option("--plot", type=click.Path(path_type=Path), default=None, help="heatmap PNG")
-def report(results, headroom, plot) -> None:
-    """Tables, heatmap and the input-bound verdict from a saved results file."""
+@click.option("--plot", type=click.Path(path_type=Path), default=None,
+              help="a PNG of samples/s against workers, with the model's rate, the fed configs and the pick")
+@click.option("--verbose", is_flag=True, help="every column of the loader table (MiB/s, waits, workers, per core)")
+def report(results, headroom, plot, verbose) -> None:
+    """Tables, the rates plot and the input-bound verdict from a saved results file."""
     from dataperf.measure import preflight
     from dataperf.results import jsonl
 
@@ -32,12 +34,12 @@ def report(results, headroom, plot) -> None:
     recs = jsonl.current(jsonl.load(results))
     if not recs:
         raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
-    render(recs, headroom, plot)
+    render(recs, headroom, plot, verbose)
 
 
-def render(recs: list[Record], headroom: float, plot: Path | None) -> None:
+def render(recs: list[Record], headroom: float, plot: Path | None, verbose: bool = False) -> None:
     """Every record of a file: provenance first, then each kind, the loader table, its warnings, the step, the
-    heatmap and the recommendation. A confirmation and the recommendation's own limits record are shown inside
+    rates plot and the recommendation. A confirmation and the recommendation's own limits record are shown inside
     the verdict, not twice."""
     console = _render.console
     step = verdict.latest_step(recs)
@@ -54,7 +56,7 @@ def render(recs: list[Record], headroom: float, plot: Path | None) -> None:
         watch.render(recs)
     loaders = [r for r in recs if r.kind == "loader"]
     if loaders:
-        console.print(_render.loader_table(recs, step, headroom))
+        console.print(_render.loader_table(recs, step, headroom, verbose=verbose))
     _render.print_failures(recs)
     _render.print_trial_notes(recs)
     _render.print_warnings(recs, step)
@@ -64,8 +66,8 @@ def render(recs: list[Record], headroom: float, plot: Path | None) -> None:
     if mem:
         memory.render(mem)
     if plot:
-        png = _render.heatmap(recs, plot)
-        console.print(f"heatmap: {png}" if png else "no heatmap: no successful webdataset/files trials")
+        png = _plots.rates(recs, step, rec, plot, headroom)
+        console.print(f"plot: {png}" if png else "no plot: no loader trial succeeded")
     if loaders:
         _render.print_recommendation(rec)
 

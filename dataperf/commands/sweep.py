@@ -1,4 +1,4 @@
-"""`dataperf sweep`: a grid over loader settings, then its table, heatmap, recommendation and how long it took."""
+"""`dataperf sweep`: a grid over loader settings, then its table, rates plot, recommendation and how long it took."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import click
 
-from dataperf.commands import _render
+from dataperf.commands import _plots, _render
 from dataperf.commands._options import (
     HEADROOM,
+    default_decode,
     loader_options,
     make_grid,
     make_step_options,
@@ -49,7 +50,10 @@ def mark_started() -> None:
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep.jsonl"), show_default=True)
 @click.option("--resume", is_flag=True, help="skip trials already recorded as ok in --out")
 @click.option("--overwrite", is_flag=True, help="discard --out's old results")
-@click.option("--plot", type=click.Path(path_type=Path), default=None, help="heatmap PNG [next to --out]")
+@click.option("--verbose", is_flag=True, help="every column of the loader table (MiB/s, waits, workers, per core)")
+@click.option("--plot", type=click.Path(path_type=Path), default=None,
+              help="a PNG of samples/s against workers, with the model's rate, the fed configs and the pick "
+                   "[next to --out]")
 @model_options("sweep")
 @click.option("--model-batch-size", type=int, default=None, help="step batch size [first --batch-size]")
 @HEADROOM
@@ -65,9 +69,9 @@ def mark_started() -> None:
                    "and time left at the end runs what was cut; with --model the step is measured first and the "
                    "grid gets what the step, the limits and --confirm leave [5m with --model; none: no budget]")
 @trial_options
-def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, headroom, confirm_k, confirm_steps,
-          nproc, budget_text, **kw) -> None:
-    """Grid over loader settings; a table fastest first, a heatmap, a recommendation (and a verdict)."""
+def sweep(data, config_file, out, resume, overwrite, verbose, plot, model_batch_size, headroom, confirm_k,
+          confirm_steps, nproc, budget_text, **kw) -> None:
+    """Grid over loader settings; a table fastest first, a rates plot, a recommendation (and a verdict)."""
     # --budget counts from the process's start (main()), or under --nproc from the launching command (one host:
     # one monotonic clock), or, called in-process (tests), from here
     started = float(os.environ.get(BUDGET_START_ENV) or _main_started or time.monotonic())
@@ -88,9 +92,9 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
     if confirm_k < 0 or confirm_steps < 1:
         raise UserError(f"--confirm takes a count of configs (0: off) and --confirm-steps a positive count, got "
                         f"{confirm_k} and {confirm_steps}")
-    if loader["decode"] is None:
-        loader["decode"] = model is not None  # a model eats decoded samples: its verdict needs decoded rates
     datas = resolve_data(sw.unique_datasets(data), loader["dataset_factory"])
+    if loader["decode"] is None:
+        loader["decode"] = default_decode(datas, model)  # a model eats decoded samples: its verdict needs them
     grid = make_grid(datas, **loader)
     if nproc is not None:
         sw.check_ranks(datas, nproc)
@@ -130,7 +134,7 @@ def sweep(data, config_file, out, resume, overwrite, plot, model_batch_size, hea
         sys.exit(130)
     if ctx.rank != 0:
         return
-    render(plan, outcome, out, plot or out.with_suffix(".png"), headroom)
+    render(plan, outcome, out, plot or out.with_suffix(".png"), headroom, verbose)
     if outcome.all_failed:
         raise UserError(f"every trial failed ({len(outcome.results)}); the first: {outcome.results[0].error}")
 
@@ -148,21 +152,21 @@ def print_plan(plan) -> None:
         _render.console.print(f"  budget: {cut}")
 
 
-def render(plan, outcome, out: Path, plot: Path, headroom: float) -> None:
-    """After the grid: the trials fastest first, what the verdict cannot see, the heatmap, the recommendation,
+def render(plan, outcome, out: Path, plot: Path, headroom: float, verbose: bool = False) -> None:
+    """After the grid: the trials fastest first, what the verdict cannot see, the rates plot, the recommendation,
     the time taken and where the records are."""
     console = _render.console
     recs, step = outcome.records, outcome.step
-    console.print(_render.loader_table(recs, step, headroom))
+    console.print(_render.loader_table(recs, step, headroom, verbose=verbose))
     _render.print_failures(recs)
     _render.print_trial_notes(recs)
     _render.print_warnings(recs, step)
-    png = _render.heatmap(recs, plot)
-    if png:
-        console.print(f"heatmap: {png}")
     rec = outcome.recommendation
+    png = _plots.rates(recs, step, rec, plot, headroom)
+    if png:
+        console.print(f"plot: {png} (samples/s against workers, the model's rate, the fed configs, the pick)")
     chosen = rec.pick or rec.best
-    stages_png = _render.waterfall(chosen, plot.with_name(plot.stem + "-stages.png")) if chosen and plot else None
+    stages_png = _plots.waterfall(chosen, plot.with_name(plot.stem + "-stages.png")) if chosen and plot else None
     if stages_png:
         console.print(f"stage waterfall of {'the pick' if rec.pick else 'the fastest'}: {stages_png}")
     _render.print_recommendation(rec)

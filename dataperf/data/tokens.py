@@ -248,7 +248,7 @@ class WindowDataset(Dataset):
             w = w[: self.cap]
         t = stages.book("read", t)
         if not self.decode:
-            return {"nbytes": w.nbytes, "y": 0, "payload": w.tobytes()}
+            return {"nbytes": w.nbytes, "y": 0, "payload": w.tobytes(), "tokens": len(w)}
         x = torch.from_numpy(w.astype(np.int64))
         stages.book("decode", t)
         return {"nbytes": w.nbytes, "y": 0, "x": x}

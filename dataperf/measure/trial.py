@@ -132,6 +132,7 @@ class Repeat:
     corrupt: int = 0  # samples skipped as corrupt (on_corrupt=skip)
     ended: bool = False  # ran to the end of the data: a whole epoch (its tail included)
     input_bytes_per_sample: float | None = None  # the first batch's decoded tensors (x and y), per sample
+    tokens: int = 0  # real tokens delivered (token data: padding left out), 0 where batches do not count them
 
     @property
     def samples_per_s(self) -> float:
@@ -218,7 +219,7 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
     it: Any = None
     waits: list[float] = []
     arrivals: list[Arrival] = []
-    samples = nbytes = n = corrupt = 0
+    samples = nbytes = n = corrupt = tokens = 0
     input_b: float | None = None
     per_worker: dict[int, int] = {}
     t_first = t0
@@ -248,6 +249,7 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
                 n += 1
                 samples += b["n"]
                 nbytes += b["nbytes"]
+                tokens += b.get("tokens", 0)
                 arrivals.append(Arrival.of(b, t0, tb, now))
                 corrupt += b.get("corrupt", 0)
                 per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
@@ -262,7 +264,7 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
         raise
     it = None  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
     return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, waits, cache.tree_read_bytes() - read0,
-                  arrivals, watch_s, corrupt=corrupt, ended=ended, input_bytes_per_sample=input_b)
+                  arrivals, watch_s, corrupt=corrupt, ended=ended, input_bytes_per_sample=input_b, tokens=tokens)
 
 
 def batch_input_bytes(b: dict[str, Any]) -> float | None:
@@ -752,6 +754,8 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.storage_read_mib_per_repeat = [r.storage_read_bytes / MIB for r in reps]
     res.dataset_mib_read_per_repeat = summarize([r.nbytes / MIB for r in reps])["median"]
     res.input_mib_per_sample = next((r.input_bytes_per_sample / MIB for r in reps if r.input_bytes_per_sample), None)
+    counted = sum(r.samples for r in reps if r.tokens)
+    res.tokens_per_sample = sum(r.tokens for r in reps) / counted if counted else None
     _fill_workers(res, reps, cfg, opts)
     breakdown.fill(res, reps, cfg, data.format == "user-dataset")
     res.corrupt_samples = max(r.corrupt for r in reps)

@@ -75,4 +75,6 @@ class LoaderConfig:
             s += " persist"
         if self.decode:
             s += " decode"
+        elif self.backend != "user-dataset":  # a user's Dataset returns what its own code makes
+            s += " raw"
         return s + f" {self.access()} {self.cache}"

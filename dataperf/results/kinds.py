@@ -67,6 +67,7 @@ class LoaderResult(TrialRecord):
     network_recv_mib_per_repeat: list[float] = field(default_factory=list)  # remote data: host-wide NIC bytes
     dataset_mib_read_per_repeat: float = float("nan")
     input_mib_per_sample: float | None = None  # a decoded batch's tensors (x, y) per sample: what a fed step copies
+    tokens_per_sample: float | None = None  # token data: real tokens a sample delivered (padding left out)
     repeat_s: list[float] = field(default_factory=list)  # each repeat, iter() to its last batch
     repeat_samples: list[int] = field(default_factory=list)  # each repeat's samples
     # this rank's epoch: its samples at the steady rate, the tail (tail_s) and one start-up; None: size unknown

@@ -39,12 +39,6 @@ def test_recommendation_line_formats_each_outcome():
     assert _render.recommendation_line(verdict.recommend([])) == "no trial succeeded; see the errors above"
 
 
-def test_heatmap_png(tmp_path):
-    rs = [loader(100, 0), loader(200, 1, 2), loader(250, 1, 4), loader(300, 2, 2)]
-    p = _render.heatmap(rs, tmp_path / "h.png")
-    assert p.read_bytes()[:4] == b"\x89PNG"
-
-
 def staged_loader() -> LoaderResult:
     """400 samples/s (2.5 ms a sample) from 4 workers of 10 ms each, 7.5 of it decode; the consumer blocked on
     them 2.3 ms of its 2.5 beyond a 0.1 ms hand-over."""
@@ -75,3 +69,32 @@ def test_the_limits_table_shows_each_stage_beside_the_ceiling_it_spends(capsys):
     assert "decode 7.5, transform 1" in rows["decode (binding)"] and "80%" in rows["decode (binding)"]
     assert "read 1" in rows["storage"] and "10%" in rows["storage"]
     assert "transfer 0.1" in rows["main_process"] and "4%" in rows["main_process"]
+
+
+def _text(table, width: int) -> str:
+    from rich.console import Console
+
+    c = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    c.print(table)
+    return c.export_text()
+
+
+def test_the_short_table_fits_100_columns_and_flags_rows_not_to_read_at_face_value():
+    """The full table is about 240 columns; at 100 rich cut its numbers. The short one keeps every figure whole,
+    says tokens/s for token data (samples/s x real tokens a sample), and flags a noisy or idle row."""
+    calm, noisy = loader(12345.6, 4, 2), loader(23456.7, 8, 2)
+    noisy.samples_per_s_min, noisy.samples_per_s_max, noisy.samples_per_s_spread_pct = 20000.0, 26000.0, 25.6
+    noisy.active_workers = 6
+    for r in (calm, noisy):
+        r.tokens_per_sample = 1024.0
+    text = _text(_render.loader_table([calm, noisy], StepResult(samples_per_s=20000.0)), 100)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "12,346" in text and "23,457 (±13%)" in text
+    assert f"{23456.7 * 1024:,.0f}" in text and "tokens/s" in text
+    assert _render.flags(noisy) == ["[yellow]noisy: repeats 26% apart[/yellow]", "[red]2 of 8 workers idle[/red]"]
+    assert _render.flags(calm) == []
+    wide = _text(_render.loader_table([calm, noisy], StepResult(samples_per_s=20000.0)), 200)
+    assert "noisy: repeats 26% apart, 2 of 8 workers idle" in wide
+    full = _text(_render.loader_table([calm, noisy], verbose=True), 300)
+    assert "MiB/s payload/storage" in full and "per GiB PSS" in full
+    assert "tokens/s" not in _text(_render.loader_table([loader(100.0, 2, 2)]), 100)  # image data: none

@@ -115,3 +115,16 @@ def test_n15_an_unknown_tokenizer_is_one_line(tmp_path):
     r = CliRunner().invoke(cli, ["bench", f"{path}#tokenizer=nosuch", "--decode", *FAST])
     assert len(r.output.splitlines()) == 1
     one_error(r, "tiktoken cannot load encoding 'nosuch'")
+
+
+@pytest.mark.parametrize("decode", [False, True])
+def test_a_token_stream_counts_its_windows_tokens(tmp_path, decode):
+    """tokens/s is samples/s x the real tokens a sample: a .bin cut into 64-token windows has 64 a sample, raw
+    bytes or decoded, and bench prints tokens/s for it."""
+    np.arange(20_000, dtype=np.uint16).tofile(tmp_path / "t.bin")
+    out = tmp_path / "r.jsonl"
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "t.bin"), "--seq-len", "64", *FAST, "--out", str(out),
+                                 "--decode" if decode else "--no-decode"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text().splitlines()[-1])["tokens_per_sample"] == 64
+    assert "tokens/s" in r.output

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from dataperf.backends import dataloader
+from dataperf.data import resolve
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.measure import trial
 from dataperf.measure.collectors.proc import device_of
@@ -51,8 +52,12 @@ def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
     assert r.trial_s > sum(r.repeat_s)  # preparing, warm-up and the harness baseline come on top
     if name.startswith("image"):  # what a fed step copies: a 32 x 32 RGB uint8 image and its label (int64 at most)
         assert 3 * 32 * 32 < r.input_mib_per_sample * MIB <= 3 * 32 * 32 + 8
+        assert r.tokens_per_sample is None
     else:
         assert r.input_mib_per_sample > 0
+        # every sample once a repeat: the real tokens a sample are the manifest's mean length exactly (no padding)
+        lengths = resolve(str(datasets[name])).manifest.token_lengths
+        assert r.tokens_per_sample == pytest.approx(sum(lengths) / len(lengths))
 
 
 @pytest.mark.parametrize("name", ["image-files", "image-webdataset"])

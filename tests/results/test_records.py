@@ -45,9 +45,11 @@ def test_access_pattern_is_part_of_every_config():
     assert LoaderConfig(backend="dali", shuffle_buffer=64).explicit().shuffle_buffer == 64
     assert LoaderConfig(backend="files", shuffle_buffer=64).explicit().shuffle_buffer is None  # a permutation
     assert LoaderConfig(backend="webdataset", shuffle=False, shuffle_buffer=64).explicit().shuffle_buffer is None
-    assert wds.short() == f"webdataset bs=32 w=0 shuffled buf={DEFAULT_SHUFFLE_BUFFER} warm"
-    assert LoaderConfig(num_workers=2).explicit().short() == "files bs=32 w=2 pf=2 shuffled warm"
-    assert LoaderConfig(shuffle=False).short() == "files bs=32 w=0 sequential warm"
+    assert wds.short() == f"webdataset bs=32 w=0 raw shuffled buf={DEFAULT_SHUFFLE_BUFFER} warm"
+    assert LoaderConfig(num_workers=2).explicit().short() == "files bs=32 w=2 pf=2 raw shuffled warm"
+    assert LoaderConfig(shuffle=False).short() == "files bs=32 w=0 raw sequential warm"
+    assert LoaderConfig(decode=True).short() == "files bs=32 w=0 decode shuffled warm"  # the label says which
+    assert LoaderConfig(backend="user-dataset").short() == "user-dataset bs=32 w=0 shuffled warm"  # its own code
     assert LoaderConfig().key() != LoaderConfig(shuffle=False).key()
 
 

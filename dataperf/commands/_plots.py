@@ -1,0 +1,174 @@
+"""The pictures a person would rather look at than read: a sweep's rates against workers, with the model's rate,
+the configs fed to it, the pick and the failures (`rates`), and where a sample's time goes (`waterfall`). Each
+takes records and writes a PNG; none measures."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from dataperf import verdict
+from dataperf.commands._render import _named
+from dataperf.results import LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.verdict import ok_loaders, rank_rate
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _panel(c: LoaderConfig, cache: str) -> tuple:
+    """What a panel holds fixed: batch size, decode, cache, worker type (lines within it vary the rest)."""
+    return (c.batch_size, c.decode, cache, c.worker_type or "")
+
+
+def _line(c: LoaderConfig) -> str:
+    """A line's label: the backend and the knobs other than workers (DALI: its queue; x is then its threads)."""
+    if c.backend == "dali":
+        return f"dali queue={c.dali_prefetch_queue_depth} decode={c.dali_decode_device} (x: threads)"
+    c = c.explicit()
+    knobs = [f"pf={c.prefetch_factor}" if c.num_workers else "", "pin" if c.pin_memory else "",
+             "persist" if c.persistent_workers else ""]
+    return " ".join([c.backend, *(k for k in knobs if k)])
+
+
+def _x(c: LoaderConfig) -> int:
+    if c.backend == "dali":
+        return c.dali_num_threads or 0
+    return c.num_workers
+
+
+def rates(results: list[Record], step: StepResult | None, rec: verdict.Recommendation, path: Path,
+          headroom: float = 1.2) -> Path | None:
+    """A sweep as a picture (rates_figure) in a PNG; None when no trial succeeded."""
+    fig = rates_figure(results, step, rec, headroom)
+    return _save(fig, path) if fig is not None else None
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+    return path
+
+
+def rates_figure(results: list[Record], step: StepResult | None, rec: verdict.Recommendation,
+                 headroom: float = 1.2):
+    """samples/s a training epoch gets (the ranking rate) against workers, a line per backend and
+    prefetch/pin/persistence, one panel per batch size, decode and cache; the model's step rate and the rate it
+    needs (x headroom) as lines; each config fed to the model at its fed rate (diamonds); the pick ringed; the
+    configs that failed as crosses on the axis. None when no trial succeeded."""
+    ok = ok_loaders(results)
+    if not ok:
+        return None
+    failed = [r for r in results if isinstance(r, LoaderResult) and r.status != "ok"]
+    panels: dict[tuple, list[LoaderResult]] = {}
+    for r in ok + failed:
+        panels.setdefault(_panel(r.loader_config, r.cache_mode or r.config.get("cache", "")), []).append(r)
+    panels = {k: v for k, v in panels.items() if any(r.status == "ok" for r in v)}
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 6.2), squeeze=False)
+    top = max(rank_rate(r) for r in ok)
+    model = step.samples_per_s if step is not None and step.status == "ok" else None
+    fed = {f.trial.config_key: f for f in rec.fed}
+    for ax, (key, rs) in zip(axes[0], sorted(panels.items(), key=lambda kv: str(kv[0])), strict=True):
+        lines = _lines([r for r in rs if r.status == "ok"])
+        for label, pts in sorted(lines.items()):
+            xs, ys = zip(*sorted(pts), strict=True)
+            ax.plot(xs, ys, marker="o", ms=4, lw=1.2, label=label)
+        if model:
+            ax.axhline(model, color="k", lw=1, label=f"model: step alone {model:,.0f} samples/s (bs {step.batch_size})")
+            ax.axhline(model * headroom, color="k", lw=1, ls=":", label=f"needed with {headroom:g}x headroom")
+        fed_pts = [(_x(f.config), f.samples_per_s) for r in rs if (f := fed.get(r.config_key)) is not None
+                   and math.isfinite(f.samples_per_s)]
+        if fed_pts:
+            ax.plot(*zip(*fed_pts, strict=True), marker="D", color="tab:red", ms=7, ls="none",
+                    label="fed to the model (--confirm), pooled over its rounds")
+        pick = rec.pick
+        if pick is not None and any(r is pick for r in rs):
+            y = rec.fed_samples_per_s if rec.confirmed and rec.fed_samples_per_s else rank_rate(pick)
+            ax.plot([_x(rec.pick_config or pick.loader_config)], [y], marker="o", ms=16, mfc="none", mec="tab:green",
+                    mew=2, ls="none", label=f"pick: {(rec.pick_config or pick.loader_config).short()}")
+        bad = [r for r in rs if r.status != "ok"]
+        if bad:
+            ax.plot([_x(r.loader_config) for r in bad], [0] * len(bad), marker="x", color="tab:red", ms=9, mew=2,
+                    ls="none", clip_on=False, label=f"failed ({len(bad)}): {_why(bad[0])}")
+        bs, decode, cache, wt = key
+        ax.set_title(f"bs={bs} {'decoded' if decode else 'raw bytes'}, {cache} cache{f', {wt} workers' if wt else ''}",
+                     fontsize=9)
+        ax.set_xlabel("num_workers")
+        ax.set_ylabel("samples/s a training epoch gets")
+        ax.set_ylim(0, max(top, (model or 0) * headroom) * 1.15)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
+    return fig
+
+
+def _lines(rs: list[LoaderResult]) -> dict[str, list[tuple[int, float]]]:
+    """Each line's points; 0 workers (no prefetch, no persistence) starts every line of its backend and pinning,
+    or is a line of its own where there is none."""
+    lines: dict[str, tuple[LoaderConfig, list[tuple[int, float]]]] = {}
+    zero = []
+    for r in rs:
+        c = r.loader_config
+        if c.backend != "dali" and c.num_workers == 0:
+            zero.append(r)
+        else:
+            lines.setdefault(_line(c), (c, []))[1].append((_x(c), rank_rate(r)))
+    for r in zero:
+        c = r.loader_config
+        mates = [pts for lc, pts in lines.values() if (lc.backend, lc.pin_memory) == (c.backend, c.pin_memory)]
+        for pts in mates or [lines.setdefault(_line(c), (c, []))[1]]:
+            pts.append((0, rank_rate(r)))
+    return {label: sorted(pts) for label, (_, pts) in lines.items()}
+
+
+def _why(r: LoaderResult) -> str:
+    """The first failure's cause, short enough for a legend."""
+    e = (r.error or "").split(";")[0]
+    return e if len(e) <= 60 else e[:57] + "..."
+
+
+def waterfall(r: LoaderResult, path: Path) -> Path | None:
+    """A sample's time as a waterfall: each worker stage a bar starting where the one before it ended, the
+    worker's total (its shares are of that, as the stage to attack says), then the consumer's side (the hand-over,
+    the copy to the device) on rows of their own, and the period the measured rate gives each worker."""
+    from dataperf.stages import WORKER_STAGES
+
+    plt = _pyplot()
+
+    ms = r.stage_ms_per_sample
+    if not ms:
+        return None
+    rows: list[tuple[str, float, float, str]] = []  # name, start, width, colour
+    t = 0.0
+    for k, v in ms.items():
+        if k in WORKER_STAGES:
+            rows.append((k, t, v, "tab:blue"))
+            t += v
+    rows.append(("worker total", 0.0, t, "tab:gray"))
+    rows += [(f"{k} (consumer)", 0.0, v, "tab:orange") for k, v in ms.items() if k not in WORKER_STAGES]
+    fig, ax = plt.subplots(figsize=(7.5, 0.5 * len(rows) + 1.6))
+    y = list(range(len(rows)))[::-1]
+    ax.barh(y, [w for _, _, w, _ in rows], left=[s0 for _, s0, _, _ in rows], color=[c for *_, c in rows])
+    for yi, (name, s0, w, _) in zip(y, rows, strict=True):
+        share = f" ({w / t * 100:.0f}%)" if t > 0 and "consumer" not in name else ""
+        ax.text(s0 + w, yi, f" {w:.3g} ms{share}", va="center", fontsize=8)
+    rate = r.samples_per_s_median
+    streams = max(r.active_workers or 0, 1)
+    period = 1000 * streams / rate if rate and rate == rate and rate > 0 else None
+    if period:
+        ax.axvline(period, color="tab:red", ls="--", lw=1, label=f"a worker's period at {rate:,.0f} samples/s "
+                                                                  f"({streams} streams): {period:.3g} ms")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_yticks(y, [name for name, *_ in rows])
+    ax.set_xlabel("ms a sample")
+    ax.set_xlim(0, max(t, period or 0.0, *(w for _, _, w, _ in rows)) * 1.35)
+    ax.set_title(f"where a sample's time goes: {_named(r)}", fontsize=9)
+    return _save(fig, path)

@@ -1,0 +1,52 @@
+"""The pictures: what each shows is read back from the figure (its lines' points and legend), on records whose
+content is set here; the PNGs were also looked at (benchmarks/RESULTS.md says which)."""
+
+from __future__ import annotations
+
+from dataperf import verdict
+from dataperf.commands import _plots
+from dataperf.results import E2EResult, LoaderConfig, LoaderResult, StepResult
+
+
+def loader(sps, workers, pf=2, status="ok", error=""):
+    cfg = LoaderConfig(backend="files", num_workers=workers, prefetch_factor=pf if workers else None, decode=True)
+    return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=sps, samples_per_s_min=sps,
+                        samples_per_s_max=sps, cache_mode="warm", status=status, error=error)
+
+
+def fed(trial, sps, rnd):
+    return E2EResult(config=trial.config, config_key=trial.config_key, samples_per_s=sps, data_stall_fraction=0.01,
+                     confirm_round=rnd, step_host_ms_median=10.0, batch_size=32, steps_per_repeat=20, repeats=3)
+
+
+def points(ax) -> dict[str, list[tuple[float, float]]]:
+    return {ln.get_label(): list(zip(ln.get_xdata(), ln.get_ydata(), strict=True)) for ln in ax.get_lines()}
+
+
+def test_the_rates_plot_shows_the_model_the_fed_configs_the_pick_and_the_failures(tmp_path):
+    w0, w2, w4, w4b = loader(60, 0), loader(150, 2), loader(280, 4), loader(300, 4, pf=4)
+    bad = loader(0, 8, status="failed", error="63 batches cannot give 8 workers 3 each; fewer workers")
+    runs = [fed(w2, 118, 1), fed(w2, 118, 2), fed(w4, 121, 1), fed(w4, 121, 2)]
+    step = StepResult(samples_per_s=120.0, batch_size=32, status="ok")
+    recs = [w0, w2, w4, w4b, bad, *runs]
+    rec = verdict.recommend(recs, step, 1.2)
+    assert rec.confirmed
+    ax = _plots.rates_figure(recs, step, rec).axes[0]
+    pts = points(ax)
+    # 0 workers (no prefetch) starts every line
+    assert pts["files pf=2"] == [(0, 60), (2, 150), (4, 280)] and pts["files pf=4"] == [(0, 60), (4, 300)]
+    model = next(v for k, v in pts.items() if k.startswith("model: step alone 120"))
+    assert {y for _, y in model} == {120}
+    assert {y for _, y in pts["needed with 1.2x headroom"]} == {120 * 1.2}
+    assert sorted(pts["fed to the model (--confirm), pooled over its rounds"]) == [(2, 118), (4, 121)]
+    pick = next(v for k, v in pts.items() if k.startswith("pick: "))
+    assert pick == [(rec.pick_config.num_workers, rec.fed_samples_per_s)]
+    failed = next(v for k, v in pts.items() if k.startswith("failed (1): 63 batches"))
+    assert failed == [(8, 0)]
+    assert _plots.rates(recs, step, rec, tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_no_successful_trial_draws_nothing(tmp_path):
+    recs = [loader(0, 2, status="failed", error="boom")]
+    assert _plots.rates(recs, None, verdict.recommend(recs), tmp_path / "r.png") is None
+    assert not (tmp_path / "r.png").exists()
