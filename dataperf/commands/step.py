@@ -38,8 +38,10 @@ def render(r: StepResult) -> None:
     """A step record's figures (`report` shows them too)."""
     shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
     rows = [("batch", shape),
-            ("step_ms median \\[min-max]", f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
-            ("samples_per_s", fmt(r.samples_per_s, 1))]
+            ("step_ms mean (every timed step)", fmt(r.step_ms_mean, 2)),
+            ("step_ms of the repeats: median \\[min-max]",
+             f"{r.step_ms_median:.2f} \\[{r.step_ms_min:.2f}-{r.step_ms_max:.2f}]"),
+            ("samples_per_s (batch / mean step)", fmt(r.samples_per_s, 1))]
     if r.tokens_per_s:
         rows.append(("tokens_per_s", fmt(r.tokens_per_s)))
     rows.append(("cpu_cores_busy (training process)", fmt(r.cpu_cores_busy_median, 2)))

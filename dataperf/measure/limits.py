@@ -740,7 +740,7 @@ def model_ceiling(step: StepResult | None) -> Ceiling:
         return Ceiling("model", how="not measured: no model given")
     if step.status != "ok":
         return Ceiling("model", how=f"not measured: the step failed ({step.error})")
-    return Ceiling("model", step.samples_per_s, f"{step.model} train step {step.step_ms_median:.1f} ms at batch "
+    return Ceiling("model", step.samples_per_s, f"{step.model} train step {step.step_ms_mean:.1f} ms at batch "
                                                 f"{step.batch_size} on {step.device}")
 
 

@@ -134,11 +134,12 @@ class StepResult(Record):
     config_key: str = ""
     repeats: int = 0
     steps_per_repeat: int = 0
-    step_ms_median: float = float("nan")
+    step_ms_median: float = float("nan")  # the median over repeats of each repeat's mean step (the spread's centre)
     step_ms_min: float = float("nan")
     step_ms_max: float = float("nan")
     step_ms_repeats: list[float] = field(default_factory=list)
-    samples_per_s: float = float("nan")
+    step_ms_mean: float = float("nan")  # every timed step's mean, pooled over the repeats: what samples_per_s is of
+    samples_per_s: float = float("nan")  # batch / step_ms_mean
     samples_per_s_repeats: list[float] = field(default_factory=list)
     tokens_per_s: float | None = None
     peak_mem_mib: float = float("nan")
