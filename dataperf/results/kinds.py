@@ -303,6 +303,10 @@ class WatchResult(Record):
     data_stall_fraction_repeats: list[float] = field(default_factory=list)
     gpu_idle_fraction: float | None = None
     gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
+    # evaluation between steps (batches taken with gradients off), left out of every training figure above
+    eval_batches: int = 0
+    eval_s: float = 0.0  # from an evaluation's first batch to the next training batch (or step), summed
+    eval_wait_s: float = 0.0  # of which waiting for its batches
     hook_us_per_step_median: float = float("nan")
     hook_overhead_pct: float = float("nan")
     loaders: list[dict[str, Any]] = field(default_factory=list)

@@ -290,3 +290,64 @@ def test_a_loop_without_a_dataloader_gets_no_verdict_and_names_the_files_it_read
     assert r.next_step == f"dataperf bench {data / 'train.bin'}"
     assert f"next: dataperf bench {data / 'train.bin'}" in p.stderr
     assert any("opened train.bin (6x" in n for n in r.next_notes)
+
+
+EVAL_TRAIN_S, EVAL_SAMPLE_S, EVAL_BATCHES, EVAL_STEPS = 0.05, 0.2, 2, 6
+WITH_EVAL = f'''
+import sys, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Sleepy(Dataset):
+    def __init__(self, s, n):
+        self.s, self.n = s, n
+    def __len__(self):
+        return self.n
+    def __getitem__(self, i):
+        time.sleep(self.s)
+        return torch.zeros(3), i
+
+class Slow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 1)
+    def forward(self, x):
+        time.sleep({STEP_S})
+        return self.lin(x)
+
+model = Slow()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+train = DataLoader(Sleepy({EVAL_TRAIN_S}, 1000), batch_size={BS})
+val = DataLoader(Sleepy({EVAL_SAMPLE_S}, {EVAL_BATCHES * BS}), batch_size={BS})
+for step, (x, _) in enumerate(train):
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    model.eval()
+    with torch.no_grad():
+        for vx, _ in val:
+            model(vx)
+    model.train()
+    if step + 1 == {EVAL_STEPS}:
+        break
+'''
+
+
+def test_an_evaluation_loop_is_not_training_stall(tmp_path):
+    """The usability review: validation batches counted as training wait. Training here waits 3 x 50 ms a step
+    (no workers: nothing is prefetched while the evaluation runs) for a 100 ms step: a 60% stall; after each step
+    an evaluation under no_grad waits 2 x 3 x 200 ms for its own loader. Counted together they read (0.15 + 1.2) /
+    (0.25 + 1.4) = 82%. The evaluation batches (2 after each of the 5 steady steps' predecessors) are counted
+    apart, with their 1.2 s of waiting each."""
+    (tmp_path / "ev.py").write_text(WITH_EVAL)
+    p = watch(tmp_path, sys.executable, str(tmp_path / "ev.py"))
+    assert p.returncode == 0, p.stderr
+    (r,) = results.load(tmp_path / "watch.jsonl")
+    analytic = BS * EVAL_TRAIN_S / (BS * EVAL_TRAIN_S + STEP_S)
+    assert r.data_stall_fraction == pytest.approx(analytic, abs=0.05), r.data_stall_fraction
+    assert r.samples_per_s == pytest.approx(BS / (BS * EVAL_TRAIN_S + STEP_S), rel=0.1)
+    evals = EVAL_STEPS - 1  # an evaluation falls in every step after the first; the last one after every step
+    assert r.eval_batches == EVAL_BATCHES * evals
+    assert r.eval_wait_s == pytest.approx(evals * EVAL_BATCHES * BS * EVAL_SAMPLE_S, rel=0.1)
+    assert r.eval_s > r.eval_wait_s
+    assert any(n.startswith(f"evaluation: {EVAL_BATCHES * evals} batches") for n in r.notes)

@@ -67,6 +67,14 @@ class _State:
         self.wait_s = 0.0
         self.batches = 0
         self.samples = 0
+        # evaluation: batches taken with gradients off (an eval loop under no_grad or inference_mode), kept out of
+        # the step's training figures: their waits, and the span from the first to the next training batch
+        self.eval_wait_s = 0.0
+        self.eval_batches = 0
+        self.eval_samples = 0
+        self.eval_s = 0.0
+        self.eval_start: float | None = None
+        self.grad_enabled = None  # torch.is_grad_enabled, bound once torch is imported
         self.hook_s = 0.0
         self.cuda_start = None
         self.cuda_pending: deque = deque()
@@ -163,6 +171,7 @@ def _patch(torch) -> None:
     from torch.utils.data import dataloader as dl
 
     STATE = _State(os.environ[ENV_DIR])
+    STATE.grad_enabled = torch.is_grad_enabled
     real_iter = dl.DataLoader.__iter__
     real_next = dl._BaseDataLoaderIter.__next__
 
@@ -362,6 +371,19 @@ def _on_next(it, t0: float, batch) -> None:
     try:
         if s.step_start is None:
             s.step_start = t0
+        if not s.grad_enabled():  # an evaluation batch: not the training loop's wait, batches or samples
+            if s.eval_start is None:
+                s.eval_start = t0
+            s.eval_wait_s += t1 - t0
+            if batch is not None:
+                s.eval_batches += 1
+                shape = _shape(batch)
+                s.eval_samples += int(shape[0]) if shape is not None else 0
+            s.hook_s += _cpu() - c + 2 * s.call_cost_s
+            return
+        if s.eval_start is not None:  # the first training batch after an evaluation ends its span
+            s.eval_s += t0 - s.eval_start
+            s.eval_start = None
         s.wait_s += t1 - t0
         if batch is not None:
             s.batches += 1
@@ -413,8 +435,17 @@ def _on_step(opt, args, kwargs) -> None:
         if s.batches:
             s.loader_steps[s.last_lid] = s.loader_steps.get(s.last_lid, 0) + 1
         step_ms = "null" if s.step_start is None else repr((t - s.step_start) * 1000)
+        if s.eval_start is not None:  # an evaluation ran up to this step
+            s.eval_s += t - s.eval_start
+            s.eval_start = None
+        ev = ""
+        if s.eval_s or s.eval_batches:
+            ev = (f'"eval_ms": {s.eval_s * 1000!r}, "eval_wait_ms": {s.eval_wait_s * 1000!r}, '
+                  f'"eval_batches": {s.eval_batches}, "eval_samples": {s.eval_samples}, ')
+            s.eval_s = s.eval_wait_s = 0.0
+            s.eval_batches = s.eval_samples = 0
         line = (f'{{"t": "step", "n": {s.step_n}, "end_s": {t - s.t0!r}, "step_ms": {step_ms}, '
-                f'"wait_ms": {s.wait_s * 1000!r}, "batches": {s.batches}, "samples": {s.samples}, "hook_us": ')
+                f'"wait_ms": {s.wait_s * 1000!r}, "batches": {s.batches}, "samples": {s.samples}, {ev}"hook_us": ')
         if _cuda_ready():
             s.cuda_pending.append((s.step_n, s.cuda_start, _event()))
             s.cuda_start = None
