@@ -91,10 +91,11 @@ def print_footprint(r: LoaderResult) -> None:
         _render.console.print(f"footprint: {fmt(r.cpu_cores_busy_median, 2)} cores busy "
                               f"({fmt(r.samples_per_s_per_core)} samples/s per core); PSS peak "
                               f"{fmt(r.pss_mib_peak)} MiB, main process + workers "
-                              f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth within an "
-                              f"epoch {fmt(r.worker_pss_growth_pct, 1)}%, private memory "
-                              f"{fmt(r.worker_private_growth_mib, 1)} MiB, of it copied from the parent "
-                              f"{fmt(r.worker_copied_mib, 1)} MiB (copy-on-read)")
+                              f"({fmt(r.samples_per_s_per_gib_pss)} samples/s per GiB); workers' PSS growth in a "
+                              f"repeat {fmt(r.worker_pss_growth_pct, 1)}%, private memory "
+                              f"{fmt(r.worker_private_growth_mib, 1)} MiB; copied from the parent since their first "
+                              f"batch {fmt(r.worker_copied_mib, 1)} MiB over {fmt(r.worker_copied_samples)} samples "
+                              f"(an epoch: {fmt(r.worker_copied_mib_epoch, 1)} MiB; copy-on-read)")
     if "conversion_s" in b:
         _render.console.print(f"store: {b['store']} ({fmt(b['store_mib'], 1)} MiB, converted in "
                               f"{fmt(b['conversion_s'], 2)} s{', reused' if b.get('store_reused') else ''})")

@@ -17,13 +17,17 @@ heap that grows) is private from the start and leaves the shared pages alone; a 
 named copy-on-read on the H200 for 32 decode-off WebDataset workers (264 MiB) whose parent holds only shard
 names. What counts as copied is each worker's private growth up to its shared pages' fall.
 
-Each worker's life is cut in thirds: the first holds its start-up (first buffers, first batches in flight) and
-is left out; growth (and fall) is the least memory of the last third against the least of the middle one. The
-least, because a worker's memory also swings with the batch it is building (a decoded batch is MiBs, there one
-sample and gone the next), while a copy stays. A worker needs MIN_SAMPLES samples (two or more per third) to
-be judged; fewer (a short repeat) gives no growth rather than a guess. A worker whose start-up lasts longer
-than a third of the repeat (spawned workers importing torch in a short repeat, a machine so loaded that
-start-up crawls) shows start-up as growth.
+Growth (and fall) is counted from each worker's first batch (the consumer marks it, `first_batch`: its
+start-up is done by then) to the least memory of the last third of its observed life. Copy-on-read is
+front-loaded: random reads of a list of Python objects dirty most of its pages in the first part of an epoch
+(the audit's 100,000-entry list: 49 MiB private after 12 batches, 128 at a third of the epoch, 130 at its end),
+so a baseline later than the first batch misses it (the middle third read 0.3 MiB of 79). The least of the last
+third, because a worker's memory also swings with the batch it is building (a decoded batch is MiBs, there one
+sample and gone the next), while a copy stays. A worker with no mark (a backend whose workers the consumer
+cannot name) is measured from the least of the middle third of its life, the first third holding its start-up.
+A worker needs MIN_SAMPLES samples (two or more per third) to be judged; fewer (a short repeat) gives no growth
+rather than a guess. A trial keeps each worker's first-batch memory across repeats (persistent workers copy in
+the warm-up and the first repeat, and not again), in a `CopyLedger`.
 Private rather than PSS: when one worker copies a page, the other processes' PSS of the original grows too,
 and the parent's shared memory inflates every worker's PSS, so a PSS ratio understates a copy in a big parent.
 """
@@ -104,6 +108,9 @@ class Footprint:
     worker_copied_bytes: int = 0  # summed over workers: private growth up to the fall of its shared pages
     workers_seen: int = 0
     samples: int = 0
+    # each judged worker: (time of its first batch or None, memory then or None, memory at the end), memory as
+    # (PSS, private, shared); what a CopyLedger keeps across repeats
+    workers: dict[int, tuple[float | None, tuple[int, ...] | None, tuple[int, ...]]] = field(default_factory=dict)
 
     @property
     def cores_busy(self) -> float:
@@ -118,14 +125,6 @@ class Footprint:
     @property
     def worker_private_growth_bytes(self) -> int:
         return self.worker_private_last_bytes - self.worker_private_first_bytes
-
-    @property
-    def copy_on_read(self) -> bool:
-        """Workers copied more than GROWTH_FLAG_MIB of shared pages into private ones within the repeat, more
-        than GROWTH_FLAG_PCT of their private memory."""
-        copied = self.worker_copied_bytes
-        return self.workers_seen > 0 and copied > GROWTH_FLAG_MIB * MIB \
-            and copied > self.worker_private_first_bytes * GROWTH_FLAG_PCT / 100
 
 
 @dataclass
@@ -145,10 +144,16 @@ class Meter:
         self._alive: set[int] = set()  # processes found by the latest sample (zombies included)
         self._mem: dict[int, list[tuple[float, int, int, int]]] = {}  # worker -> (time, PSS, private, shared)
         self._t0 = time.perf_counter()
+        self._first: dict[int, float] = {}  # worker pid -> when the consumer got its first batch
         self._sample()
         self._thread = threading.Thread(target=self._run, name="dataperf-footprint", daemon=True)
         self._thread.start()
         return self
+
+    def first_batch(self, pid: int, t: float) -> None:
+        """The consumer got worker pid's first batch at t (perf_counter): its start-up is over, and its memory
+        from the next sample on is its baseline. Cheap: the main thread only notes it."""
+        self._first.setdefault(pid, t)
 
     def _run(self) -> None:
         wait = self.interval_s
@@ -194,8 +199,15 @@ class Meter:
         used = sum(self._cpu_last[p] - self._cpu0.get(p, 0.0) for p in self._alive)
         before = sum(cpu for p, cpu in self._cpu0.items() if p not in self._alive)
         r.cpu_s = used - before - own
-        thirds = [_thirds(trace) for trace in _while_siblings_live(self._mem)]
-        judged = [t for t in thirds if t is not None]
+        judged = []
+        for pid, trace in _while_siblings_live(self._mem).items():
+            t = _thirds(trace)
+            if t is None:
+                continue
+            mark = self._first.get(pid)
+            at_first = next((smp[1:] for smp in trace if smp[0] >= mark), None) if mark is not None else None
+            r.workers[pid] = (mark, at_first, t[1])
+            judged.append((at_first or t[0], t[1]))
         r.workers_seen = len(judged)
         r.worker_pss_first_bytes = sum(mid[0] for mid, _ in judged)
         r.worker_pss_last_bytes = sum(last[0] for _, last in judged)
@@ -204,16 +216,17 @@ class Meter:
         r.worker_copied_bytes = sum(max(0, min(last[1] - mid[1], mid[2] - last[2])) for mid, last in judged)
 
 
-def _while_siblings_live(mem: dict[int, list[tuple[float, int, int, int]]]) -> list[list[tuple[float, int, int, int]]]:
+def _while_siblings_live(mem: dict[int, list[tuple[float, int, int, int]]]) \
+        -> dict[int, list[tuple[float, int, int, int]]]:
     """Each worker's samples up to the first exit of another worker seen during its life: pages it shared only
     with that sibling (the parent having written its own copy since the fork) turn private to it at the exit,
     which is not a copy it made."""
     end = max(trace[-1][0] for trace in mem.values()) if mem else 0.0
     exits = [trace[-1][0] for trace in mem.values() if trace[-1][0] < end]
-    out = []
-    for trace in mem.values():
+    out = {}
+    for pid, trace in mem.items():
         cut = min((t for t in exits if t >= trace[0][0] and t != trace[-1][0]), default=end)
-        out.append([s for s in trace if s[0] <= cut])
+        out[pid] = [s for s in trace if s[0] <= cut]
     return out
 
 
@@ -226,3 +239,58 @@ def _thirds(trace: list[tuple[float, int, int, int]]) -> tuple[tuple[int, ...], 
     if len(trace) < MIN_SAMPLES or len(mid) < 2 or len(last) < 2:
         return None
     return tuple(min(s[k] for s in mid) for k in (1, 2, 3)), tuple(min(s[k] for s in last) for k in (1, 2, 3))
+
+
+@dataclass
+class CopyOnRead:
+    """What the workers of a trial's last repeat copied from the parent since each one's first batch."""
+
+    workers: int
+    copied_bytes: int  # summed: private growth up to the fall of shared pages, first batch -> end of the repeat
+    samples: int  # delivered by the loader over that span (every worker's)
+    private_first_bytes: int  # their private memory at the first batch
+    shared_first_bytes: int  # what they shared with the parent then: the most they could copy
+
+    def per_epoch_bytes(self, epoch_samples: int | None) -> float:
+        """At the pace measured, over an epoch: the measured copy where the span held an epoch or more, else
+        scaled by samples (copying slows as the pages fill, so this is an upper estimate), at most the shared
+        memory; NaN without an epoch's size."""
+        if not epoch_samples or not self.samples:
+            return float("nan")
+        if self.samples >= epoch_samples:
+            return float(self.copied_bytes)
+        return min(self.copied_bytes * epoch_samples / self.samples, float(self.shared_first_bytes))
+
+    @property
+    def flagged(self) -> bool:
+        """More than GROWTH_FLAG_MIB copied, and more than GROWTH_FLAG_PCT of the workers' private memory."""
+        return self.copied_bytes > GROWTH_FLAG_MIB * MIB \
+            and self.copied_bytes > self.private_first_bytes * GROWTH_FLAG_PCT / 100
+
+
+@dataclass
+class CopyLedger:
+    """Each worker's memory at its first batch, kept across a trial's warm-up and repeats (persistent workers
+    copy in the warm-up and the first repeat, then not again), and the samples delivered since."""
+
+    base: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    since: dict[int, int] = field(default_factory=dict)
+    last: dict[int, tuple[int, ...]] = field(default_factory=dict)  # the latest repeat's workers: memory at its end
+
+    def add(self, fp: Footprint, samples: int) -> None:
+        """One metered span (the warm-up or a repeat) that delivered `samples`."""
+        self.last = {}
+        for pid, (_, at_first, end) in fp.workers.items():
+            if pid not in self.base and at_first is not None:
+                self.base[pid], self.since[pid] = at_first, 0
+            if pid in self.base:
+                self.since[pid] += samples
+                self.last[pid] = end
+
+    def result(self) -> CopyOnRead | None:
+        if not self.last:
+            return None
+        base = {p: self.base[p] for p in self.last}
+        copied = sum(max(0, min(end[1] - base[p][1], base[p][2] - end[2])) for p, end in self.last.items())
+        return CopyOnRead(len(self.last), copied, max(self.since[p] for p in self.last),
+                          sum(b[1] for b in base.values()), sum(b[2] for b in base.values()))

@@ -207,12 +207,13 @@ class Repeat:
 
 def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
                on_workers: Callable[[list[int]], None] | None = None, seconds: float | None = None,
-               min_batches: int = 0) -> Repeat:
+               min_batches: int = 0, on_first: Callable[[int, float], None] | None = None) -> Repeat:
     """Iterate once, timing every next(); the same loop measures the no-op baseline (harness overhead).
 
     The repeat ends at the end of the data, after max_batches, or at the first batch `seconds` or more after
     iter() once it holds min_batches batches and every worker seen delivered STEADY_BATCHES (each worker's
-    steady window needs batches of its own)."""
+    steady window needs batches of its own). on_first(pid, t) is told when each DataLoader worker's first batch
+    of the repeat arrives (the footprint's copy-on-read baseline)."""
     read0 = cache.tree_read_bytes()
     stages.take()  # this thread's books so far (a probe's decodes) are not the loader's: at 0 workers it books here
     t0 = time.perf_counter()
@@ -229,9 +230,10 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
         with watchdog.waiting(lambda: watchdog.loader_wait(batches, it)):
             with watchdog.forking():  # a Ctrl-C while workers start is raised once they have
                 it = iter(batches)
+            pids = [w.pid for w in getattr(it, "_workers", [])]
             if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
                 tw = time.perf_counter()
-                on_workers([w.pid for w in getattr(it, "_workers", [])])
+                on_workers(pids)
                 watch_s = time.perf_counter() - tw  # kept in ttfb and epoch time (workers run on), recorded
             while max_batches is None or n < max_batches:
                 tb = time.perf_counter()
@@ -252,7 +254,10 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
                 tokens += b.get("tokens", 0)
                 arrivals.append(Arrival.of(b, t0, tb, now))
                 corrupt += b.get("corrupt", 0)
-                per_worker[arrivals[-1].worker] = per_worker.get(arrivals[-1].worker, 0) + 1
+                w = arrivals[-1].worker
+                per_worker[w] = per_worker.get(w, 0) + 1
+                if per_worker[w] == 1 and on_first is not None and 0 <= w < len(pids):
+                    on_first(pids[w], now)
                 if seconds is not None and now - t0 >= seconds and n >= min_batches \
                         and min(per_worker.values()) >= STEADY_BATCHES:
                     break
@@ -521,6 +526,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
         time_repeat(batches, opts.warmup_batches)
     reps: list[Repeat] = []
     costs: list[footprint.Footprint] = []
+    ledger = footprint.CopyLedger()
     collectors = default_collectors(data.disk_path(), opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) \
         if opts.collect else []
     with Running(collectors) as running:
@@ -534,11 +540,13 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
                 opts.barrier()
             net0 = psutil.net_io_counters().bytes_recv
             with footprint.Meter() if opts.footprint else contextlib.nullcontext() as meter:
-                rep = time_repeat(batches, opts.max_batches, running.watch, opts.repeat_seconds, opts.min_batches)
+                rep = time_repeat(batches, opts.max_batches, running.watch, opts.repeat_seconds, opts.min_batches,
+                                  meter.first_batch if meter is not None else None)
             if data.remote:
                 res.network_recv_mib_per_repeat.append((psutil.net_io_counters().bytes_recv - net0) / MIB)
             if meter is not None:
                 costs.append(meter.result)
+                ledger.add(meter.result, rep.samples)
             rep.resident_after_evict_bytes = resident
             reps.append(rep)
         if cfg.backend != "dali":
@@ -547,12 +555,14 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     res.collectors = collected
     _fill(res, reps, opts, data, paths, cfg)
     if costs:
-        _fill_footprint(res, costs)
+        _fill_footprint(res, costs, ledger.result())
     return reps
 
 
-def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint]) -> None:
-    """Throughput per busy core and per GiB of PSS; workers' memory growth over an epoch flagged."""
+def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint],
+                    copied: footprint.CopyOnRead | None = None) -> None:
+    """Throughput per busy core and per GiB of PSS; workers' memory growth in a repeat; what they copied from
+    the parent since their first batch (copy-on-read), and at that pace over an epoch, flagged."""
     cores = summarize([c.cores_busy for c in costs])["median"]
     res.cpu_cores_busy_median = cores
     res.samples_per_s_per_core = res.samples_per_s_median / cores if cores > 0 else float("nan")
@@ -565,13 +575,21 @@ def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint]) -> None
         worst = max(grown, key=lambda c: c.worker_private_growth_bytes)
         res.worker_pss_growth_pct = worst.worker_growth_pct
         res.worker_private_growth_mib = worst.worker_private_growth_bytes / MIB
-        copied = max(grown, key=lambda c: c.worker_copied_bytes)
-        res.worker_copied_mib = copied.worker_copied_bytes / MIB
-        if copied.copy_on_read:
-            res.notes.append(f"copy-on-read: {copied.workers_seen} workers turned {res.worker_copied_mib:.0f} MiB "
-                             "of pages they shared with the parent into private copies within one epoch; forked "
-                             "workers are touching the parent's Python objects (keep per-sample metadata in numpy "
-                             "arrays, or use thread workers)")
+    if copied is None:
+        return
+    res.worker_copied_mib = copied.copied_bytes / MIB
+    res.worker_copied_samples = copied.samples
+    res.worker_copied_mib_epoch = copied.per_epoch_bytes(res.epoch_samples) / MIB
+    if copied.flagged:
+        epoch = "" if res.worker_copied_mib_epoch != res.worker_copied_mib_epoch else (
+            f" (an epoch, {res.epoch_samples:,} samples: " + (
+                "all of it" if copied.samples >= (res.epoch_samples or 0) else
+                f"about {res.worker_copied_mib_epoch:,.0f} MiB at that pace, at most the "
+                f"{copied.shared_first_bytes / MIB:,.0f} MiB they share") + ")")
+        res.notes.append(f"copy-on-read: {copied.workers} workers turned {res.worker_copied_mib:,.0f} MiB of pages "
+                         f"they shared with the parent into private copies over the {copied.samples:,} samples since "
+                         f"their first batch{epoch}; forked workers are touching the parent's Python objects (keep "
+                         "per-sample metadata in numpy arrays, or use thread workers)")
 
 
 def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:

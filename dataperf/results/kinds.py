@@ -115,9 +115,14 @@ class LoaderResult(TrialRecord):
     samples_per_s_per_core: float = float("nan")
     pss_mib_peak: float = float("nan")  # PSS of the main process plus its workers, peak over the repeats
     samples_per_s_per_gib_pss: float = float("nan")
-    worker_pss_growth_pct: float = float("nan")  # workers' PSS, last sample over first, within an epoch
-    worker_private_growth_mib: float = float("nan")  # workers' private memory growth within an epoch
-    worker_copied_mib: float = float("nan")  # of that growth, pages they had shared with the parent (copy-on-read)
+    worker_pss_growth_pct: float = float("nan")  # workers' PSS growth in a repeat (the most of the repeats)
+    worker_private_growth_mib: float = float("nan")  # workers' private memory growth in a repeat (the most)
+    # copy-on-read: pages the last repeat's workers had shared with the parent and copied, from each one's first
+    # batch (front-loaded: a list of Python objects read at random is mostly copied in the first third of an
+    # epoch) over worker_copied_samples samples, and at that pace over an epoch (at most what they shared)
+    worker_copied_mib: float = float("nan")
+    worker_copied_samples: int | None = None
+    worker_copied_mib_epoch: float = float("nan")
 
 
 @dataclass

@@ -243,6 +243,7 @@ def test_worker_crash_fails_that_trial(datasets, monkeypatch):
         os._exit(3)
 
     monkeypatch.setattr(dataloader.FilesDataset, "__getitem__", die)
+    monkeypatch.setattr(dataloader.FilesDataset, "__getitems__", die)  # a batch is fetched whole
     r = run_trial(datasets["image-files"], LoaderConfig(backend="files", batch_size=8, num_workers=1), FAST)
     assert r.status == "failed"
     assert "worker" in r.error.lower(), r.error
