@@ -98,8 +98,8 @@ class SampleDecoder:
         try:
             out = self._decode(ext, payload, label)
         except Exception as e:
-            if self.skip_corrupt:
-                return {"corrupt": True}
+            if self.skip_corrupt:  # the marker says which and why, for `shards inspect --verify`
+                return {"corrupt": True, "where": where, "why": f"{type(e).__name__}: {e}"}
             raise TrialError(f"corrupt sample {where}: {type(e).__name__}: {e}; list every bad sample with "
                              "`dataperf shards inspect --verify`, or pass --on-corrupt skip") from None
         t = stages.book("decode", t)

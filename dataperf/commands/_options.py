@@ -336,9 +336,7 @@ def default_decode(datas: list, model: str | None = None) -> bool:
     return model is not None or any(d.kind == "image" for d in datas)
 
 
-def windows(data) -> bool:
-    """A flat token stream (.bin, 1-d .npy) is cut into --seq-len windows; other data has no seq_len."""
-    return data.format in ("tokens-bin", "npy")
+
 
 
 def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: int = 0,
@@ -350,6 +348,7 @@ def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: 
                 shuffle_buffer: int | None = None):
     """One LoaderConfig from the options; `data` is the resolved data.Data (its storage format is what
     auto means)."""
+    from dataperf.data.tokens import windowed
     from dataperf.results import LoaderConfig
 
     check_transform(transform)
@@ -364,7 +363,7 @@ def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: 
                         pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
                         persistent_workers=persistent_workers and not dali, decode=decode, cache=cache,
                         image_size=image_size, cap_tokens=cap_tokens, transform=transform,
-                        seq_len=seq_len if windows(data) else None,
+                        seq_len=seq_len if windowed(data) else None,
                         dali_num_threads=dali_threads if dali else None,
                         dali_prefetch_queue_depth=dali_queue if dali else None,
                         dali_decode_device=dali_decode if dali else None,
@@ -388,6 +387,7 @@ def make_grid(datas: list, backend: list[str], batch_size: list[int], num_worker
               transform: str | None, dataset_factory: str | None = None, shuffle: str = "on",
               no_shuffle: bool = False, shuffle_buffer: int | None = None):
     """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both)."""
+    from dataperf.data.tokens import windowed
     from dataperf.measure import preflight
     from dataperf.measure.trial import worker_ladder
     from dataperf.workflows import sweep as sw
@@ -411,7 +411,7 @@ def make_grid(datas: list, backend: list[str], batch_size: list[int], num_worker
                    persistent_workers=both[persistent_workers], decode=[decode],
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
                    cap_tokens=cap_tokens, transform=transform,
-                   seq_len=seq_len if any(windows(d) for d in datas) else None,
+                   seq_len=seq_len if any(windowed(d) for d in datas) else None,
                    dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
                    dali_decode_device=dali_decode, on_corrupt=None if on_corrupt == "fail" else on_corrupt,
                    shuffle=both[shuffle], shuffle_buffer=shuffle_buffer)

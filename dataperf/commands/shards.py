@@ -72,13 +72,13 @@ def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
 
 
 @shards.command("inspect")
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data")
 @click.option("--verify", is_flag=True, help="decode every sample and list the bad ones (exit 2 if any)")
 def shards_inspect(data, verify) -> None:
     """Sample count, sizes and shard count; for tokens the length histogram and p99."""
-    from dataperf.data.make.inspect import inspect_dataset
+    from dataperf.workflows.inspect import inspect_spec
 
-    ins = inspect_dataset(data, verify)
+    ins = inspect_spec(data, verify)
     print_inspection(ins)
     if ins.corrupt:
         for c in ins.corrupt:

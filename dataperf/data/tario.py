@@ -5,6 +5,7 @@ from __future__ import annotations
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from dataperf.errors import UserError
 
@@ -35,11 +36,13 @@ def corrupt(path: Path, e: BaseException) -> UserError:
     return UserError(f"corrupt or unreadable tar shard {path}: {e}; regenerate or re-convert it")
 
 
-def members(path: Path, mode: str) -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo, str, str]]:
+def members(path: Path | str, mode: str, fileobj: IO[bytes] | None = None) \
+        -> Iterator[tuple[tarfile.TarFile, tarfile.TarInfo, str, str]]:
     """Each regular member of a shard with its WebDataset key and extension; a corrupt or unreadable shard is
-    one UserError naming the file. mode "r|*" streams; "r:" seeks over member data (headers only)."""
+    one UserError naming the file. mode "r|*" streams; "r:" seeks over member data (headers only). fileobj: an
+    open stream of the shard (a remote one), named by path."""
     try:
-        with tarfile.open(path, mode=mode) as tf:
+        with tarfile.open(None if fileobj else path, mode=mode, fileobj=fileobj) as tf:
             for member in tf:
                 if member.isfile():
                     yield (tf, member, *split_key(member.name))
@@ -47,10 +50,10 @@ def members(path: Path, mode: str) -> Iterator[tuple[tarfile.TarFile, tarfile.Ta
         raise corrupt(path, e) from None
 
 
-def iter_tar_samples(path: Path) -> Iterator[dict[str, bytes]]:
+def iter_tar_samples(path: Path | str, fileobj: IO[bytes] | None = None) -> Iterator[dict[str, bytes]]:
     """Yield {"__key__": key, ext: bytes, ...} per sample, streaming; raise UserError on a corrupt tar."""
     current: dict[str, bytes] = {}
-    for tf, member, key, ext in members(path, "r|*"):
+    for tf, member, key, ext in members(path, "r|*", fileobj):
         try:
             f = tf.extractfile(member)
             data = f.read() if f else b""

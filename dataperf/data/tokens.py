@@ -32,6 +32,11 @@ DEFAULT_WINDOW = 512
 TEXT_EXTRA = "install it with `pip install 'dataperf[text]'`"
 
 
+def windowed(data: Data) -> bool:
+    """A flat token stream (.bin, 1-d .npy) is cut into --seq-len windows; other data has no seq_len."""
+    return data.format in ("tokens-bin", "npy")
+
+
 def window_len(cfg: Any) -> int:
     """Tokens per sample cut from a flat token stream: --seq-len, else --cap, else 512."""
     return cfg.seq_len or cfg.cap_tokens or DEFAULT_WINDOW

@@ -37,3 +37,26 @@ def test_cap_lowers_step_peak_memory(datasets):
 def test_lengths_on_images_is_a_clear_error(datasets):
     r = CliRunner().invoke(cli, ["lengths", str(datasets["image-files"])])
     assert r.exit_code == 2 and "tokens dataset" in r.output
+
+
+def test_lengths_of_data_that_is_not_a_dataperf_dataset(tmp_path, datasets):
+    """Every DATA bench reads (issue 29): a flat .bin stream cut into --seq-len windows, text lines tokenized
+    (bytes: a line's length is its UTF-8 bytes), and tar shards with no manifest; images are refused in one line."""
+    import json
+    import shutil
+
+    import numpy as np
+
+    np.arange(5000, dtype=np.uint16).tofile(tmp_path / "t.bin")
+    r = analyse(str(tmp_path / "t.bin"), 8, seq_len=100)
+    assert r.samples == 50 and set(r.sample_lengths) == {100}
+    texts = ["hello world " * (i % 50 + 1) + "é" * (i % 7) for i in range(300)]
+    (tmp_path / "t.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in texts) + "\n")
+    r = analyse(f"{tmp_path / 't.jsonl'}#tokenizer=bytes", 8)
+    assert r.sample_lengths == [len(t.encode()) for t in texts]
+    foreign = tmp_path / "foreign"
+    shutil.copytree(datasets["tokens-webdataset"], foreign)
+    (foreign / "manifest.json").unlink()
+    assert analyse(str(foreign), 8).sample_lengths == read_manifest(datasets["tokens-webdataset"]).token_lengths
+    out = CliRunner().invoke(cli, ["lengths", str(datasets["image-files"])])
+    assert out.exit_code == 2 and out.output.count("error:") == 1 and "tokens dataset" in out.output, out.output

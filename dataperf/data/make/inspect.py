@@ -95,18 +95,7 @@ def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
     corrupt: list[str] = []
     if fmt == "webdataset":
         for t in tars:
-            for s in iter_tar_samples(t):
-                key = s["__key__"].decode("utf-8", "replace")
-                why = check_sample(s, verify)
-                if why:
-                    corrupt.append(f"{t.name}: {key}: {why}")
-                    if not verify:
-                        raise UserError(f"corrupt sample {key} in {t}: {why}; run `dataperf shards inspect "
-                                        f"--verify {root}` to list every bad sample")
-                    continue
-                sizes.append(sum(len(v) for k, v in s.items() if k != "__key__"))
-                if "npy" in s:
-                    lengths.append(npy_length(s["npy"]))
+            check_shard(iter_tar_samples(t), t.name, str(root), verify, sizes, lengths, corrupt)
         shard_count = len(tars)
     else:
         for name in m.files:
@@ -128,6 +117,24 @@ def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
     mean = float(np.mean(sizes)) if sizes else float("nan")
     return Inspection(str(root), fmt, kind, len(sizes), int(sum(sizes)), shard_count, mean,
                       percentile(sizes, 50), percentile(sizes, 99), lengths, verify, corrupt)
+
+
+def check_shard(samples, name: str, spec: str, verify: bool, sizes: list[int], lengths: list[int],
+                 corrupt: list[str]) -> None:
+    """One shard's samples sized (token arrays' lengths too) and checked: a bad one is listed with verify, else
+    the first stops the inspection naming it."""
+    for s in samples:
+        key = s["__key__"].decode("utf-8", "replace")
+        why = check_sample(s, verify)
+        if why:
+            corrupt.append(f"{name}: {key}: {why}")
+            if not verify:
+                raise UserError(f"corrupt sample {key} in {name}: {why}; run `dataperf shards inspect --verify "
+                                f"{spec}` to list every bad sample")
+            continue
+        sizes.append(sum(len(v) for k, v in s.items() if k != "__key__"))
+        if "npy" in s:
+            lengths.append(npy_length(s["npy"]))
 
 
 def length_histogram(lengths: list[int], bins: int = 12) -> list[tuple[int, int, int]]:
