@@ -14,8 +14,8 @@ ways, interleaved, ROUNDS times, order alternating:
   the end of the data, start-up included): like with like.
 Ratio dataperf / plain per round; the goal is at least 0.95 in every mode (the median over rounds). The stage
 clock's own cost is measured beside it: `dataperf.stages.book` timed over 200,000 calls, times the calls a
-sample makes (3 decoded: read, decode, transform; 1 raw) and a batch (collate, take), as a share of the trial's
-time a sample.
+sample makes (2 decoded: decode, transform; none raw) and a batch (its reads, fetched whole, and collate), as a
+share of the trial's time a sample.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def body(say: Say, args: argparse.Namespace) -> int:
         met = med >= 0.95
         met_all &= met
         per_sample_ms = 1000 / statistics.median(r["dataperf"])
-        books = 3 if decode else 1  # read, decode, transform; raw bytes: read
+        books = 2 if decode else 0  # a sample: decode, transform; a batch: its reads (fetched whole), collate
         clock_share = (books * cost + 2 * cost / BATCH) / 1000 / per_sample_ms
         summary.append({"decode": decode, "workers": w, "plain_median": statistics.median(r["plain"]),
                         "dataperf_median": statistics.median(r["dataperf"]), "ratio_median": med,
