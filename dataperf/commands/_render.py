@@ -36,6 +36,7 @@ from dataperf.results import (
     LoaderResult,
     Record,
     StepResult,
+    WatchResult,
     fmt,
 )
 from dataperf.verdict import ok_loaders, rank_rate, sorted_by_rate
@@ -429,7 +430,7 @@ def _named(r: LoaderResult) -> str:
     return f"{r.loader_config.short()} (backend {b or r.config.get('backend')})"  # [..] is rich markup
 
 
-def stage_line(r: LoaderResult | E2EResult) -> str | None:
+def stage_line(r: LoaderResult | E2EResult | WatchResult) -> str | None:
     """Where a sample's time goes, in one line: each stage's ms a sample (dataperf.measure.breakdown) and the
     consumer's wait; for a loader trial, the stage to attack (verdict.stages)."""
     from dataperf.verdict.stages import exposed

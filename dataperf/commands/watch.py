@@ -106,6 +106,9 @@ def render(recs: list[Record], verbose: bool = False) -> None:
                           f"batches={ld.get('batches')} iterators={ld.get('iterators')} path={ld.get('data_path')}")
         if r.hook_loaded:
             console.print(f"{who}: {verdict_line(r)}")
+        line = _render.stage_line(r)
+        if line:
+            console.print(f"{who} {line}", soft_wrap=True)
     for r in ws:
         if r.collectors:
             _render.print_collectors(r.collectors, verbose)

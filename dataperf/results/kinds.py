@@ -308,6 +308,10 @@ class WatchResult(Record):
     data_stall_fraction_repeats: list[float] = field(default_factory=list)
     gpu_idle_fraction: float | None = None
     gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
+    # the training loader's batches: ms a sample its Dataset took to give them ("transform": a user's Dataset
+    # reads, decodes and transforms in its own code) and its collate_fn ("collate"), where they were made
+    stage_ms_per_sample: dict[str, float] = field(default_factory=dict)
+    main_wait_ms_per_sample: float = float("nan")  # the training loop blocked in next(), a sample (steady steps)
     # evaluation between steps (batches taken with gradients off), left out of every training figure above
     eval_batches: int = 0
     eval_s: float = 0.0  # from an evaluation's first batch to the next training batch (or step), summed

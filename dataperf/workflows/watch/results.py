@@ -32,6 +32,8 @@ class ProcLog:
     batch_shapes: dict[int, list[int]] = field(default_factory=dict)  # per loader, its first batch's
     model: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
+    worker_loader: dict[int, int] = field(default_factory=dict)  # worker pid -> the loader it works for
+    worker_fetch: dict[int, dict[str, Any]] = field(default_factory=dict)  # worker pid -> its fetch totals
 
 
 def read_lines(path: Path) -> list[dict[str, Any]]:
@@ -48,10 +50,15 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 def read_hook_dir(d: Path) -> tuple[list[ProcLog], list[dict[str, Any]]]:
     """Per-process logs (those that stepped or iterated a DataLoader) and the hook's failure lines."""
     logs, errors = [], []
+    fetched: dict[int, dict[str, Any]] = {}
     for p in sorted(d.glob("*.jsonl")):
         lines = read_lines(p)
         if p.name.startswith("error."):
             errors += lines
+            continue
+        if p.name.startswith("fetch."):  # a worker's totals: the last line holds them all
+            if lines:
+                fetched[lines[-1]["pid"]] = lines[-1]
             continue
         log = ProcLog()
         for r in lines:
@@ -62,6 +69,7 @@ def read_hook_dir(d: Path) -> tuple[list[ProcLog], list[dict[str, Any]]]:
                 log.loaders[r["id"]] = r
             elif t == "workers":
                 log.worker_pids += r["pids"]
+                log.worker_loader.update(dict.fromkeys(r["pids"], r["loader"]))
             elif t == "step":
                 log.steps.append(r)
             elif t == "cuda":
@@ -73,6 +81,8 @@ def read_hook_dir(d: Path) -> tuple[list[ProcLog], list[dict[str, Any]]]:
             elif t == "end":
                 log.end = r
         logs.append(log)
+    for log in logs:
+        log.worker_fetch = {p: fetched[p] for p in log.worker_pids if p in fetched}
     return logs, errors
 
 
@@ -88,7 +98,7 @@ def _loader_rows(log: ProcLog) -> list[dict[str, Any]]:
     end = log.end or {}
     rows = []
     for lid, ld in log.loaders.items():
-        row = {k: v for k, v in ld.items() if k not in ("t", "id")}
+        row = {k: v for k, v in ld.items() if k != "t"}
         for key, name in (("batches", "loader_batches"), ("iterators", "loader_iters"),
                           ("steps_fed", "loader_steps"), ("batch_max", "loader_batch_max")):
             row[key] = end.get(name, {}).get(str(lid))
@@ -217,11 +227,32 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
         rec.notes.append("no DataLoader batch reached the optimizer steps: the loop reads its data some other way, "
                          "so samples/s and data stall are not known (the figures read 0)")
     _gpu(rec, log, samples / len(steady))
+    if main is not None and samples:
+        rec.stage_ms_per_sample = _stages(log, main.get("id"))
+        rec.main_wait_ms_per_sample = sum(waits) / samples
+        if rec.stage_ms_per_sample:
+            rec.notes.append("stages: the Dataset's own code gives each sample (its reads, decodes and transforms, "
+                             "which the hook cannot split) booked as transform; collate is the collate_fn; the "
+                             "hand-over to the main process and the copy to the device are not seen")
     rec.next_step, rec.next_notes = sweep_command(main, cores, rec.model_samples_per_s, _model_factory(log),
                                               bool(log.cuda))
     if main is None and rec.files_read:
         rec.next_step, rec.next_notes = bench_command(rec.files_read)
     return rec
+
+
+def _stages(log: ProcLog, lid: int | None) -> dict[str, float]:
+    """ms a sample the training loader's batches took to make, over all its batches: the Dataset's part and the
+    collate_fn's, from its workers' files (or, without workers, the main process's end line)."""
+    parts = [w for p, w in log.worker_fetch.items() if log.worker_loader.get(p) == lid]
+    main = ((log.end or {}).get("fetch") or {}).get(str(lid))
+    if main:
+        parts.append({"samples": main[1], "fetch_s": main[2], "collate_s": main[3]})
+    n = sum(w["samples"] for w in parts)
+    if not n:
+        return {}
+    return {"transform": sum(w["fetch_s"] for w in parts) / n * 1000,
+            "collate": sum(w["collate_s"] for w in parts) / n * 1000}
 
 
 def bench_command(files: list[dict[str, Any]]) -> tuple[str, list[str]]:

@@ -107,6 +107,12 @@ def check_rank(r: WatchResult) -> None:
         r.samples_per_s_repeats
     assert r.model_samples_per_s == pytest.approx(BS / STEP_S, rel=0.1)
     assert len(r.samples_per_s_repeats) == len(r.step_ms_repeats) == len(r.data_stall_fraction_repeats) > 1
+    # where a batch is made (issue 30): each worker's Dataset sleeps SAMPLE_S a sample (booked as transform: the
+    # user's own code), torch's default collate of 3 tiny tensors is far under a millisecond a sample; the loop
+    # waits P - T a step of BS samples
+    assert r.stage_ms_per_sample["transform"] == pytest.approx(SAMPLE_S * 1000, rel=0.1), r.stage_ms_per_sample
+    assert r.stage_ms_per_sample["collate"] < 5, r.stage_ms_per_sample
+    assert r.main_wait_ms_per_sample == pytest.approx((BS * SAMPLE_S / W - STEP_S) / BS * 1000, abs=10)
 
 
 def test_known_stall_workers_exit_code_and_passthrough(tmp_path, script):
@@ -351,3 +357,6 @@ def test_an_evaluation_loop_is_not_training_stall(tmp_path):
     assert r.eval_wait_s == pytest.approx(evals * EVAL_BATCHES * BS * EVAL_SAMPLE_S, rel=0.1)
     assert r.eval_s > r.eval_wait_s
     assert any(n.startswith(f"evaluation: {EVAL_BATCHES * evals} batches") for n in r.notes)
+    # no workers: the training batches are made in the main process, 50 ms a sample of the Dataset's own sleep;
+    # the evaluation loader's slower samples are not the training loader's
+    assert r.stage_ms_per_sample["transform"] == pytest.approx(EVAL_TRAIN_S * 1000, rel=0.1), r.stage_ms_per_sample

@@ -15,7 +15,10 @@ Nothing happens until the job imports torch; then, without editing the script:
 - the hook's own time is measured per step and written beside it;
 - the data files the process opens for reading are counted (a Python audit hook on "open"; code, libraries and
   /proc are left out), so a loop that reads its data without a DataLoader (nanoGPT's `np.memmap` in
-  `get_batch`) still names what it read.
+  `get_batch`) still names what it read;
+- where a batch is made (a forked worker, or the main process without workers), the time the Dataset takes to
+  give its samples and the time the collate_fn takes: each worker writes its totals to a file of its own
+  (`fetch.pid*.jsonl`, at most every FLUSH_S and at its exit), the main process per loader in its end line.
 
 One JSON-lines file per process that steps (its rank from torchrun's RANK), written as the job runs and
 flushed at least every FLUSH_S, so a crash loses at most that much.
@@ -81,6 +84,8 @@ class _State:
         self.cuda_prev_end = None
         self.call_cost_s = _calibrate(_perf) + _calibrate(_cpu)  # the clock calls the hook cannot time
         self.opened: dict[str, int] = {}  # data files opened for reading, and how often
+        # batches made in this process without workers, per loader: [batches, samples, fetch_s, collate_s]
+        self.fetch: dict[int | None, list] = {}
         self.skip_roots = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, out_dir})
 
     def write(self, rec: dict, now: float) -> None:
@@ -197,9 +202,85 @@ def _patch(torch) -> None:
 
     dl.DataLoader.__iter__ = __iter__
     dl._BaseDataLoaderIter.__next__ = __next__
+    from torch.utils.data._utils import fetch as fetchers
+
+    for cls in (fetchers._MapDatasetFetcher, fetchers._IterableDatasetFetcher):
+        cls.fetch = _timed_fetch(cls.fetch)
     register_optimizer_step_post_hook(_on_step)
     sys.addaudithook(_on_audit)
     atexit.register(_at_exit)
+
+
+def _timed_fetch(real):
+    """A fetcher's fetch (one batch: the Dataset's samples, then the collate_fn) with the two parts timed."""
+
+    def fetch(self, possibly_batched_index):
+        t0 = _perf()
+        real_collate = self.collate_fn
+        spent = [0.0]
+
+        def collate(data):
+            t1 = _perf()
+            try:
+                return real_collate(data)
+            finally:
+                spent[0] += _perf() - t1
+
+        self.collate_fn = collate
+        try:
+            batch = real(self, possibly_batched_index)
+        finally:
+            self.collate_fn = real_collate
+        try:
+            _on_fetch(self, _perf() - t0 - spent[0], spent[0], possibly_batched_index)
+        except Exception as e:
+            _fail_once("DataLoader fetch", e)
+        return batch
+
+    return fetch
+
+
+_WORKER: dict = {}  # this worker's totals, its file and when it last wrote
+
+
+def _on_fetch(fetcher, fetch_s: float, collate_s: float, index) -> None:
+    s = STATE
+    if s is None:
+        return
+    n = len(index) if isinstance(index, (list, tuple)) else 1
+    if os.getpid() == s.owner:  # no workers: the batch was made here, for the loader the fetcher was tagged with
+        c = _cpu()
+        acc = s.fetch.setdefault(getattr(fetcher, "_dataperf_id", None), [0, 0, 0.0, 0.0])
+        acc[0], acc[1], acc[2], acc[3] = acc[0] + 1, acc[1] + n, acc[2] + fetch_s, acc[3] + collate_s
+        s.hook_s += _cpu() - c + 4 * s.call_cost_s
+        return
+    w = _WORKER
+    if w.get("pid") != os.getpid():  # the first batch of this worker (a fork copies the parent's dict)
+        import multiprocessing.util
+
+        w.clear()
+        w.update(pid=os.getpid(), batches=0, samples=0, fetch_s=0.0, collate_s=0.0, last=0.0,
+                 path=os.path.join(s.out_dir, f"fetch.pid{os.getpid()}.jsonl"))
+        multiprocessing.util.Finalize(None, _write_worker, exitpriority=100)  # run as the worker exits
+    w["batches"] += 1
+    w["samples"] += n
+    w["fetch_s"] += fetch_s
+    w["collate_s"] += collate_s
+    now = _perf()
+    if now - w["last"] > FLUSH_S:
+        _write_worker()
+        w["last"] = now
+
+
+def _write_worker() -> None:
+    """This worker's totals so far, one line (the reader keeps the last)."""
+    w = _WORKER
+    if w.get("pid") != os.getpid():
+        return
+    line = {"t": "fetch", "pid": w["pid"], "parent": os.getppid(), "batches": w["batches"],
+            "samples": w["samples"], "fetch_s": w["fetch_s"], "collate_s": w["collate_s"]}
+    with contextlib.suppress(OSError), open(w["path"], "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
 
 
 def _on_audit(event: str, args: tuple) -> None:
@@ -249,6 +330,9 @@ def _on_iter(loader, it, t: float) -> None:
     s = STATE
     lid = id(loader)
     it._dataperf_id = lid
+    fetcher = getattr(it, "_dataset_fetcher", None)  # no workers: batches are made here, by this fetcher
+    if fetcher is not None:
+        fetcher._dataperf_id = lid
     s.loader_iters[lid] = s.loader_iters.get(lid, 0) + 1
     if lid not in s.loaders:
         s.loaders[lid] = info = _settings(loader)
@@ -568,6 +652,7 @@ def _at_exit() -> None:
              "loader_steps": {str(k): v for k, v in s.loader_steps.items()},
              "loader_batch_max": {str(k): v for k, v in s.loader_maxn.items()},
              "model_factory": factory, "files_read": _files_read(s.opened),
+             "fetch": {str(k): v for k, v in s.fetch.items()},
              "tail": {"wait_ms": s.wait_s * 1000, "batches": s.batches, "samples": s.samples}}, t)
     if s.f is not None:
         s.f.flush()
