@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Install dataperf with its test, DALI, SPDL and torchdata extras into .venv (so those backends' tests run), then the suite.
+# Install dataperf with its test, DALI, SPDL and torchdata extras and LitData into .venv (so those backends' tests run),
+# then the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[dev,dali,gpu,spdl,torchdata]'
+bash scripts/install_backends.sh litdata > /dev/null  # litdata's own metadata would move torch: --no-deps there
 ruff check --no-cache dataperf tests benchmarks scripts
 python -m pytest -p no:cacheprovider tests

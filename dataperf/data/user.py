@@ -13,6 +13,7 @@ from typing import Any
 from torch.utils.data import Dataset, IterableDataset
 
 from dataperf import stages, watchdog
+from dataperf.data.spec import Data
 from dataperf.errors import TrialError, UserError
 
 
@@ -60,6 +61,25 @@ def build_dataset(spec: str) -> Dataset:
     if not isinstance(ds, (Dataset, IterableDataset)):
         raise UserError(f"dataset factory {spec} returned {type(ds).__name__}, not a torch Dataset or "
                         "IterableDataset")
+    return IterableTracker(ds, spec) if isinstance(ds, IterableDataset) else SampleTracker(ds, spec)
+
+
+def reader_dataset(data: Data) -> Dataset:
+    """Another loader's folder (LitData, MosaicML MDS) through that loader's own StreamingDataset, tracked as a
+    user's Dataset is (a stall names the sample being fetched)."""
+    reader = data.options["reader"]
+    try:
+        if reader == "litdata":
+            from litdata import StreamingDataset
+
+            ds = StreamingDataset(input_dir=data.location)
+        else:
+            from streaming import StreamingDataset
+
+            ds = StreamingDataset(local=data.location)
+    except Exception as e:
+        raise UserError(f"{reader} could not open {data.location}: {type(e).__name__}: {e}") from None
+    spec = f"{reader} reader of {data.location}"
     return IterableTracker(ds, spec) if isinstance(ds, IterableDataset) else SampleTracker(ds, spec)
 
 

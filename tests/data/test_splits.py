@@ -67,12 +67,16 @@ def test_stray_files_in_an_image_folder_are_named_not_read(tmp_path):
                            "jpg/jpeg/png/webp images (README.txt, Thumbs.db)")
 
 
-def test_litdata_and_mds_folders_are_refused_naming_their_reader(tmp_path):
+def test_litdata_and_mds_folders_without_their_reader_are_refused_naming_how_to_install_it(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "litdata" else real(name, *a))
     lit = tmp_path / "lit"
     lit.mkdir()
     (lit / "index.json").write_text(json.dumps({"chunks": [{"filename": "chunk-0-0.bin"}], "config": {}}))
     (lit / "chunk-0-0.bin").write_bytes(b"\1" * 1001)  # not a whole number of uint16 tokens: once misread
-    with pytest.raises(UserError, match=r"LitData optimize\(\) output .* litdata\.StreamingDataset"):
+    with pytest.raises(UserError, match=r"LitData optimize\(\) output .*install_backends\.sh litdata"):
         resolve(str(lit))
     mds = tmp_path / "mds"
     mds.mkdir()
@@ -80,7 +84,34 @@ def test_litdata_and_mds_folders_are_refused_naming_their_reader(tmp_path):
     (mds / "shard.00000.mds").write_bytes(b"\0" * 100)
     r = CliRunner().invoke(cli, ["bench", str(mds)])
     assert r.exit_code == 2 and r.output.count("\n") == 1
-    assert "MosaicML MDS dataset" in r.output and "--dataset mydata:make" in r.output
+    assert "MosaicML MDS dataset" in r.output and "streaming_env.sh" in r.output
+
+
+def _lit_sample(i: int) -> dict:
+    import io
+
+    from PIL import Image
+
+    b = io.BytesIO()
+    Image.fromarray(np.full((16, 16, 3), i % 255, np.uint8)).save(b, format="JPEG")
+    return {"image": b.getvalue(), "class": i % 10}
+
+
+def test_a_litdata_folder_is_read_through_litdata(tmp_path):
+    """Where litdata is installed, a user's optimize() output is benched through litdata.StreamingDataset, each
+    sample as it gives it (issue 29): 120 samples an epoch, every one delivered."""
+    litdata = pytest.importorskip("litdata", reason="litdata not installed")
+    litdata.optimize(fn=_lit_sample, inputs=list(range(120)), output_dir=str(tmp_path / "lit"), chunk_bytes="1MB",
+                     num_workers=1, start_method="fork")
+    d = resolve(str(tmp_path / "lit"))
+    assert d.format == "user-dataset" and d.options == {"reader": "litdata"}
+    out = tmp_path / "r.jsonl"
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "lit"), "--num-workers", "2", "--batch-size", "8",
+                                 "--repeats", "3", "--no-collect", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(out.read_text().splitlines()[-1])
+    assert rec["status"] == "ok" and rec["samples_per_repeat"] == 120, rec.get("error")
+    assert "read through litdata.StreamingDataset" in r.output
 
 
 def test_convert_leaves_out_files_that_belong_to_no_image_sample(tmp_path):
