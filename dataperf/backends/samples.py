@@ -16,7 +16,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -152,16 +152,20 @@ class Store:
                 "store_samples": self.samples, "store_reused": self.reused}
 
 
-def dataset_id(root: Path) -> str:
-    """Changes whenever the dataset does (its manifest lists every file and size)."""
-    return hashlib.sha1((root / MANIFEST).read_bytes()).hexdigest()[:12]
+def dataset_id(root: Path, m: Manifest) -> str:
+    """Changes whenever the dataset does: its manifest lists every file and size (a dataperf dataset's file, or
+    the one built in memory for a user's folder)."""
+    on_disk = root / MANIFEST
+    raw = on_disk.read_bytes() if on_disk.is_file() else json.dumps(asdict(m), sort_keys=True).encode()
+    return hashlib.sha1(raw).hexdigest()[:12]
 
 
-def store_dir(root: Path, name: str) -> Path:
-    """Beside the dataset when it is writable, else under $DATAPERF_CACHE_DIR (or ~/.cache/dataperf)."""
-    tag = f"{name}-{dataset_id(root)}"
+def store_dir(root: Path, name: str, m: Manifest) -> Path:
+    """Beside a dataperf dataset when it is writable, else (a user's own folder, which dataperf does not write
+    into, or a read-only one) under $DATAPERF_CACHE_DIR (or ~/.cache/dataperf)."""
+    tag = f"{name}-{dataset_id(root, m)}"
     beside = root / CACHE_DIR
-    if os.access(root, os.W_OK):
+    if (root / MANIFEST).is_file() and os.access(root, os.W_OK):
         return beside / tag
     from dataperf.data.facts import cache_home
 
@@ -170,7 +174,7 @@ def store_dir(root: Path, name: str) -> Path:
 
 def converted(root: Path, m: Manifest, name: str, write: Callable[[list[SampleRef], Path], None]) -> Store:
     """The backend's store, converted once (into a temp folder renamed into place) and reused after."""
-    out = store_dir(root, name)
+    out = store_dir(root, name, m)
     done = out / DONE
     if done.is_file():
         d = json.loads(done.read_text(encoding="utf-8"))

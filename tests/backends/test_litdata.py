@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.backends.backend_cases import bench_and_sweep, same_samples, trial_ok
+from tests.backends.backend_cases import FAST, bench_and_sweep, same_samples, trial_ok
 
 pytest.importorskip("litdata", reason="litdata not installed")
 
@@ -20,3 +20,25 @@ def test_trial_records_backend_and_footprint(datasets, worker_type):
 
 def test_bench_and_sweep(datasets, tmp_path):
     bench_and_sweep(datasets["image-webdataset"], "litdata", tmp_path)
+
+
+def test_a_users_image_folder_is_converted_into_the_cache_not_beside_it(tmp_path):
+    """`--backend litdata` on a user's own ImageFolder (no dataperf manifest, issue 29): converted once into
+    dataperf's cache (never written into the user's folder), then read back, every image once an epoch."""
+    import numpy as np
+
+    from dataperf.measure.trial import run_trial
+    from dataperf.results import LoaderConfig
+    from tests.conftest import jpeg
+
+    rng = np.random.default_rng(0)
+    for c in ("cat", "dog"):
+        (tmp_path / "imgs" / c).mkdir(parents=True)
+        for i in range(12):
+            (tmp_path / "imgs" / c / f"{i}.jpg").write_bytes(jpeg(rng, 40, 32))
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "imgs").rglob("*"))
+    r = run_trial(tmp_path / "imgs", LoaderConfig(backend="litdata", batch_size=4, num_workers=2, decode=True,
+                                                  image_size=16), FAST)
+    assert r.status == "ok", r.error
+    assert r.samples_per_repeat == 24
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "imgs").rglob("*")) == before
