@@ -76,7 +76,6 @@ def rates_figure(results: list[Record], step: StepResult | None, rec: verdict.Re
     fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 6.2), squeeze=False)
     top = max(rank_rate(r) for r in ok)
     model = step.samples_per_s if step is not None and step.status == "ok" else None
-    fed = {f.trial.config_key: f for f in rec.fed}
     for ax, (key, rs) in zip(axes[0], sorted(panels.items(), key=lambda kv: str(kv[0])), strict=True):
         lines = _lines([r for r in rs if r.status == "ok"])
         for label, pts in sorted(lines.items()):
@@ -85,8 +84,8 @@ def rates_figure(results: list[Record], step: StepResult | None, rec: verdict.Re
         if model:
             ax.axhline(model, color="k", lw=1, label=f"model: step alone {model:,.0f} samples/s (bs {step.batch_size})")
             ax.axhline(model * headroom, color="k", lw=1, ls=":", label=f"needed with {headroom:g}x headroom")
-        fed_pts = [(_x(f.config), f.samples_per_s) for r in rs if (f := fed.get(r.config_key)) is not None
-                   and math.isfinite(f.samples_per_s)]
+        fed_pts = [(_x(f.config), f.samples_per_s) for f in rec.fed
+                   if any(r is f.trial for r in rs) and math.isfinite(f.samples_per_s)]  # a variant's own point
         if fed_pts:
             ax.plot(*zip(*fed_pts, strict=True), marker="D", color="tab:red", ms=7, ls="none",
                     label="fed to the model (--confirm), pooled over its rounds")
@@ -102,6 +101,7 @@ def rates_figure(results: list[Record], step: StepResult | None, rec: verdict.Re
         bs, decode, cache, wt = key
         ax.set_title(f"bs={bs} {'decoded' if decode else 'raw bytes'}, {cache} cache{f', {wt} workers' if wt else ''}",
                      fontsize=9)
+        ax.set_xticks(sorted({_x(r.loader_config) for r in rs}))  # the counts tried
         ax.set_xlabel("num_workers")
         ax.set_ylabel("samples/s a training epoch gets")
         ax.set_ylim(0, max(top, (model or 0) * headroom) * 1.15)
