@@ -139,7 +139,7 @@ def waterfall(r: LoaderResult, path: Path) -> Path | None:
     """A sample's time as a waterfall: each worker stage a bar starting where the one before it ended, the
     worker's total (its shares are of that, as the stage to attack says), then the consumer's side (the hand-over,
     the copy to the device) on rows of their own, and the period the measured rate gives each worker."""
-    from dataperf.stages import WORKER_STAGES
+    from dataperf.stages import STAGES, WORKER_STAGES
 
     plt = _pyplot()
 
@@ -148,6 +148,7 @@ def waterfall(r: LoaderResult, path: Path) -> Path | None:
         return None
     rows: list[tuple[str, float, float, str]] = []  # name, start, width, colour
     t = 0.0
+    ms = {k: ms[k] for k in sorted(ms, key=lambda k: STAGES.index(k) if k in STAGES else len(STAGES))}  # pipeline order
     for k, v in ms.items():
         if k in WORKER_STAGES:
             rows.append((k, t, v, "tab:blue"))
@@ -170,5 +171,5 @@ def waterfall(r: LoaderResult, path: Path) -> Path | None:
     ax.set_yticks(y, [name for name, *_ in rows])
     ax.set_xlabel("ms a sample")
     ax.set_xlim(0, max(t, period or 0.0, *(w for _, _, w, _ in rows)) * 1.35)
-    ax.set_title(f"where a sample's time goes: {_named(r)}", fontsize=9)
+    ax.set_title(f"where a sample's time goes:\n{_named(r)}", fontsize=9)
     return _save(fig, path)

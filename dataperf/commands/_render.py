@@ -438,7 +438,10 @@ def stage_line(r: LoaderResult | E2EResult | WatchResult) -> str | None:
     ms = r.stage_ms_per_sample
     if not ms:
         return None
-    parts = ", ".join(f"{k} {v:.3g}" for k, v in ms.items())
+    from dataperf.stages import STAGES
+
+    order = sorted(ms, key=lambda k: STAGES.index(k) if k in STAGES else len(STAGES))  # pipeline order
+    parts = ", ".join(f"{k} {ms[k]:.3g}" for k in order)
     line = f"stages, ms a sample: {parts}; waiting in next() {fmt(r.main_wait_ms_per_sample, 2)}"
     e = exposed(r) if isinstance(r, LoaderResult) else None
     return line + (f"\n  on the critical path: {e.sentence()}" if e else "")
