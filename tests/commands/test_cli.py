@@ -67,7 +67,7 @@ def test_n7_an_eoferror_is_an_error_line_not_ctrl_c(tmp_path, monkeypatch):
     is exit 2 with one `error:` line, not 130 "interrupted"."""
     import pickle
 
-    from dataperf.data.make import inspect
+    from dataperf.workflows import inspect
 
     (tmp_path / "cut.pkl").write_bytes(b"")
     monkeypatch.setattr(inspect, "inspect_dataset", lambda *a: pickle.loads((tmp_path / "cut.pkl").read_bytes()))
