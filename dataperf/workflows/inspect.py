@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from torch.utils.data import IterableDataset
 
 from dataperf.backends.dataloader import make_dataset
 from dataperf.data import Data, resolve
@@ -67,4 +68,4 @@ def samples_of(data: Data, seq_len: int | None = None, decode: bool = True) -> I
     cfg = LoaderConfig(backend=data.format, decode=decode, shuffle=False, on_corrupt="skip",
                        seq_len=(seq_len or DEFAULT_WINDOW) if windowed(data) else None)
     ds = make_dataset(data, cfg, TrialOptions())
-    return (ds[i] for i in range(len(ds))) if hasattr(ds, "__getitem__") and hasattr(ds, "__len__") else iter(ds)
+    return iter(ds) if isinstance(ds, IterableDataset) else (ds[i] for i in range(len(ds)))
