@@ -142,3 +142,38 @@ def test_an_upward_import_is_caught(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "PKG", pkg)
     with pytest.raises(AssertionError, match="dataperf.measure.trial -> dataperf.workflows.sweep"):
         test_no_import_runs_up_a_layer()
+
+
+# Where a backend other than the DataLoader's may be named outside backends/, and why: the record schema declares
+# each backend's own knobs (results.config.own_knob) and which shuffle is a buffer; provenance records, and report
+# prints, the versions of the software installed; data/ recognises another loader's folder by its package.
+NAMED_BY = {"dataperf.results.config", "dataperf.results.provenance", "dataperf.commands.report"}
+
+
+def backend_names_outside(pkg: Path) -> list[str]:
+    """file:line of every string literal naming a backend beyond the DataLoader's (dali, spdl, ...) in a module
+    that should ask the Backend instead (backends.of(cfg).own_pipeline, not `cfg.backend == "dali"`)."""
+    from dataperf.backends import DATALOADER, REGISTRY
+
+    names = set(REGISTRY) - set(DATALOADER)
+    out = []
+    for p in sorted(pkg.rglob("*.py")):
+        name = module_name(p) if pkg == PKG else p.relative_to(pkg).as_posix()
+        if {"backends", "data", "hook"} & set(p.relative_to(pkg).parts) or name in NAMED_BY:
+            continue
+        out += [f"{name}:{n.lineno} {n.value!r}" for n in ast.walk(ast.parse(p.read_text()))
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names]
+    return out
+
+
+def test_only_the_registry_names_a_backend():
+    """Adding a backend, or a knob of its own, touches backends/ and the knob's one declaration: a branch on a
+    backend's name elsewhere would be one more place to find (architecture review, 2.5: DALI was known in 10)."""
+    assert not backend_names_outside(PKG), backend_names_outside(PKG)
+
+
+def test_a_branch_on_a_backend_name_is_caught(tmp_path):
+    """The check itself, on a made-up module that branches on DALI's name the way verdict/answer.py once did."""
+    (tmp_path / "verdict").mkdir()
+    (tmp_path / "verdict" / "answer.py").write_text('def f(c):\n    return c.backend == "dali"\n')
+    assert backend_names_outside(tmp_path) == ["verdict/answer.py:2 'dali'"]

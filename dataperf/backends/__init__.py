@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import Field, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dataperf.data import SOURCE_FORMATS, Data
 from dataperf.errors import TrialError
-from dataperf.results import LoaderConfig
+from dataperf.results import LoaderConfig, own_knobs
 
 # knobs of LoaderConfig a backend may or may not express (decode/batch_size/cache every backend has)
 TITLES = {"dali": "DALI", "spdl": "SPDL", "litdata": "LitData", "streaming": "Mosaic Streaming"}
@@ -48,13 +48,52 @@ class Backend:
     reads: str  # which dataset formats / store it reads
     worker_types: tuple[str, ...]  # first = what it uses when --worker-type is not given
     knobs: tuple[str, ...]
-    gpu_decode: bool
     min_workers: int
     build: Callable[[Data, LoaderConfig, Any, Prepared], Iterable[dict[str, Any]]]
     prepare: Callable[[Data, LoaderConfig], Prepared] | None = None
     # its batches come out of one stream (worker -1): no per-worker ids, so no active-worker count, and a model on
     # a GPU pays no per-worker pinned copy
     one_stream: bool = False
+    # its own pipeline, not torch's DataLoader: it pins and moves batches itself and hands them over on the device
+    # (no torch pinning note, no DataLoader harness overhead, no host-to-device copy in the fed model's rate)
+    own_pipeline: bool = False
+    # the LoaderConfig fields that count its parallel workers and the batches it holds ahead (one queue for the
+    # whole pipeline, or one per worker), and the (knob, value) with which it decodes on the GPU
+    workers_knob: str = "num_workers"
+    prefetch_knob: str = "prefetch_factor"
+    prefetch_per_worker: bool = True
+    gpu_decode_setting: tuple[str, str] | None = None
+
+    @property
+    def title(self) -> str:
+        return TITLES.get(self.name, self.name)
+
+    @property
+    def own(self) -> list[Field]:
+        """Its own knobs (results.config.own_knob): when it has any, a config of it is described by them alone."""
+        return own_knobs(self.name)
+
+    def workers(self, c: dict[str, Any]) -> int:
+        """Its parallel workers in a config (given as a dict: records carry configs so)."""
+        return c.get(self.workers_knob) or 0
+
+    def prefetch(self, c: dict[str, Any]) -> int:
+        return c.get(self.prefetch_knob) or 0
+
+    def in_flight(self, cfg: LoaderConfig) -> int:
+        """Samples it may already hold when a repeat starts: its prefetched batches, per worker or in all."""
+        c = cfg.__dict__
+        held = self.prefetch(c) * (self.workers(c) if self.prefetch_per_worker else 1)
+        return cfg.batch_size * held
+
+    def decodes_on_gpu(self, c: dict[str, Any]) -> bool:
+        return self.gpu_decode_setting is not None and c.get(self.gpu_decode_setting[0]) == self.gpu_decode_setting[1]
+
+    def args(self, cfg: LoaderConfig) -> str:
+        """A config as the user writes it in their script, for a backend with knobs of its own (the DataLoader's
+        arguments are verdict.answer's)."""
+        own = ", ".join(k.metadata["answer"].format(getattr(cfg, k.name)) for k in self.own)
+        return f"{self.title} pipeline: batch_size={cfg.batch_size}, {own}"
 
     def installed(self) -> bool:
         return not self.package or importlib.util.find_spec(self.package.split(".")[0]) is not None
@@ -72,7 +111,7 @@ class Backend:
 
     def check(self, data: Data, cfg: LoaderConfig) -> None:
         if not self.installed():
-            raise TrialError(f"{TITLES.get(self.name, self.name)} is not installed (backend {self.name}): "
+            raise TrialError(f"{self.title} is not installed (backend {self.name}): "
                              f"{self.install}")
         self.worker_type(cfg)
         if cfg.num_workers < self.min_workers:
@@ -129,31 +168,50 @@ def _lazy(module: str, fn: str) -> Callable[..., Any]:
 
 
 REGISTRY: dict[str, Backend] = {b.name: b for b in [
-    Backend("files", "", "", "files", ("process",), KNOBS, False, 0, _dataloader),
-    Backend("webdataset", "webdataset", "pip install webdataset", "webdataset", ("process",), KNOBS, False, 0,
-            _dataloader),
+    Backend("files", "", "", "files", ("process",), KNOBS, 0, _dataloader),
+    Backend("webdataset", "webdataset", "pip install webdataset", "webdataset", ("process",), KNOBS, 0, _dataloader),
     # text files are an IterableDataset read front to back: no shuffle
-    *[Backend(f, "", "", f, ("process",), KNOBS if f not in TEXT else NO_SHUFFLE, False, 0, _dataloader)
+    *[Backend(f, "", "", f, ("process",), KNOBS if f not in TEXT else NO_SHUFFLE, 0, _dataloader)
       for f in SOURCE_FORMATS],
     Backend("dali", "nvidia.dali", "pip install 'dataperf[dali]' (nvidia-dali-cuda120)", "files, webdataset",
-            ("thread",), ("shuffle",), True, 0, _dali, one_stream=True),
+            ("thread",), ("shuffle",), 0, _dali, one_stream=True, own_pipeline=True,
+            workers_knob="dali_num_threads", prefetch_knob="dali_prefetch_queue_depth", prefetch_per_worker=False,
+            gpu_decode_setting=("dali_decode_device", "mixed")),
     Backend("torchdata", "torchdata", "pip install 'dataperf[torchdata]'", "files, webdataset (in place)",
-            ("thread", "process"), ("num_workers", "prefetch_factor", "pin_memory", "shuffle"), False, 0,
+            ("thread", "process"), ("num_workers", "prefetch_factor", "pin_memory", "shuffle"), 0,
             _lazy("dataperf.backends.torchdata", "build"), one_stream=True),
     Backend("spdl", "spdl", "pip install 'dataperf[spdl]'", "files, webdataset (in place)",
-            ("thread", "process"), ("num_workers", "prefetch_factor", "shuffle"), False, 1,
+            ("thread", "process"), ("num_workers", "prefetch_factor", "shuffle"), 1,
             _lazy("dataperf.backends.spdl", "build"), one_stream=True),
     Backend("litdata", "litdata", "bash scripts/install_backends.sh litdata", "litdata chunks (converted once)",
-            ("process",), KNOBS, False, 0, _lazy("dataperf.backends.litdata", "build"),
+            ("process",), KNOBS, 0, _lazy("dataperf.backends.litdata", "build"),
             _lazy("dataperf.backends.litdata", "prepare")),
     Backend("streaming", "streaming", "mosaicml-streaming 0.11-0.13 pin numpy<2.2 and every release imports "
             "torchvision and transformers<5, so it cannot share dataperf's environment; run in its own, built by "
             "`bash scripts/streaming_env.sh` (docs/backends.md)", "MDS shards (converted once)",
-            ("process",), KNOBS, False, 0, _lazy("dataperf.backends.streaming", "build"),
+            ("process",), KNOBS, 0, _lazy("dataperf.backends.streaming", "build"),
             _lazy("dataperf.backends.streaming", "prepare")),
 ]}
 
 ONE_STREAM = tuple(b.name for b in REGISTRY.values() if b.one_stream)
+# the DataLoader's own knobs, which a backend with knobs of its own leaves at their off values
+DATALOADER_KNOBS = ("num_workers", "prefetch_factor", "persistent_workers")
+
+
+def of(c: dict[str, Any] | LoaderConfig) -> Backend:
+    """The backend of a config or a record's config dict; one this version does not know (an old record) is
+    judged as the DataLoader reading files."""
+    name = (c if isinstance(c, dict) else c.__dict__).get("backend")
+    return REGISTRY.get(name) or REGISTRY["files"]
+
+
+def gpu_decode_hint() -> tuple[str, str]:
+    """The backend that decodes on the GPU and the options that ask for it: ("DALI", "--backend dali
+    --dali-decode mixed")."""
+    be = next(b for b in REGISTRY.values() if b.gpu_decode_setting)
+    knob, value = be.gpu_decode_setting
+    flag = next(k.metadata["option"] for k in be.own if k.name == knob).replace("_", "-")
+    return be.title, f"--backend {be.name} --{flag} {value}"
 
 
 def get(name: str) -> Backend:

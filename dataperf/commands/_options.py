@@ -6,6 +6,7 @@ into a LoaderConfig, a sweep Grid and StepOptions. Parsing only: nothing here me
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import Field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -15,6 +16,7 @@ from dataperf import watchdog
 from dataperf.backends import REGISTRY
 from dataperf.commands import _render
 from dataperf.errors import UserError
+from dataperf.results import LoaderConfig
 from dataperf.watchdog import DEFAULT_STALL_S
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -28,6 +30,15 @@ OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-
               "zero2-adam8bit"]
 TUNE_BACKENDS = ["auto", "files", "webdataset"]  # backends whose workers and prefetch tune can search
 NO = object()  # the command has no such option
+OWN: list[Field] = [f for f in fields(LoaderConfig) if "owner" in f.metadata]  # backends' own knobs (own_knob)
+
+
+def _own_row(k: Field) -> tuple[Any, ...]:
+    """A backend's own knob's defaults, from its declaration: one value, or the sweep's axis; tune searches the
+    DataLoader's knobs only, and step has no loader."""
+    one, axis = k.metadata["single"], ",".join(map(str, k.metadata["axis"]))
+    return (one, axis, NO, one, one, one, NO)
+
 
 # One row per option, one column per command: its default there, or NO. sweep's loader options are comma
 # lists (its axes), given as the text click parses; e2e, profile and diagnose feed the model (decode implied);
@@ -49,9 +60,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     "cap_tokens":        (None,   None,    None,    None,    None,    None,    NO),
     "seq_len":           (None,   512,     512,     512,     512,     512,     512),
     "cache":             ("warm", "warm",  "cold",  "warm",  "warm",  "warm",  NO),
-    "dali_threads":      (2,      "1,2,4", NO,      2,       2,       2,       NO),
-    "dali_queue":        (2,      "2",     NO,      2,       2,       2,       NO),
-    "dali_decode":       ("cpu",  "cpu",   NO,      "cpu",   "cpu",   "cpu",   NO),
+    **{k.metadata["option"]: _own_row(k) for k in OWN},
     "on_corrupt":        ("fail", "fail",  "fail",  "fail",  "fail",  "fail",  NO),
     "shuffle":           (True,   "on",    True,    True,    True,    True,    NO),
     "no_shuffle":        (NO,     False,   NO,      NO,      NO,      NO,      NO),
@@ -65,7 +74,7 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
 }
 LOADER = ("dataset_factory", "transform", "backend", "batch_size", "num_workers", "worker_type", "prefetch_factor",
           "pin_memory", "persistent_workers", "decode", "image_size", "cap_tokens", "seq_len", "cache",
-          "dali_threads", "dali_queue", "dali_decode", "on_corrupt", "shuffle", "no_shuffle", "shuffle_buffer")
+          *(k.metadata["option"] for k in OWN), "on_corrupt", "shuffle", "no_shuffle", "shuffle_buffer")
 MODEL = ("model", "device", "optimizer", "amp", "input_kind", "deterministic")
 MODEL_HELP = {
     "sweep": "also measure this model's step and give the verdict",
@@ -127,6 +136,15 @@ def _same(**settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return settings, settings
 
 
+def _own_spec(k: Field) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A backend's own knob as an option: --dali-threads sets dali_num_threads; a knob with named values takes
+    those."""
+    flag, choices = "--" + k.metadata["option"].replace("_", "-"), k.metadata["choices"]
+    if choices:
+        return flag, {"type": click.Choice(list(choices))}, {"callback": str_list, "help": ",".join(choices)}
+    return flag, {"type": int}, {"callback": int_list}
+
+
 # option -> (declaration, click settings for one value, for sweep's comma lists); defaults come from DEFAULTS
 LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "dataset_factory": ("--dataset", *_same(metavar="MODULE:FACTORY",
@@ -161,10 +179,7 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "seq_len": ("--seq-len", *_same(type=int, help="tokens per window of a .bin/.npy token stream, and the "
                                                    "model's sequence length [512]")),
     "cache": ("--cache", {"type": click.Choice(["warm", "cold"])}, {"type": click.Choice(["warm", "cold", "both"])}),
-    "dali_threads": ("--dali-threads", {"type": int}, {"callback": int_list}),
-    "dali_queue": ("--dali-queue", {"type": int}, {"callback": int_list}),
-    "dali_decode": ("--dali-decode", {"type": click.Choice(["cpu", "mixed"])},
-                    {"callback": str_list, "help": "cpu,mixed"}),
+    **{k.metadata["option"]: _own_spec(k) for k in OWN},
     "on_corrupt": ("--on-corrupt", *_same(type=click.Choice(["fail", "skip"]),
                                           help="a sample that does not decode fails the trial (naming it), or is "
                                                "skipped and counted (corrupt_samples)")),
@@ -341,32 +356,31 @@ def default_decode(datas: list, model: str | None = None) -> bool:
 
 def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: int = 0,
                 prefetch_factor: int | None = None, pin_memory: bool | None = False, persistent_workers: bool = False,
-                image_size: int = 224, cap_tokens: int | None = None, cache: str = "warm", dali_threads: int = 2,
-                dali_queue: int = 2, dali_decode: str = "cpu", device: str = "cpu", decode: bool = True,
-                on_corrupt: str = "fail", worker_type: str | None = None, transform: str | None = None,
-                seq_len: int | None = None, dataset_factory: str | None = None, shuffle: bool = True,
-                shuffle_buffer: int | None = None):
+                image_size: int = 224, cap_tokens: int | None = None, cache: str = "warm", device: str = "cpu",
+                decode: bool = True, on_corrupt: str = "fail", worker_type: str | None = None,
+                transform: str | None = None, seq_len: int | None = None, dataset_factory: str | None = None,
+                shuffle: bool = True, shuffle_buffer: int | None = None, **own: Any):
     """One LoaderConfig from the options; `data` is the resolved data.Data (its storage format is what
-    auto means)."""
+    auto means); `own`: the backends' own knobs by option name (--dali-threads: dali_threads), each the
+    declared value when not given. A backend with knobs of its own leaves the DataLoader's at their off values."""
     from dataperf.data.tokens import windowed
-    from dataperf.results import LoaderConfig
 
     check_transform(transform)
     check_shuffle_buffer(shuffle_buffer, shuffle)
     if backend == "auto":
         backend = data.format  # the DataLoader backend of the data's storage format
-    dali = backend == "dali"
-    if dali and (dali_threads < 1 or dali_queue < 1):
-        raise UserError(f"--dali-threads and --dali-queue must be at least 1, got {dali_threads} and {dali_queue}")
-    return LoaderConfig(backend=backend, batch_size=batch_size, num_workers=0 if dali else num_workers,
-                        prefetch_factor=None if dali else prefetch_factor,
+    mine = [k for k in OWN if k.metadata["owner"] == backend]
+    values = {k.name: own.get(k.metadata["option"], k.metadata["single"]) for k in mine}
+    counts = [k for k in mine if not k.metadata["choices"]]
+    if any(values[k.name] < 1 for k in counts):
+        raise UserError(" and ".join("--" + k.metadata["option"].replace("_", "-") for k in counts)
+                        + " must be at least 1, got " + " and ".join(str(values[k.name]) for k in counts))
+    return LoaderConfig(backend=backend, batch_size=batch_size, num_workers=0 if mine else num_workers,
+                        prefetch_factor=None if mine else prefetch_factor,
                         pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
-                        persistent_workers=persistent_workers and not dali, decode=decode, cache=cache,
+                        persistent_workers=persistent_workers and not mine, decode=decode, cache=cache,
                         image_size=image_size, cap_tokens=cap_tokens, transform=transform,
-                        seq_len=seq_len if windowed(data) else None,
-                        dali_num_threads=dali_threads if dali else None,
-                        dali_prefetch_queue_depth=dali_queue if dali else None,
-                        dali_decode_device=dali_decode if dali else None,
+                        seq_len=seq_len if windowed(data) else None, **values,
                         on_corrupt=None if on_corrupt == "fail" else on_corrupt, worker_type=worker_type,
                         shuffle=shuffle, shuffle_buffer=shuffle_buffer if shuffle else None)
 
@@ -382,19 +396,20 @@ def check_shuffle_buffer(shuffle_buffer: int | None, shuffle: bool) -> None:
 
 def make_grid(datas: list, backend: list[str], batch_size: list[int], num_workers: list[int] | None,
               worker_type: list[str] | None, prefetch_factor: list[int], pin_memory: str, persistent_workers: str,
-              decode: bool, image_size: int, cap_tokens: int | None, seq_len: int, cache: str,
-              dali_threads: list[int], dali_queue: list[int], dali_decode: list[str], on_corrupt: str,
+              decode: bool, image_size: int, cap_tokens: int | None, seq_len: int, cache: str, on_corrupt: str,
               transform: str | None, dataset_factory: str | None = None, shuffle: str = "on",
-              no_shuffle: bool = False, shuffle_buffer: int | None = None):
-    """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both)."""
+              no_shuffle: bool = False, shuffle_buffer: int | None = None, **own: list | None):
+    """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both); `own`: the
+    backends' own knobs' lists by option name (--dali-threads: dali_threads)."""
     from dataperf.data.tokens import windowed
     from dataperf.measure import preflight
     from dataperf.measure.trial import worker_ladder
     from dataperf.workflows import sweep as sw
 
+    given = {k.name: own.get(k.metadata["option"]) for k in OWN}
     for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
-                        ("--batch-size", batch_size), ("--backend", backend), ("--dali-threads", dali_threads),
-                        ("--dali-queue", dali_queue), ("--dali-decode", dali_decode)):
+                        ("--batch-size", batch_size), ("--backend", backend),
+                        *(("--" + k.metadata["option"].replace("_", "-"), given[k.name]) for k in OWN)):
         if axis_ is not None and not axis_:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
     for w in num_workers or []:  # the grid would leave a negative count out, and then say it is empty
@@ -412,8 +427,8 @@ def make_grid(datas: list, backend: list[str], batch_size: list[int], num_worker
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
                    cap_tokens=cap_tokens, transform=transform,
                    seq_len=seq_len if any(windowed(d) for d in datas) else None,
-                   dali_num_threads=dali_threads, dali_prefetch_queue_depth=dali_queue,
-                   dali_decode_device=dali_decode, on_corrupt=None if on_corrupt == "fail" else on_corrupt,
+                   own={k: v for k, v in given.items() if v is not None},
+                   on_corrupt=None if on_corrupt == "fail" else on_corrupt,
                    shuffle=both[shuffle], shuffle_buffer=shuffle_buffer)
 
 

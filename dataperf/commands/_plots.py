@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from dataperf import verdict
+from dataperf import backends, verdict
 from dataperf.commands._render import _named
 from dataperf.results import LoaderConfig, LoaderResult, Record, StepResult
 from dataperf.verdict import ok_loaders, rank_rate
@@ -28,9 +28,13 @@ def _panel(c: LoaderConfig, cache: str) -> tuple:
 
 
 def _line(c: LoaderConfig) -> str:
-    """A line's label: the backend and the knobs other than workers (DALI: its queue; x is then its threads)."""
-    if c.backend == "dali":
-        return f"dali queue={c.dali_prefetch_queue_depth} decode={c.dali_decode_device} (x: threads)"
+    """A line's label: the backend and the knobs other than workers (a backend with its own: those other than its
+    workers, as DALI's queue; x is then its threads)."""
+    be = backends.of(c)
+    if be.own:
+        rest = [f"{k.metadata['label']}={getattr(c, k.name)}" for k in be.own if k.name != be.workers_knob]
+        x = next(k.metadata["label"] for k in be.own if k.name == be.workers_knob)
+        return " ".join([c.backend, *rest, f"(x: {x})"])
     c = c.explicit()
     knobs = [f"pf={c.prefetch_factor}" if c.num_workers else "", "pin" if c.pin_memory else "",
              "persist" if c.persistent_workers else ""]
@@ -38,9 +42,7 @@ def _line(c: LoaderConfig) -> str:
 
 
 def _x(c: LoaderConfig) -> int:
-    if c.backend == "dali":
-        return c.dali_num_threads or 0
-    return c.num_workers
+    return verdict.workers_of(c)
 
 
 def rates(results: list[Record], step: StepResult | None, rec: verdict.Recommendation, path: Path,
@@ -117,7 +119,7 @@ def _lines(rs: list[LoaderResult]) -> dict[str, list[tuple[int, float]]]:
     zero = []
     for r in rs:
         c = r.loader_config
-        if c.backend != "dali" and c.num_workers == 0:
+        if not backends.of(c).own and c.num_workers == 0:
             zero.append(r)
         else:
             lines.setdefault(_line(c), (c, []))[1].append((_x(c), rank_rate(r)))

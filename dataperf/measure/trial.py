@@ -504,11 +504,11 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
         raise TrialError("repeats must be at least 1")
     if opts.repeats < 3:
         res.notes.append(f"only {opts.repeats} repeats: medians of fewer than 3 are not robust")
-    if cfg.pin_memory and not torch.cuda.is_available() and cfg.backend != "dali":
-        res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
     if cfg.cache not in ("warm", "cold"):
         raise TrialError(f"cache must be warm or cold, got {cfg.cache!r}")
     be = backends.get(cfg.backend)
+    if cfg.pin_memory and not torch.cuda.is_available() and not be.own_pipeline:
+        res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
     batches, prep = be.make(data, cfg, opts)  # a converting backend converts (once, cached) here
     ignored = be.knobs_ignored(cfg)
     res.backend, res.knobs_ignored = prep.info, ignored + prep.ignored
@@ -549,7 +549,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
                 ledger.add(meter.result, rep.samples)
             rep.resident_after_evict_bytes = resident
             reps.append(rep)
-        if cfg.backend != "dali":
+        if not be.own_pipeline:
             res.harness_overhead_ms_per_batch = harness_overhead_ms(cfg)
         collected = running.stop()
     res.collectors = collected

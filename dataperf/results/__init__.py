@@ -8,6 +8,7 @@ from dataperf.results.config import (
     DEFAULT_SHUFFLE_BUFFER,
     TORCH_PREFETCH_FACTOR,
     LoaderConfig,
+    own_knobs,
 )
 from dataperf.results.jsonl import (
     append,
@@ -72,6 +73,7 @@ __all__ = [
     "from_dict",
     "load",
     "lock_path",
+    "own_knobs",
     "percentile",
     "stamp",
     "summarize",

@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import Field, asdict, dataclass, field, fields
+from typing import Any
 
 TORCH_PREFETCH_FACTOR = 2  # what torch's DataLoader prefetches per worker when prefetch_factor is not given
 # samples in each webdataset worker's shuffle buffer (webdataset's own `.shuffle(1000)`), and DALI's initial_fill
 DEFAULT_SHUFFLE_BUFFER = 1000
 BUFFER_BACKENDS = ("webdataset", "dali")  # backends whose sample shuffle is a buffer (the rest: a full permutation)
+
+
+def own_knob(backend: str, option: str, label: str, single: Any, axis: tuple[Any, ...], answer: str,
+             choices: tuple[str, ...] = ()) -> Any:
+    """A knob only one backend reads, declared once, here, with everything the layers above derive from it: the
+    backend (`backends.Backend.own`), its command-line option (`dali_threads` is `--dali-threads`), its label in
+    `short()`, its value in one run and its values as a sweep axis (the commands' defaults and
+    `workflows.sweep.Grid`), how the answer writes it (`answer.format(value)`), and the values it takes when not
+    any integer."""
+    return field(default=None, metadata={"owner": backend, "option": option, "label": label, "single": single,
+                                         "axis": axis, "answer": answer, "choices": choices})
 
 
 @dataclass
@@ -27,9 +39,11 @@ class LoaderConfig:
     cache: str = "warm"  # warm | cold
     image_size: int = 224
     cap_tokens: int | None = None
-    dali_num_threads: int | None = None
-    dali_prefetch_queue_depth: int | None = None
-    dali_decode_device: str | None = None  # cpu | mixed
+    dali_num_threads: int | None = own_knob("dali", "dali_threads", "threads", 2, (1, 2, 4), "num_threads={}")
+    dali_prefetch_queue_depth: int | None = own_knob("dali", "dali_queue", "queue", 2, (2,),
+                                                     "prefetch_queue_depth={}")
+    dali_decode_device: str | None = own_knob("dali", "dali_decode", "decode", "cpu", ("cpu",), "decode on {}",
+                                              ("cpu", "mixed"))
     on_corrupt: str | None = None  # None (= fail: the trial fails naming the sample) | skip (counted)
     worker_type: str | None = None  # process | thread; None = the backend's own kind
     transform: str | None = None  # None/resize = square resize; imagenet-train | imagenet-val | MODULE:FACTORY
@@ -60,9 +74,10 @@ class LoaderConfig:
         return json.dumps(d, sort_keys=True)
 
     def short(self) -> str:
-        if self.backend == "dali":
-            parts = [f"dali bs={self.batch_size} threads={self.dali_num_threads}",
-                     f"queue={self.dali_prefetch_queue_depth} decode={self.dali_decode_device}"]
+        own = own_knobs(self.backend)
+        if own:  # a backend with knobs of its own is described by them alone
+            parts = [f"{self.backend} bs={self.batch_size}"] + [f"{k.metadata['label']}={getattr(self, k.name)}"
+                                                                for k in own]
             return " ".join(parts) + f" {self.access()} {self.cache}"
         s = f"{self.backend} bs={self.batch_size} w={self.num_workers}"
         if self.worker_type:
@@ -78,3 +93,9 @@ class LoaderConfig:
         elif self.backend != "user-dataset":  # a user's Dataset returns what its own code makes
             s += " raw"
         return s + f" {self.access()} {self.cache}"
+
+
+
+def own_knobs(backend: str) -> list[Field]:
+    """The LoaderConfig fields that only `backend` reads (declared with own_knob), in declaration order."""
+    return [f for f in fields(LoaderConfig) if f.metadata.get("owner") == backend]

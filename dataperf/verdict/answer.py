@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from dataperf import backends
 from dataperf.results import LoaderConfig
 from dataperf.verdict.rates import finite, rank_rate
 from dataperf.verdict.recommend import Recommendation
 
 
 def dataloader_args(c: LoaderConfig) -> str:
-    """The pick as the arguments to set in the training script."""
-    if c.backend == "dali":
-        return (f"DALI pipeline: batch_size={c.batch_size}, num_threads={c.dali_num_threads}, "
-                f"prefetch_queue_depth={c.dali_prefetch_queue_depth}, decode on {c.dali_decode_device}")
+    """The pick as the arguments to set in the training script (a backend with knobs of its own writes them)."""
+    be = backends.of(c)
+    if be.own:
+        return be.args(c)
     kw = [f"batch_size={c.batch_size}", f"num_workers={c.num_workers}"]
     if c.num_workers:
         kw += [f"prefetch_factor={c.prefetch_factor}", f"persistent_workers={c.persistent_workers}"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from dataperf import backends
 from dataperf.results import E2EResult, LoaderResult, StepResult
 from dataperf.verdict.rates import SPLIT_POINTS, STARVED, finite, machine_cores, restart_stall
 
@@ -89,10 +90,11 @@ def shared_cpu(trial: LoaderResult, step: StepResult) -> Effect | None:
 
 def shared_gpu(trial: LoaderResult, device: str) -> Effect | None:
     c = trial.config
-    if c.get("backend") != "dali" or c.get("dali_decode_device") != "mixed" or not device.startswith("cuda"):
+    be = backends.of(c)
+    if not be.decodes_on_gpu(c) or not device.startswith("cuda"):
         return None
-    return Effect("shared_gpu", "shared GPU: DALI decodes on the GPU the model trains on; measured apart neither "
-                                "sees the other's GPU time (e2e's GPU idle measures the fed run)")
+    return Effect("shared_gpu", f"shared GPU: {be.title} decodes on the GPU the model trains on; measured apart "
+                                "neither sees the other's GPU time (e2e's GPU idle measures the fed run)")
 
 
 def loader_effects(trial: LoaderResult, step: StepResult | None) -> list[Effect]:
@@ -112,7 +114,7 @@ def fed_effects(run: E2EResult, trial: LoaderResult | None, step: StepResult | N
     prediction by SPLIT_POINTS or more. Shared CPU: with workers, the fed step's host time is over STARVED x the
     step alone (its slowest repeat, when the step is given): the workers starve the training process; or the
     measured stall exceeds the prediction beyond the noise while loader and step together need more cores than
-    there are. Shared GPU: DALI's GPU decode on a CUDA model whose fed compute or stall exceeds what was
+    there are. Shared GPU: a backend's GPU decode (DALI's) on a CUDA model whose fed compute or stall exceeds what was
     measured apart."""
     out: list[Effect] = []
     if trial is not None and (e := idle_workers(trial)):

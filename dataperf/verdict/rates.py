@@ -8,6 +8,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from dataperf import backends
 from dataperf.backends import ONE_STREAM
 from dataperf.results import E2EResult, LoaderConfig, LoaderResult, Record, StepResult
 
@@ -78,17 +79,16 @@ def sorted_by_rate(results: list[Record]) -> list[LoaderResult]:
 
 
 def workers_of(c: dict | LoaderConfig) -> int:
-    """Workers of a config (DALI: its threads)."""
+    """Workers of a config (a backend with its own: those, as DALI's threads)."""
     d = c if isinstance(c, dict) else c.__dict__
-    return (d.get("dali_num_threads") or 0) if d.get("backend") == "dali" else d.get("num_workers", 0)
+    return backends.of(d).workers(d)
 
 
 def cost_key(r: LoaderResult | LoaderConfig) -> tuple:
-    """Cheapest first: fewest workers (DALI: threads), then smallest prefetch, then smallest batch, unpinned,
-    not persistent."""
+    """Cheapest first: fewest workers (DALI: threads), then smallest prefetch (DALI: its queue), then smallest
+    batch, unpinned, not persistent."""
     c = r.config if isinstance(r, LoaderResult) else r.__dict__
-    prefetch = (c.get("dali_prefetch_queue_depth") if c.get("backend") == "dali" else c.get("prefetch_factor")) or 0
-    return (workers_of(c), prefetch, c.get("batch_size", 0), c.get("pin_memory", False),
+    return (workers_of(c), backends.of(c).prefetch(c), c.get("batch_size", 0), c.get("pin_memory", False),
             c.get("persistent_workers", False))
 
 
@@ -128,13 +128,14 @@ def model_rate(step: StepResult, cfg: LoaderConfig | dict, input_mib_per_sample:
     """The rate (samples/s) the model takes fed batches of this config at: the step alone, plus on CUDA the copy of
     each batch to the device that the fed loop adds, at the step's measured ms per MiB, pinned or pageable as the
     config says, for the loader's own decoded sample (a trial's `input_mib_per_sample`: float32 after a Normalize
-    is 4x the step's uint8 images), else the step's. DALI hands over batches on the device."""
+    is 4x the step's uint8 images), else the step's. A backend with its own pipeline (DALI) hands over batches on
+    the device."""
     c = cfg if isinstance(cfg, dict) else cfg.__dict__
     m = step.samples_per_s
     per_mib = step.h2d_pinned_ms_per_mib if c.get("pin_memory") else step.h2d_pageable_ms_per_mib
     mib = input_mib_per_sample or step.input_mib_per_sample
     if not (finite(m) and m > 0) or per_mib is None or not mib or not finite(per_mib * mib) \
-            or c.get("backend") == "dali":
+            or backends.of(c).own_pipeline:
         return m
     return 1 / (1 / m + per_mib * mib / 1000)
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dataperf.backends import gpu_decode_hint
 from dataperf.results import LoaderResult
 from dataperf.stages import WORKER_STAGES
 
 ATTACK = {
     "read": "pack small files into shards (large sequential reads), faster storage or enough page cache, or more "
             "workers to overlap reads",
-    "decode": "decode on the GPU (--backend dali --dali-decode mixed), or store fewer pixels",
+    "decode": f"decode on the GPU ({gpu_decode_hint()[1]}), or store fewer pixels",
     "transform": "a lighter transform, or run it on the GPU on whole batches",
     "collate": "a cheaper collate: fewer Python objects a batch, tensors built once",
     "transfer": "hand over less: uint8 rather than float32 batches, fewer tensors a batch (the main process "

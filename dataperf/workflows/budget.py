@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from dataperf import backends
 from dataperf.data import Data
 from dataperf.errors import UserError
 from dataperf.measure.step import StepOptions
@@ -181,10 +182,13 @@ def _repeat_cost(plan: Plan, finished: list[LoaderResult]) -> tuple[float, float
     return per, one - per
 
 
+# the prefetch and worker knobs of the backends that have their own (DALI's queue and threads)
+_OWN_PREFETCH = tuple(b.prefetch_knob for b in backends.REGISTRY.values() if b.prefetch_knob != "prefetch_factor")
+_OWN_WORKERS = tuple(b.workers_knob for b in backends.REGISTRY.values() if b.workers_knob != "num_workers")
 # axes thinned in this order; prefetch and the pin/persistent flags rarely decide the pick (the workers do)
-THINNING = ("prefetch_factor", "pin_memory", "persistent_workers", "dali_prefetch_queue_depth", "batch_size",
-            "dali_num_threads", "num_workers")
-ONE_VALUE = ("prefetch_factor", "pin_memory", "persistent_workers", "dali_prefetch_queue_depth")
+THINNING = ("prefetch_factor", "pin_memory", "persistent_workers", *_OWN_PREFETCH, "batch_size", *_OWN_WORKERS,
+            "num_workers")
+ONE_VALUE = ("prefetch_factor", "pin_memory", "persistent_workers", *_OWN_PREFETCH)
 
 
 def thin(trials: list[Trial], axis: str) -> list[Trial]:

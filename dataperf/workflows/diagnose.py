@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from dataperf import verdict
+from dataperf import backends, verdict
 from dataperf.data import Data, as_data
 from dataperf.errors import UserError
 from dataperf.measure.fed import shape_for_model
@@ -22,6 +22,7 @@ from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import DiagnoseResult, LimitsResult, LoaderConfig, LoaderResult, StepResult
 
 NEGLIGIBLE = 0.05
+GPU_DECODE = "move JPEG decode to the GPU with {} ({})".format(*backends.gpu_decode_hint())
 WHAT_IF_FRACTIONS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
@@ -45,9 +46,9 @@ def advise(bottleneck: str, cfg: LoaderConfig, fmt: str) -> list[str]:
     cores = psutil.cpu_count() or 1
     if bottleneck == "prep":
         out = []
-        if cfg.backend != "dali" and cfg.num_workers < cores:
+        if backends.of(cfg).workers_knob == "num_workers" and cfg.num_workers < cores:
             out.append(f"more DataLoader workers (now {cfg.num_workers}, this machine has {cores} cores)")
-        out.append("move JPEG decode to the GPU with DALI (--backend dali --dali-decode mixed)")
+        out.append(GPU_DECODE)
         out.append("store smaller or pre-decoded samples, so less CPU work per sample")
         return out
     if bottleneck == "fetch":
@@ -68,7 +69,7 @@ def advise_limit(lim: LimitsResult, cfg: LoaderConfig, data: Data, step_sps: flo
     if b == "decode":
         out = []
         if data.kind == "image":
-            out.append("move JPEG decode to the GPU with DALI (--backend dali --dali-decode mixed)")
+            out.append(GPU_DECODE)
         out += ["store smaller or pre-decoded samples, so less CPU work per sample",
                 f"more workers do not help past the cores: {lim.usable_cores} usable cores at "
                 f"{lim.decode_cpu_ms_per_sample:.2f} ms of CPU a sample are the ceiling"]

@@ -114,9 +114,9 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
         res.gpu_idle_fraction = res.data_stall_fraction = idle_fraction(busy_ms, total_s)
         res.stall_basis = ("GPU idle: 1 - (h2d + compute CUDA events) / wall, one sync per step" if res.sync_each_step
                            else "GPU idle: 1 - (h2d + compute CUDA events) / wall")
-        if cfg.backend == "dali" and cfg.dali_decode_device == "mixed":
-            res.notes.append("DALI's GPU decode runs on its own stream, outside the h2d/compute events: GPU idle "
-                             "is the model's idle share, not the whole GPU's")
+        if (be := backends.of(cfg)).decodes_on_gpu(cfg.__dict__):
+            res.notes.append(f"{be.title}'s GPU decode runs on its own stream, outside the h2d/compute events: GPU "
+                             "idle is the model's idle share, not the whole GPU's")
     else:
         res.stall_basis = "host wait / wall (synchronous CPU step: the device is idle exactly while it waits)"
     if data.cache_managed:
@@ -168,9 +168,7 @@ def epoch_aligned(steps: int, repeats: int, epoch: int | None) -> list[int]:
 def in_flight_samples(cfg: LoaderConfig) -> int:
     """Samples a loader may already hold when a repeat starts (workers x prefetch batches, DALI's queue): read
     before that repeat's eviction, so a cold repeat is not expected to read them from storage."""
-    if cfg.backend == "dali":
-        return cfg.batch_size * (cfg.dali_prefetch_queue_depth or 0)
-    return cfg.batch_size * cfg.num_workers * (cfg.prefetch_factor or 0)
+    return backends.of(cfg).in_flight(cfg)
 
 
 def _verify_cache(res: E2EResult, cfg: LoaderConfig, data: Data, paths: list[Path], reads: list[int],

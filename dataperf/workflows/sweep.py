@@ -45,7 +45,8 @@ Bar = Callable[[str, int | None], AbstractContextManager[Callable[[int], None]]]
 
 @dataclass
 class Grid:
-    """The axes of a sweep. Prefetch applies only with workers; DALI has its own axes; backends may say auto
+    """The axes of a sweep. Prefetch applies only with workers; a backend with knobs of its own (DALI) sweeps
+    those instead of the DataLoader's; backends may say auto
     (the DataLoader backend of the data's storage format) or all (every installed backend that reads it)."""
 
     backends: list[str] = field(default_factory=lambda: ["auto"])
@@ -61,12 +62,12 @@ class Grid:
     cap_tokens: int | None = None
     transform: str | None = None
     seq_len: int | None = None
-    dali_num_threads: list[int] = field(default_factory=lambda: [1, 2, 4])
-    dali_prefetch_queue_depth: list[int] = field(default_factory=lambda: [2])
-    dali_decode_device: list[str] = field(default_factory=lambda: ["cpu"])
+    # the axes of the backends' own knobs (results.config.own_knob) by field name; a knob left out sweeps the
+    # values its declaration gives (DALI: threads 1,2,4, queue 2, decode cpu)
+    own: dict[str, list] = field(default_factory=dict)
     on_corrupt: str | None = None
     shuffle: list[bool] = field(default_factory=lambda: [True])  # True: a seeded random order, as training reads
-    shuffle_buffer: int | None = None  # webdataset/dali shuffle buffer; None = DEFAULT_SHUFFLE_BUFFER
+    shuffle_buffer: int | None = None  # a buffered shuffle's size (BUFFER_BACKENDS); None = DEFAULT_SHUFFLE_BUFFER
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
         """Every config per backend; a knob the backend cannot express keeps only its off value, a worker
@@ -90,11 +91,11 @@ class Grid:
                 common = dict(backend=name, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
                               cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt, transform=self.transform,
                               seq_len=self.seq_len, shuffle=shuf, shuffle_buffer=buffer)
-                if name == "dali":
-                    for t, q, dev in itertools.product(self.dali_num_threads, self.dali_prefetch_queue_depth,
-                                                       self.dali_decode_device):
-                        yield LoaderConfig(**common, dali_num_threads=t, dali_prefetch_queue_depth=q,
-                                           dali_decode_device=dev)
+                if be.own:
+                    names = [k.name for k in be.own]
+                    axes = [self.own.get(k.name) or list(k.metadata["axis"]) for k in be.own]
+                    for values in itertools.product(*axes):
+                        yield LoaderConfig(**common, **dict(zip(names, values, strict=True)))
                     continue
                 for w, pin in itertools.product(self.num_workers, pins):
                     if w < be.min_workers:
@@ -107,7 +108,8 @@ class Grid:
                                            persistent_workers=pers, worker_type=wt)
 
 
-AXES = {f.name for f in fields(Grid)}
+OWN_AXES = {f.name: f for f in fields(LoaderConfig) if "owner" in f.metadata}  # a grid file names them as they are
+AXES = {f.name for f in fields(Grid)} - {"own"} | set(OWN_AXES)
 
 
 def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
@@ -163,19 +165,20 @@ def load_grid_file(path: Path) -> tuple[Grid, dict[str, Any]]:
         elif scalar and not (_is(int, v) or (k in ("cap_tokens", "seq_len", "shuffle_buffer") and v is None)):
             raise UserError(f"{path}: {k} takes one integer (it is not a sweep axis), got {v!r}")
         grid_kw[k] = v if scalar or isinstance(v, list) else [v]
-        want = AXIS_TYPES.get(k, int)
+        want = str if k in OWN_AXES and OWN_AXES[k].metadata["choices"] else AXIS_TYPES.get(k, int)
         if not scalar:
             if not grid_kw[k]:
                 raise UserError(f"{path}: {k} is an empty list; give at least one value")
             bad = [x for x in grid_kw[k] if not _is(want, x)]
             if bad:
                 raise UserError(f"{path}: {k} must be a list of {want.__name__} values, got {bad[0]!r}")
-    return Grid(**grid_kw), {k: d[k] for k in trial_keys if k in d}
+    own = {k: grid_kw.pop(k) for k in list(grid_kw) if k in OWN_AXES}
+    return Grid(**grid_kw, own=own), {k: d[k] for k in trial_keys if k in d}
 
 
 SCALAR_AXES = ("image_size", "cap_tokens", "transform", "seq_len", "shuffle_buffer")
 AXIS_TYPES: dict[str, type] = {"backends": str, "worker_types": str, "pin_memory": bool, "persistent_workers": bool,
-                               "shuffle": bool, "decode": bool, "cache": str, "dali_decode_device": str}
+                               "shuffle": bool, "decode": bool, "cache": str}  # the rest: int
 
 
 def _is(t: type, v: Any) -> bool:

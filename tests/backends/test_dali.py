@@ -57,5 +57,6 @@ def test_gpu_decode_without_gpu_is_a_clear_failure(datasets):
 def test_sweep_grid_has_dali_axes():
     from dataperf.workflows.sweep import Grid
 
-    cfgs = list(Grid(backends=["dali"], dali_num_threads=[1, 2], dali_prefetch_queue_depth=[2, 3]).configs("files"))
+    grid = Grid(backends=["dali"], own={"dali_num_threads": [1, 2], "dali_prefetch_queue_depth": [2, 3]})
+    cfgs = list(grid.configs("files"))
     assert len(cfgs) == 4 and all(c.num_workers == 0 and c.backend == "dali" for c in cfgs)

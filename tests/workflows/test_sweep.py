@@ -58,6 +58,23 @@ def test_config_file_names_the_backends_and_still_reads_the_old_format_key(tmp_p
     assert sw.load_grid_file(p)[0].backends == ["auto", "dali"]
 
 
+def test_config_file_sweeps_a_backends_own_knobs_by_their_field_names(tmp_path):
+    """DALI's threads, queue and decode device are named in a sweep file as in its records; the grid expands
+    them for that backend only, and a knob of named values refuses a number."""
+    p = tmp_path / "s.toml"
+    p.write_text('backends = ["dali", "files"]\nnum_workers = [0]\ndali_num_threads = [1, 3]\n'
+                 'dali_decode_device = ["mixed"]\n')
+    grid = sw.load_grid_file(p)[0]
+    assert grid.own == {"dali_num_threads": [1, 3], "dali_decode_device": ["mixed"]}
+    cfgs = [c.short() for c in grid.configs("files")]
+    assert [c for c in cfgs if c.startswith("dali")] == [f"dali bs=32 threads={t} queue=2 decode=mixed shuffled warm"
+                                                          for t in (1, 3)]
+    assert [c for c in cfgs if not c.startswith("dali")] == ["files bs=32 w=0 raw shuffled warm"]
+    p.write_text("dali_decode_device = [1]\n")
+    with pytest.raises(UserError, match="dali_decode_device must be a list of str"):
+        sw.load_grid_file(p)
+
+
 def test_config_file_unknown_key(tmp_path):
     p = tmp_path / "s.toml"
     p.write_text("num_wrokers = [1]\n")
