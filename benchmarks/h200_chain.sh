@@ -7,12 +7,9 @@
 #             st=benchmarks/h200_stages.sh >/tmp/chain/job.log 2>&1 </dev/null &); sleep 570; tail -c 2000 /tmp/chain/*/job.log
 #   call 2+: for i in $(seq 57); do [ -f /tmp/chain/DONE ] && break; sleep 10; done; cp /tmp/chain/*/*.tar.gz $OUT/
 # Each experiment's own overrides come in ENV_<NAME> as `K=V K=V` (e.g. ENV_pq="PATHS=tune,sweep AMP=none").
-set -uo pipefail
-root=/tmp/chain
-mkdir -p "$root"
-# a copy of the tree to run from: each later device call re-sends the working tree under the running job
-rm -rf "$root/tree" && mkdir "$root/tree" && tar -c --exclude=./.venv --exclude=./.dali --exclude=./.whl \
-  --exclude=./shards . | tar -x -C "$root/tree" && cd "$root/tree" || exit 1
+root=/tmp/chain OUT=/tmp/chain NAME=h200_chain
+. "$(dirname "$0")/device_prologue.sh"
+copy_tree "$root/tree" || exit 1
 for arg in "$@"; do
   name=${arg%%=*} script=${arg#*=}
   mkdir -p "$root/$name"

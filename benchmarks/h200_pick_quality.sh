@@ -26,16 +26,10 @@
 # Env overrides: OUT, SCENARIO (imagenet), DATA (/tmp/pick_quality), COUNT (16000), AMP (bf16|none), PREFETCH
 # (2), PERSISTENT (both|off), PIN (both|on), MIN_WORKERS (0), MAX_WORKERS (the cores), BUDGET (3m), PATHS (sweep,budget,tune,watch), CONFIRM (unset: the sweeps' own default), RUN_S (8),
 # MAKE_CAP_S (150), GRID_CAP_S (360), PATH_CAP_S (330), DEADLINE_S (1230), TRUTH_FROM.
-set -uo pipefail
-OUT=${OUT:-/tmp/pq}
-mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-t0=$SECONDS
-phase() { echo "[h200_pick_quality] $1 at $((SECONDS - t0)) s ($(date -u +%H:%M:%S))"; }
+OUT=${OUT:-/tmp/pq} NAME=h200_pick_quality
+. "$(dirname "$0")/device_prologue.sh"
 phase start
-# a copy of the tree: later device calls re-send the working tree under the running job
-rm -rf /tmp/repo && mkdir /tmp/repo && tar -c --exclude=./.venv --exclude=./.dali --exclude=./.whl --exclude=./shards . |
-  tar -x -C /tmp/repo && cd /tmp/repo || exit 1
+copy_tree /tmp/repo || exit 1
 site=/tmp/site
 if compgen -G ".whlcore/*.whl" >/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whlcore/*.whl

@@ -13,14 +13,10 @@
 #   sleep 560; tail -c 3000 /tmp/st/job.log
 #   then: for i in $(seq 57); do [ -f /tmp/st/DONE ] && break; sleep 10; done; cp /tmp/st/stages.tar.gz $OUT/
 # Env overrides: OUT (/tmp/st), COUNT (16000), WORKERS ("12 16"), HARNESS_WORKERS (0,4,16), HARNESS_ROUNDS (5).
-set -uo pipefail
-OUT=${OUT:-/tmp/st}
+OUT=${OUT:-/tmp/st} NAME=h200_stages
+. "$(dirname "$0")/device_prologue.sh"
 mkdir -p "$OUT/run"
-export PYTHONUNBUFFERED=1
-t0=$SECONDS
-phase() { echo "[h200_stages] $1 at $((SECONDS - t0)) s ($(date -u +%H:%M:%S))"; }
-rm -rf /tmp/repo && mkdir /tmp/repo && tar -c --exclude=./.venv --exclude=./.dali --exclude=./.whl --exclude=./shards . |
-  tar -x -C /tmp/repo && cd /tmp/repo || exit 1
+copy_tree /tmp/repo || exit 1
 export PYTHONPATH=$PWD
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/run/machine.txt"
 git log --oneline -1 >> "$OUT/run/machine.txt" 2>/dev/null

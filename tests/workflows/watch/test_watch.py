@@ -25,6 +25,15 @@ from tests.sigint import default_sigint
 
 SAMPLE_S, STEP_S, BS, W, STEPS = 0.2, 0.1, 3, 2, 9
 ANALYTIC_STALL = 1 - STEP_S / (BS * SAMPLE_S / W)
+# the model of every script here: a forward that sleeps STEP_S
+SLOW = f'''class Slow(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 1)
+    def forward(self, x):
+        time.sleep({STEP_S})
+        return self.lin(x)
+'''
 
 TRAIN = f'''
 import os, sys, time
@@ -40,14 +49,7 @@ class Sleepy(Dataset):
         time.sleep({SAMPLE_S})
         return torch.zeros(3), i
 
-class Slow(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(3, 1)
-    def forward(self, x):
-        time.sleep({STEP_S})
-        return self.lin(x)
-
+{SLOW}
 dist = int(os.environ.get("WORLD_SIZE", "1")) > 1
 model = Slow()
 sampler = None
@@ -313,14 +315,7 @@ class Sleepy(Dataset):
         time.sleep(self.s)
         return torch.zeros(3), i
 
-class Slow(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(3, 1)
-    def forward(self, x):
-        time.sleep({STEP_S})
-        return self.lin(x)
-
+{SLOW}
 model = Slow()
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 train = DataLoader(Sleepy({EVAL_TRAIN_S}, 1000), batch_size={BS})
