@@ -136,6 +136,13 @@ def _same(**settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return settings, settings
 
 
+def _check_own(own: dict[str, Any]) -> None:
+    """A keyword that names no backend's own knob is a caller's mistake, not an option to drop silently."""
+    unknown = set(own) - {k.metadata["option"] for k in OWN}
+    if unknown:
+        raise TypeError(f"unknown loader option(s) {sorted(unknown)}")
+
+
 def _own_spec(k: Field) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """A backend's own knob as an option: --dali-threads sets dali_num_threads; a knob with named values takes
     those."""
@@ -365,6 +372,7 @@ def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: 
     declared value when not given. A backend with knobs of its own leaves the DataLoader's at their off values."""
     from dataperf.data.tokens import windowed
 
+    _check_own(own)
     check_transform(transform)
     check_shuffle_buffer(shuffle_buffer, shuffle)
     if backend == "auto":
@@ -406,6 +414,7 @@ def make_grid(datas: list, backend: list[str], batch_size: list[int], num_worker
     from dataperf.measure.trial import worker_ladder
     from dataperf.workflows import sweep as sw
 
+    _check_own(own)
     given = {k.name: own.get(k.metadata["option"]) for k in OWN}
     for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
                         ("--batch-size", batch_size), ("--backend", backend),

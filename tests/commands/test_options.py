@@ -53,6 +53,20 @@ def test_make_config_keeps_seq_len_to_token_streams_and_pins_with_cuda(datasets,
                                                                                                         False, 2)
 
 
+def test_a_backends_own_knobs_come_from_their_declaration(datasets):
+    """DALI's knobs reach its config by their option names, are refused below 1 with the options named, and a
+    misspelt one is a caller's error, not a dropped option."""
+    img = as_data(datasets["image-files"])
+    c = _options.make_config(img, backend="dali", dali_threads=3, dali_queue=4, dali_decode="mixed")
+    assert (c.dali_num_threads, c.dali_prefetch_queue_depth, c.dali_decode_device) == (3, 4, "mixed")
+    assert _options.make_config(img, dali_threads=3).dali_num_threads is None  # the files backend has none
+    with pytest.raises(UserError, match="--dali-threads and --dali-queue must be at least 1, got 0 and 2"):
+        _options.make_config(img, backend="dali", dali_threads=0)
+    with pytest.raises(TypeError, match="dali_thread"):
+        _options.make_config(img, backend="dali", dali_thread=3)
+    assert _options.defaults("sweep")["dali_threads"] == "1,2,4" and "dali_threads" not in _options.defaults("tune")
+
+
 def test_make_grid_maps_off_on_both_and_refuses_empty_axes(datasets):
     img = as_data(datasets["image-files"])
     kw = dict(backend=["auto"], batch_size=[8], num_workers=[0, 2], worker_type=None, prefetch_factor=[2],
