@@ -18,7 +18,7 @@ def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1
     if data.format == "user-dataset":
         from dataperf.data.user import build_dataset, reader_dataset
 
-        return reader_dataset(data) if "reader" in data.options else build_dataset(data.factory or "")
+        return reader_dataset(data, cfg.batch_size) if "reader" in data.options else build_dataset(data.factory or "")
     from dataperf.data import tokens
 
     if data.format in ("tokens-bin", "npy"):

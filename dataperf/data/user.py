@@ -64,9 +64,10 @@ def build_dataset(spec: str) -> Dataset:
     return IterableTracker(ds, spec) if isinstance(ds, IterableDataset) else SampleTracker(ds, spec)
 
 
-def reader_dataset(data: Data) -> Dataset:
+def reader_dataset(data: Data, batch_size: int) -> Dataset:
     """Another loader's folder (LitData, MosaicML MDS) through that loader's own StreamingDataset, tracked as a
-    user's Dataset is (a stall names the sample being fetched)."""
+    user's Dataset is (a stall names the sample being fetched). Mosaic's must know the DataLoader's batch size
+    (it partitions samples by batch over workers, and refuses to start without it)."""
     reader = data.options["reader"]
     try:
         if reader == "litdata":
@@ -76,7 +77,7 @@ def reader_dataset(data: Data) -> Dataset:
         else:
             from streaming import StreamingDataset
 
-            ds = StreamingDataset(local=data.location)
+            ds = StreamingDataset(local=data.location, batch_size=batch_size)
     except Exception as e:
         raise UserError(f"{reader} could not open {data.location}: {type(e).__name__}: {e}") from None
     spec = f"{reader} reader of {data.location}"

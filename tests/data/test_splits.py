@@ -71,7 +71,8 @@ def test_litdata_and_mds_folders_without_their_reader_are_refused_naming_how_to_
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "litdata" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",  # neither reader installed (streaming's own env has one)
+                        lambda name, *a: None if name in ("litdata", "streaming") else real(name, *a))
     lit = tmp_path / "lit"
     lit.mkdir()
     (lit / "index.json").write_text(json.dumps({"chunks": [{"filename": "chunk-0-0.bin"}], "config": {}}))
@@ -112,6 +113,25 @@ def test_a_litdata_folder_is_read_through_litdata(tmp_path):
     rec = json.loads(out.read_text().splitlines()[-1])
     assert rec["status"] == "ok" and rec["samples_per_repeat"] == 120, rec.get("error")
     assert "read through litdata.StreamingDataset" in r.output
+
+
+def test_an_mds_folder_is_read_through_streaming(tmp_path):
+    """Where mosaicml-streaming is installed (its own environment: bash scripts/streaming_env.sh), a user's MDS
+    folder is benched through streaming.StreamingDataset, each sample as it gives it (issue 29): 120 samples an
+    epoch, every one delivered."""
+    streaming = pytest.importorskip("streaming", reason="mosaicml-streaming not installed: scripts/streaming_env.sh")
+    with streaming.MDSWriter(out=str(tmp_path / "mds"), columns={"image": "bytes", "class": "int"}) as w:
+        for i in range(120):
+            w.write(_lit_sample(i))
+    d = resolve(str(tmp_path / "mds"))
+    assert d.format == "user-dataset" and d.options == {"reader": "streaming"}
+    out = tmp_path / "r.jsonl"
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "mds"), "--num-workers", "2", "--batch-size", "8",
+                                 "--repeats", "3", "--no-collect", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(out.read_text().splitlines()[-1])
+    assert rec["status"] == "ok" and rec["samples_per_repeat"] == 120, rec.get("error")
+    assert "read through streaming.StreamingDataset" in r.output
 
 
 def test_convert_leaves_out_files_that_belong_to_no_image_sample(tmp_path):
