@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Mosaic Streaming in its own environment, then its backend's tests (tests/backends/test_streaming.py).
+# Mosaic Streaming in its own environment, then its backend's tests (tests/backends/test_streaming.py) and the
+# reading of a user's MDS folder as DATA (tests/data/test_splits.py).
 # usage: bash scripts/streaming_env.sh [VENV]        (default /tmp/dataperf-streaming; PYTHON= the dataperf python)
 #
 # It cannot join dataperf's environment: mosaicml-streaming 0.11-0.13 pin numpy<2.2, and every release from
@@ -39,4 +40,5 @@ EOF
 fi
 "$venv/bin/python" -c 'import numpy, streaming, torch, transformers; print("streaming", streaming.__version__,
 "numpy", numpy.__version__, "torch", torch.__version__, "transformers", transformers.__version__)'
-PYTHONPATH=$PWD "$venv/bin/python" -m pytest -p no:cacheprovider tests/backends/test_streaming.py
+PYTHONPATH=$PWD "$venv/bin/python" -m pytest -p no:cacheprovider tests/backends/test_streaming.py \
+  tests/data/test_splits.py::test_an_mds_folder_is_read_through_streaming
