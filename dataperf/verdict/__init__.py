@@ -16,9 +16,12 @@ from __future__ import annotations
 from dataperf.verdict.answer import answer, dataloader_args
 from dataperf.verdict.effects import (
     CORES_FULL,
+    CPU_BOUND,
     Effect,
     EffectName,
     cores_full,
+    cores_taken,
+    cpu_bound,
     epoch_restarts,
     fed_effects,
     idle_workers,
@@ -74,9 +77,10 @@ from dataperf.verdict.recommend import (
 )
 
 __all__ = [
-    "Basis", "CORES_FULL", "Effect", "EffectName", "FED_STALL", "FedRate", "Fit", "Judged", "NEAR_BEST",
-    "NEAR_CONFIRMED", "Outcome", "Recommendation", "SPLIT_POINTS", "STARVED", "answer", "by_prediction",
-    "confirm_candidates", "cores_full", "cost_key", "cpu_cap", "dataloader_args", "epoch_restarts",
+    "Basis", "CORES_FULL", "CPU_BOUND", "Effect", "EffectName", "FED_STALL", "FedRate", "Fit", "Judged",
+    "NEAR_BEST", "NEAR_CONFIRMED", "Outcome", "Recommendation", "SPLIT_POINTS", "STARVED", "answer", "by_prediction",
+    "confirm_candidates", "cores_full", "cores_taken", "cost_key", "cpu_bound", "cpu_cap", "dataloader_args",
+    "epoch_restarts",
     "epoch_start_s", "fastest", "fed_effects", "fed_epoch_s", "fed_rates", "feeds", "finite", "fit", "fullest",
     "idle_warning", "idle_workers", "judged", "latest_limits", "latest_step", "loader_effects", "machine_cores",
     "model_rate", "ok_loaders", "outshone", "predicted_fed", "rank_rate", "recommend", "restart_stall",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dataperf import backends
-from dataperf.results import E2EResult, LoaderResult, StepResult
+from dataperf.results import E2EResult, LimitsResult, LoaderResult, StepResult
 from dataperf.verdict.rates import SPLIT_POINTS, STARVED, finite, machine_cores, restart_stall
 
 EffectName = Literal["epoch_restarts", "shared_cpu", "shared_gpu", "idle_workers"]
@@ -26,6 +26,23 @@ class Effect:
 
 
 CORES_FULL = 0.9  # a loader trial whose process tree keeps this share of the machine's cores busy has none left
+CPU_BOUND = 0.8  # a sample whose thread CPU time is this share of its wall time keeps a core busy all along
+
+
+def cpu_bound(lim: LimitsResult | None) -> bool:
+    """Whether the limits probe found a sample keeping its core busy: read + decode + transform, thread CPU time
+    at least CPU_BOUND of the wall time."""
+    return lim is not None and finite(lim.decode_cpu_ms_per_sample) and finite(lim.decode_wall_ms_per_sample) \
+        and lim.decode_cpu_ms_per_sample >= CPU_BOUND * lim.decode_wall_ms_per_sample
+
+
+def cores_taken(trial: LoaderResult, lim: LimitsResult | None) -> bool:
+    """Whether more workers than the trial's could only share its cores: it ran as many workers as the usable
+    cores, and a sample keeps its core busy (the limits probe of its config). What cores_full reads from a
+    trial's own CPU counters, which a short repeat's start-up dilutes: the H200's 16 workers on 16 cores (5.95 ms
+    CPU of 6.09 ms a sample) left 20 untried and called the answer a lower bound, where 20 fed 3% less."""
+    cores = (lim.usable_cores if lim is not None and lim.usable_cores else 0) or machine_cores(trial)
+    return cpu_bound(lim) and trial.config.get("num_workers", 0) >= cores
 
 
 def cores_full(trial: LoaderResult) -> bool:

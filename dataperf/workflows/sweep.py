@@ -352,7 +352,7 @@ def edge_trial(recs: list[Record], trials: list[tuple[Data, LoaderConfig]], step
     if (step is None and not below) or \
             (below and verdict.rank_rate(best) < (1 + MIN_GAIN) * max(map(verdict.rank_rate, below))):
         return None, ""
-    if verdict.cores_full(best):
+    if verdict.cores_full(best) or verdict.cores_taken(best, verdict.latest_limits(recs, best)):
         return None, ""
     data = next((d for d, _ in trials if data_id(d.spec) == data_id(best.data)), None)
     if data is None:

@@ -43,7 +43,6 @@ INLINE_MARGIN = 1.2  # with a target: no workers when one stream gives this mult
 MAX_PASSES = 3  # passes over the worker and batch axes, each from the best the last one left
 BATCH_PATIENCE = 1  # batch sizes passed over that do not gain before the climb stops
 MAX_CANDIDATES = 3  # configs the confirmation measures at most (without a target)
-CPU_BOUND = 0.8  # a sample whose thread CPU time is this share of its wall time keeps a core busy all along
 
 
 @dataclass
@@ -128,7 +127,7 @@ def predict_workers(lim: LimitsResult, batch: int, start: int, choices: list[int
     goal = min(ceiling, target or math.inf)
     cores = lim.usable_cores or verdict.machine_cores()
     cpu, wall = lim.decode_cpu_ms_per_sample, lim.decode_wall_ms_per_sample
-    cpu_bound = _ok(cpu) and _ok(wall) and cpu >= CPU_BOUND * wall
+    cpu_bound = verdict.cpu_bound(lim)
 
     def gives(w: int) -> float:  # w workers with work (num_workers=0: the main process, one stream)
         n = min(max(w, 1), cap or max(w, 1))

@@ -98,21 +98,27 @@ def _lit_sample(i: int) -> dict:
     return {"image": b.getvalue(), "class": i % 10}
 
 
+def _benched_through(folder, reader: str, tmp_path) -> None:
+    """Another loader's folder of 120 samples as DATA: resolved to that loader's reader, and benched through its
+    StreamingDataset, every sample delivered each epoch."""
+    d = resolve(str(folder))
+    assert d.format == "user-dataset" and d.options == {"reader": reader}
+    out = tmp_path / "r.jsonl"
+    r = CliRunner().invoke(cli, ["bench", str(folder), "--num-workers", "2", "--batch-size", "8", "--repeats", "3",
+                                 "--no-collect", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rec = json.loads(out.read_text().splitlines()[-1])
+    assert rec["status"] == "ok" and rec["samples_per_repeat"] == 120, rec.get("error")
+    assert f"read through {reader}.StreamingDataset" in r.output
+
+
 def test_a_litdata_folder_is_read_through_litdata(tmp_path):
     """Where litdata is installed, a user's optimize() output is benched through litdata.StreamingDataset, each
     sample as it gives it (issue 29): 120 samples an epoch, every one delivered."""
     litdata = pytest.importorskip("litdata", reason="litdata not installed")
     litdata.optimize(fn=_lit_sample, inputs=list(range(120)), output_dir=str(tmp_path / "lit"), chunk_bytes="1MB",
                      num_workers=1, start_method="fork")
-    d = resolve(str(tmp_path / "lit"))
-    assert d.format == "user-dataset" and d.options == {"reader": "litdata"}
-    out = tmp_path / "r.jsonl"
-    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "lit"), "--num-workers", "2", "--batch-size", "8",
-                                 "--repeats", "3", "--no-collect", "--out", str(out)])
-    assert r.exit_code == 0, r.output
-    rec = json.loads(out.read_text().splitlines()[-1])
-    assert rec["status"] == "ok" and rec["samples_per_repeat"] == 120, rec.get("error")
-    assert "read through litdata.StreamingDataset" in r.output
+    _benched_through(tmp_path / "lit", "litdata", tmp_path)
 
 
 def test_an_mds_folder_is_read_through_streaming(tmp_path):
@@ -123,15 +129,7 @@ def test_an_mds_folder_is_read_through_streaming(tmp_path):
     with streaming.MDSWriter(out=str(tmp_path / "mds"), columns={"image": "bytes", "class": "int"}) as w:
         for i in range(120):
             w.write(_lit_sample(i))
-    d = resolve(str(tmp_path / "mds"))
-    assert d.format == "user-dataset" and d.options == {"reader": "streaming"}
-    out = tmp_path / "r.jsonl"
-    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "mds"), "--num-workers", "2", "--batch-size", "8",
-                                 "--repeats", "3", "--no-collect", "--out", str(out)])
-    assert r.exit_code == 0, r.output
-    rec = json.loads(out.read_text().splitlines()[-1])
-    assert rec["status"] == "ok" and rec["samples_per_repeat"] == 120, rec.get("error")
-    assert "read through streaming.StreamingDataset" in r.output
+    _benched_through(tmp_path / "mds", "streaming", tmp_path)
 
 
 def test_convert_leaves_out_files_that_belong_to_no_image_sample(tmp_path):

@@ -447,6 +447,31 @@ def test_the_edge_is_settled_when_the_best_kept_every_core_busy(datasets):
     assert nxt is not None and nxt[1].num_workers == 4 and why == ""
 
 
+def test_the_edge_is_settled_when_its_workers_take_every_core_with_cpu_bound_samples(datasets, monkeypatch):
+    """The H200 (2026-12-05, default sweep): the best, 16 workers on 16 usable cores, did not feed the model and
+    its short repeats read only part of the cores busy, so 20 workers stayed "not tried" and the verdict a lower
+    bound; but the limits probe had a sample keep its core busy (5.95 ms CPU of 6.09 ms), so 20 could only share
+    the 16 cores (fed, 20 gave 3% less than 16): settled. With samples that wait (CPU 1 ms of 6), 20 is tried."""
+    from dataperf.measure import preflight
+    from dataperf.results import LimitsResult
+
+    monkeypatch.setattr(preflight, "max_workers", lambda: 64)  # the H200's 16 cores allow 64; these 2, 8
+    data = replace(as_data(datasets["image-files"]), count=16_000)  # enough samples for 20 workers' batches
+    cfg = LoaderConfig(backend="files", batch_size=2, num_workers=16, prefetch_factor=2, decode=True).explicit()
+    env = {"cpu_count": 16}
+    top = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=1792.0,
+                       training_samples_per_s=1792.0, cpu_cores_busy_median=9.0, env=env)
+    below = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 12}, samples_per_s_median=1464.0,
+                         training_samples_per_s=1464.0, env=env)
+    lim = LimitsResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), usable_cores=16,
+                       decode_cpu_ms_per_sample=5.95, decode_wall_ms_per_sample=6.09)
+    step = StepResult(samples_per_s=2186.0)
+    assert sw.edge_trial([top, below, lim], [(data, cfg)], step, 1.2) == (None, "")
+    lim.decode_cpu_ms_per_sample = 1.0
+    nxt, why = sw.edge_trial([top, below, lim], [(data, cfg)], step, 1.2)
+    assert nxt is not None and nxt[1].num_workers > 16 and why == ""
+
+
 def test_a_plateau_at_the_top_of_the_ladder_is_settled_with_a_model(datasets):
     """The H200 (2026-12-04): 20 workers' training rate 1,904 samples/s against 16's 1,903, neither feeding a
     2,200 samples/s model: more workers stopped paying, so the answer is settled there (it said "NOT SETTLED:
