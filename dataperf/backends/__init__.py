@@ -15,7 +15,7 @@ from typing import Any
 
 from dataperf.data import SOURCE_FORMATS, Data
 from dataperf.errors import TrialError
-from dataperf.results import LoaderConfig, own_knobs
+from dataperf.results import LoaderConfig, option_flag, own_knobs
 
 # knobs of LoaderConfig a backend may or may not express (decode/batch_size/cache every backend has)
 TITLES = {"dali": "DALI", "spdl": "SPDL", "litdata": "LitData", "streaming": "Mosaic Streaming"}
@@ -194,8 +194,6 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
 ]}
 
 ONE_STREAM = tuple(b.name for b in REGISTRY.values() if b.one_stream)
-# the DataLoader's own knobs, which a backend with knobs of its own leaves at their off values
-DATALOADER_KNOBS = ("num_workers", "prefetch_factor", "persistent_workers")
 
 
 def of(c: dict[str, Any] | LoaderConfig) -> Backend:
@@ -210,8 +208,8 @@ def gpu_decode_hint() -> tuple[str, str]:
     --dali-decode mixed")."""
     be = next(b for b in REGISTRY.values() if b.gpu_decode_setting)
     knob, value = be.gpu_decode_setting
-    flag = next(k.metadata["option"] for k in be.own if k.name == knob).replace("_", "-")
-    return be.title, f"--backend {be.name} --{flag} {value}"
+    flag = next(option_flag(k) for k in be.own if k.name == knob)
+    return be.title, f"--backend {be.name} {flag} {value}"
 
 
 def get(name: str) -> Backend:

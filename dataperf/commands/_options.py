@@ -6,7 +6,7 @@ into a LoaderConfig, a sweep Grid and StepOptions. Parsing only: nothing here me
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import Field, fields
+from dataclasses import Field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,7 +16,7 @@ from dataperf import watchdog
 from dataperf.backends import REGISTRY
 from dataperf.commands import _render
 from dataperf.errors import UserError
-from dataperf.results import LoaderConfig
+from dataperf.results import LoaderConfig, option_flag, own_knobs
 from dataperf.watchdog import DEFAULT_STALL_S
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -30,7 +30,7 @@ OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-
               "zero2-adam8bit"]
 TUNE_BACKENDS = ["auto", "files", "webdataset"]  # backends whose workers and prefetch tune can search
 NO = object()  # the command has no such option
-OWN: list[Field] = [f for f in fields(LoaderConfig) if "owner" in f.metadata]  # backends' own knobs (own_knob)
+OWN: list[Field] = own_knobs()  # every backend's own knobs (results.config.own_knob)
 
 
 def _own_row(k: Field) -> tuple[Any, ...]:
@@ -146,7 +146,7 @@ def _check_own(own: dict[str, Any]) -> None:
 def _own_spec(k: Field) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """A backend's own knob as an option: --dali-threads sets dali_num_threads; a knob with named values takes
     those."""
-    flag, choices = "--" + k.metadata["option"].replace("_", "-"), k.metadata["choices"]
+    flag, choices = option_flag(k), k.metadata["choices"]
     if choices:
         return flag, {"type": click.Choice(list(choices))}, {"callback": str_list, "help": ",".join(choices)}
     return flag, {"type": int}, {"callback": int_list}
@@ -377,11 +377,11 @@ def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: 
     check_shuffle_buffer(shuffle_buffer, shuffle)
     if backend == "auto":
         backend = data.format  # the DataLoader backend of the data's storage format
-    mine = [k for k in OWN if k.metadata["owner"] == backend]
+    mine = own_knobs(backend)
     values = {k.name: own.get(k.metadata["option"], k.metadata["single"]) for k in mine}
     counts = [k for k in mine if not k.metadata["choices"]]
     if any(values[k.name] < 1 for k in counts):
-        raise UserError(" and ".join("--" + k.metadata["option"].replace("_", "-") for k in counts)
+        raise UserError(" and ".join(option_flag(k) for k in counts)
                         + " must be at least 1, got " + " and ".join(str(values[k.name]) for k in counts))
     return LoaderConfig(backend=backend, batch_size=batch_size, num_workers=0 if mine else num_workers,
                         prefetch_factor=None if mine else prefetch_factor,
@@ -418,7 +418,7 @@ def make_grid(datas: list, backend: list[str], batch_size: list[int], num_worker
     given = {k.name: own.get(k.metadata["option"]) for k in OWN}
     for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
                         ("--batch-size", batch_size), ("--backend", backend),
-                        *(("--" + k.metadata["option"].replace("_", "-"), given[k.name]) for k in OWN)):
+                        *((option_flag(k), given[k.name]) for k in OWN)):
         if axis_ is not None and not axis_:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
     for w in num_workers or []:  # the grid would leave a negative count out, and then say it is empty

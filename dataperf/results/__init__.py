@@ -8,6 +8,7 @@ from dataperf.results.config import (
     DEFAULT_SHUFFLE_BUFFER,
     TORCH_PREFETCH_FACTOR,
     LoaderConfig,
+    option_flag,
     own_knobs,
 )
 from dataperf.results.jsonl import (
@@ -73,6 +74,7 @@ __all__ = [
     "from_dict",
     "load",
     "lock_path",
+    "option_flag",
     "own_knobs",
     "percentile",
     "stamp",

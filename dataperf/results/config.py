@@ -96,6 +96,12 @@ class LoaderConfig:
 
 
 
-def own_knobs(backend: str) -> list[Field]:
-    """The LoaderConfig fields that only `backend` reads (declared with own_knob), in declaration order."""
-    return [f for f in fields(LoaderConfig) if f.metadata.get("owner") == backend]
+def own_knobs(backend: str | None = None) -> list[Field]:
+    """The LoaderConfig fields that only `backend` reads (declared with own_knob), in declaration order; None:
+    every backend's."""
+    return [f for f in fields(LoaderConfig) if "owner" in f.metadata and backend in (None, f.metadata["owner"])]
+
+
+def option_flag(knob: Field) -> str:
+    """A backend's own knob's command-line flag: dali_threads is --dali-threads."""
+    return "--" + knob.metadata["option"].replace("_", "-")

@@ -36,6 +36,7 @@ from dataperf.results import (
     Record,
     StepResult,
     jsonl,
+    own_knobs,
 )
 from dataperf.workflows import budget
 
@@ -108,7 +109,7 @@ class Grid:
                                            persistent_workers=pers, worker_type=wt)
 
 
-OWN_AXES = {f.name: f for f in fields(LoaderConfig) if "owner" in f.metadata}  # a grid file names them as they are
+OWN_AXES = {f.name: f for f in own_knobs()}  # the backends' own knobs: a grid file names them as they are
 AXES = {f.name for f in fields(Grid)} - {"own"} | set(OWN_AXES)
 
 
