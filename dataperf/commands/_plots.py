@@ -138,9 +138,17 @@ def _why(r: LoaderResult) -> str:
 
 
 def waterfall(r: LoaderResult, path: Path) -> Path | None:
+    """A trial's stage times (waterfall_figure) in a PNG; None when it has none."""
+    fig = waterfall_figure(r)
+    return _save(fig, path) if fig is not None else None
+
+
+def waterfall_figure(r: LoaderResult):
     """A sample's time as a waterfall: each worker stage a bar starting where the one before it ended, the
     worker's total (its shares are of that, as the stage to attack says), then the consumer's side (the hand-over,
-    the copy to the device) on rows of their own, and the period the measured rate gives each worker."""
+    the copy to the device) on rows of their own, and the period the measured rate gives each worker: from the
+    steady rate where the trial calls it valid, else from the rate a training epoch gets (rank_rate), the one the
+    trial stands behind."""
     from dataperf.stages import STAGES, WORKER_STAGES
 
     plt = _pyplot()
@@ -163,15 +171,16 @@ def waterfall(r: LoaderResult, path: Path) -> Path | None:
     for yi, (name, s0, w, _) in zip(y, rows, strict=True):
         share = f" ({w / t * 100:.0f}%)" if t > 0 and "consumer" not in name else ""
         ax.text(s0 + w, yi, f" {w:.3g} ms{share}", va="center", fontsize=8)
-    rate = r.samples_per_s_median
+    rate, which = (r.samples_per_s_median, "steady") if r.steady_valid else (rank_rate(r), "training")
     streams = max(r.active_workers or 0, 1)
     period = 1000 * streams / rate if rate and rate == rate and rate > 0 else None
     if period:
-        ax.axvline(period, color="tab:red", ls="--", lw=1, label=f"a worker's period at {rate:,.0f} samples/s "
-                                                                  f"({streams} streams): {period:.3g} ms")
+        ax.axvline(period, color="tab:red", ls="--", lw=1, label=f"a worker's period at the {which} rate "
+                                                                  f"{rate:,.0f} samples/s ({streams} streams): "
+                                                                  f"{period:.3g} ms")
         ax.legend(loc="lower right", fontsize=8)
     ax.set_yticks(y, [name for name, *_ in rows])
     ax.set_xlabel("ms a sample")
     ax.set_xlim(0, max(t, period or 0.0, *(w for _, _, w, _ in rows)) * 1.35)
     ax.set_title(f"where a sample's time goes:\n{_named(r)}", fontsize=9)
-    return _save(fig, path)
+    return fig

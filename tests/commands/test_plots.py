@@ -50,3 +50,26 @@ def test_no_successful_trial_draws_nothing(tmp_path):
     recs = [loader(0, 2, status="failed", error="boom")]
     assert _plots.rates(recs, None, verdict.recommend(recs), tmp_path / "r.png") is None
     assert not (tmp_path / "r.png").exists()
+
+
+def test_the_waterfalls_period_comes_from_the_rate_the_trial_stands_behind(tmp_path):
+    """4 workers at 1,000 samples/s give each worker 4 ms a sample; where the trial's notes call the steady rate
+    invalid, the period comes from the training rate (400 samples/s: 10 ms), not from the steady one."""
+    def stages(steady_valid: bool) -> LoaderResult:
+        r = loader(1000, 4)
+        r.stage_ms_per_sample = {"read": 0.5, "decode": 2.0, "collate": 0.25, "transfer": 0.1}
+        r.active_workers, r.training_samples_per_s, r.steady_valid = 4, 400.0, steady_valid
+        return r
+
+    def period(r: LoaderResult) -> tuple[float, str]:
+        ax = _plots.waterfall_figure(r).axes[0]
+        line = next(ln for ln in ax.get_lines() if ln.get_label().startswith("a worker's period"))
+        return line.get_xdata()[0], line.get_label()
+
+    x, label = period(stages(True))
+    assert x == 4.0 and "steady rate 1,000 samples/s (4 streams)" in label
+    x, label = period(stages(False))
+    assert x == 10.0 and "training rate 400 samples/s (4 streams)" in label
+    assert _plots.waterfall(stages(False), tmp_path / "w.png").read_bytes()[:4] == b"\x89PNG"
+    empty = loader(1000, 4)
+    assert _plots.waterfall(empty, tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
