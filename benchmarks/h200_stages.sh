@@ -12,7 +12,8 @@
 #   mkdir -p /tmp/st; OUT=/tmp/st setsid nohup bash benchmarks/h200_stages.sh >/tmp/st/job.log 2>&1 </dev/null &
 #   sleep 560; tail -c 3000 /tmp/st/job.log
 #   then: for i in $(seq 57); do [ -f /tmp/st/DONE ] && break; sleep 10; done; cp /tmp/st/stages.tar.gz $OUT/
-# Env overrides: OUT (/tmp/st), COUNT (16000), WORKERS ("12 16"), HARNESS_WORKERS (0,4,16), HARNESS_ROUNDS (5).
+# Env overrides: OUT (/tmp/st), COUNT (16000), WORKERS ("12 16"), HARNESS_WORKERS (0,4,16), HARNESS_ROUNDS (5),
+# HARNESS_COUNT (4000: 62 batches of 64, so 16 workers get the 3 batches each a repeat needs; 2,000 failed so).
 OUT=${OUT:-/tmp/st} NAME=h200_stages
 . "$(dirname "$0")/device_prologue.sh"
 mkdir -p "$OUT/run"
@@ -35,6 +36,7 @@ timeout 300 python3 -m dataperf e2e "$DATA" --transform imagenet-train --num-wor
   --repeats 3 --out "$OUT/run/e2e.jsonl" > "$OUT/run/e2e.log" 2>&1
 phase "e2e exit $?"
 (cd benchmarks && timeout 300 python3 harness_vs_plain.py --out "$OUT/run/harness" --workers "${HARNESS_WORKERS:-0,4,16}" \
+  --count "${HARNESS_COUNT:-4000}" \
   --rounds "${HARNESS_ROUNDS:-5}") \
   > "$OUT/run/harness.log" 2>&1
 phase "harness_vs_plain exit $?"

@@ -63,7 +63,7 @@ from benchlog import Say, run_logged
 
 from dataperf import results
 from dataperf.measure.trial import cores, worker_ladder
-from dataperf.results import DecisionResult, E2EResult, LoaderConfig
+from dataperf.results import DecisionResult, E2EResult, LoaderConfig, provenance
 from dataperf.workflows.budget import parse_duration
 
 REPO = Path(__file__).resolve().parent.parent
@@ -445,13 +445,19 @@ def fingerprint(sc: Scenario, grid: Grid) -> dict[str, Any]:
 
 
 def load_truth(src: Path, grid: Grid, fp: dict[str, Any]) -> tuple[dict[str, Fed], float]:
-    """An earlier run's truth grid (its round records and wall time), refused unless data and cores match."""
+    """An earlier run's truth grid (its round records and wall time), refused unless data, cores and the
+    machine's CPU and GPU models match (its records say which machine fed them: an H200's truth scores nothing on
+    an H100, as a lease of 2026-12-05 would have had it)."""
     old = json.loads((src / "summary.json").read_text())
     diff = {k: (old["fingerprint"].get(k), v) for k, v in fp.items() if old["fingerprint"].get(k) != v}
+    recs = results.load(src / "truth.jsonl")
+    here = provenance.machine_and_software()
+    for r in recs[:1]:
+        diff |= {k: (r.env.get(k), here[k]) for k in ("cpu_model", "gpu_model") if r.env.get(k) != here[k]}
     if diff:
         raise SystemExit(f"--truth-from {src}: not the same data or machine: {diff}")
     fed: dict[str, Fed] = {}
-    for r in results.load(src / "truth.jsonl"):
+    for r in recs:
         if isinstance(r, E2EResult) and r.confirm_round is not None:
             key, c, _ = grid.key(r.config)
             fed.setdefault(key, Fed(key, c.short())).add(r)
@@ -822,7 +828,8 @@ def bench(a: argparse.Namespace, say: Say) -> int:
         fed, grid_wall = load_truth(a.truth_from, grid, fp)
         if a.truth_from.resolve() != out.resolve():
             truth_path.write_bytes((a.truth_from / "truth.jsonl").read_bytes())
-        say(f"truth grid reused from {a.truth_from} (same data, cores and model; its wall time {grid_wall:.0f} s)")
+        say(f"truth grid reused from {a.truth_from} (same data, cores, model, CPU and GPU; its wall time "
+            f"{grid_wall:.0f} s)")
     else:
         truth_path.unlink(missing_ok=True)
         pins = "/".join("on" if p else "off" for p in PINS[a.pin]) if sc.cuda else "off (CPU)"
