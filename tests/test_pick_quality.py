@@ -191,14 +191,22 @@ def test_a_command_killed_at_its_cap_meets_no_time_goal():
     assert not pq.score("budget", None, killed, GRID, key_of, {}, 500.0, 100.0)["goals"]["within budget"]
 
 
-def test_truth_from_an_old_run_keys_its_rounds_as_todays_grid(tmp_path):
+def test_truth_from_an_old_run_keys_its_rounds_as_todays_grid(tmp_path, monkeypatch):
     """--truth-from reads a truth.jsonl written at schema 3, when the backend was named `format` (a real round:
-    tests/results/schema3.jsonl's second line): its rounds land on the key of today's grid config, not beside it."""
+    tests/results/schema3.jsonl's second line): its rounds land on the key of today's grid config, not beside it.
+    On a machine whose CPU or GPU model is not the one that fed them, it refuses them."""
     line = (Path(__file__).parent / "results" / "schema3.jsonl").read_text().splitlines()[1]
     (tmp_path / "truth.jsonl").write_text(line + "\n")
     (tmp_path / "summary.json").write_text(json.dumps({"fingerprint": {}, "truth": {"wall_s": 12.0}}))
     base = LoaderConfig(backend="files", batch_size=256, decode=True, transform="imagenet-train")
     grid = SimpleNamespace(base=base, sc=SimpleNamespace(cuda=True))
+    env = json.loads(line)["env"]
+    here = {**pq.provenance.machine_and_software(), "cpu_model": env["cpu_model"], "gpu_model": env["gpu_model"]}
+    for k, other in (("gpu_model", "NVIDIA H100 80GB HBM3"), ("cpu_model", "AMD EPYC")):
+        monkeypatch.setattr(pq.provenance, "machine_and_software", lambda k=k, other=other: {**here, k: other})
+        with pytest.raises(SystemExit, match=f"not the same data or machine: .*'{k}'"):
+            pq.load_truth(tmp_path, SimpleNamespace(key=lambda c: pq.Grid.key(grid, c)), {})
+    monkeypatch.setattr(pq.provenance, "machine_and_software", lambda: here)  # the machine that fed them
     fed, wall = pq.load_truth(tmp_path, SimpleNamespace(key=lambda c: pq.Grid.key(grid, c)), {})
     want = pq.on_scenario({"num_workers": 12, "prefetch_factor": 2, "pin_memory": True}, base, cuda=True)[0]
     assert list(fed) == [want.key()] and wall == 12.0
