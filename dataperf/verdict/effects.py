@@ -8,7 +8,7 @@ from typing import Literal
 
 from dataperf import backends
 from dataperf.results import E2EResult, LimitsResult, LoaderResult, StepResult
-from dataperf.verdict.rates import SPLIT_POINTS, STARVED, finite, machine_cores, restart_stall
+from dataperf.verdict.rates import SPLIT_POINTS, STARVED, finite, machine_cores, restart_stall, workers_of
 
 EffectName = Literal["epoch_restarts", "shared_cpu", "shared_gpu", "idle_workers"]
 
@@ -37,12 +37,12 @@ def cpu_bound(lim: LimitsResult | None) -> bool:
 
 
 def cores_taken(trial: LoaderResult, lim: LimitsResult | None) -> bool:
-    """Whether more workers than the trial's could only share its cores: it ran as many workers as the usable
-    cores, and a sample keeps its core busy (the limits probe of its config). What cores_full reads from a
-    trial's own CPU counters, which a short repeat's start-up dilutes: the H200's 16 workers on 16 cores (5.95 ms
+    """Whether more workers than the trial's could only share its cores: it ran as many workers (DALI: threads) as
+    the usable cores, and a sample keeps its core busy (the limits probe of its config). What cores_full reads from
+    a trial's own CPU counters, which a short repeat's start-up dilutes: the H200's 16 workers on 16 cores (5.95 ms
     CPU of 6.09 ms a sample) left 20 untried and called the answer a lower bound, where 20 fed 3% less."""
     cores = (lim.usable_cores if lim is not None and lim.usable_cores else 0) or machine_cores(trial)
-    return cpu_bound(lim) and trial.config.get("num_workers", 0) >= cores
+    return cpu_bound(lim) and workers_of(trial.config) >= cores
 
 
 def cores_full(trial: LoaderResult) -> bool:

@@ -375,3 +375,21 @@ def test_report_takes_the_lower_bound_from_the_sweeps_own_decision():
     later = verdict.recommend([w1, w2, d, loader(400, 3, 2)], step)  # a trial appended since: the record is stale
     verdict.saved_bound(later, [w1, w2, d, loader(400, 3, 2)])
     assert not later.lower_bound
+
+
+@pytest.mark.parametrize("backend, knobs", [("files", {"num_workers": 16}), ("dali", {"dali_num_threads": 16})])
+def test_cores_taken_counts_a_backends_own_workers(backend, knobs):
+    """16 workers (DALI: 16 threads, with num_workers 0) on 16 usable cores, each sample keeping its core busy:
+    more could only share those cores. With 8 of them, or samples that mostly wait, they are not taken."""
+    cfg = LoaderConfig(backend=backend, batch_size=8, decode=True, **knobs).explicit()
+    trial = LoaderResult(data="d", config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
+                         env={"cpu_count": 16})
+    lim = LimitsResult(data="d", config=cfg.__dict__, config_key=cfg.key(), usable_cores=16,
+                       decode_cpu_ms_per_sample=5.95, decode_wall_ms_per_sample=6.09)
+    assert verdict.cores_taken(trial, lim)
+    lim.decode_cpu_ms_per_sample = 1.0
+    assert not verdict.cores_taken(trial, lim)
+    lim.decode_cpu_ms_per_sample = 5.95
+    half = {k: 8 for k in knobs}
+    trial.config = LoaderConfig(backend=backend, batch_size=8, decode=True, **half).explicit().__dict__
+    assert not verdict.cores_taken(trial, lim)
