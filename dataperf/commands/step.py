@@ -36,7 +36,8 @@ def step(batch_size, image_size, seq_len, repeats, steps, warmup, out, **model) 
 
 def render(r: StepResult) -> None:
     """A step record's figures (`report` shows them too)."""
-    shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px"
+    shape = f"{r.batch_size} x {r.seq_len} tokens" if r.seq_len else f"{r.batch_size} x {r.image_size}px" \
+        if r.image_size else f"{r.batch_size} x {'x'.join(map(str, r.image_shape or []))} {r.image_dtype}"
     rows = [("batch", shape),
             ("step_ms mean (every timed step)", fmt(r.step_ms_mean, 2)),
             ("step_ms of the repeats: median \\[min-max]",

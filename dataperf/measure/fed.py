@@ -21,11 +21,55 @@ from dataperf.results import LoaderConfig
 def shape_for_model(data: Data, cfg: LoaderConfig, sopts: StepOptions) -> tuple[LoaderConfig, StepOptions]:
     """A loader config that decodes, and step options shaped like its batches (batch size, image size, and
     the input kind of the dataset), for every measurement where the loader feeds the model. Token windows cut
-    from a flat stream are --seq-len long, so the step and the loader agree on the sequence length."""
+    from a flat stream are --seq-len long, so the step and the loader agree on the sequence length. Where a
+    user's Dataset or transform makes the images, their shape and dtype are read off one real sample."""
     windows = data.format in ("tokens-bin", "npy")
     cfg = replace(cfg, decode=True, seq_len=cfg.seq_len or (sopts.seq_len if windows else None)).explicit()
-    return cfg, replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
-                        input=sopts.input or ("tokens" if data.kind == "tokens" else "image"))
+    sopts = replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
+                    input=sopts.input or ("tokens" if data.kind == "tokens" else "image"))
+    if sopts.input == "image":
+        shape = loader_image(data, cfg)
+        if shape is not None:
+            sopts = replace(sopts, image_shape=shape[0], image_dtype=shape[1])
+    return cfg, sopts
+
+
+def shape_step(sopts: StepOptions, trials: list[tuple[Data, LoaderConfig]]) -> StepOptions:
+    """The step shaped by the first trial's loader (a sweep's trials read one dataset): its image samples'
+    shape where a user's Dataset or transform decides it; otherwise the options as given."""
+    if not trials or (sopts.input or "image") != "image":
+        return sopts
+    data, cfg = trials[0]
+    shape = loader_image(data, replace(cfg, decode=True))
+    return sopts if shape is None else replace(sopts, image_shape=shape[0], image_dtype=shape[1])
+
+
+def loader_image(data: Data, cfg: LoaderConfig) -> tuple[tuple[int, ...], str] | None:
+    """One image sample's (C, H, W) and dtype name as the loader delivers it, where dataperf cannot know them in
+    advance (a user's Dataset, or a user's MODULE:FACTORY transform; dataperf's own decode gives 3 x image_size^2
+    uint8): read off one real sample, with no workers (each time: a dataset may change between runs). None where
+    the decode is dataperf's own, the sample is no image (C, H, W), or reading it failed (the trials then name
+    the failure); a sample that never comes is one error line (dataperf.watchdog)."""
+    user_transform = ":" in (cfg.transform or "")
+    if data.format != "user-dataset" and not user_transform:
+        return None
+    from dataperf import backends, watchdog
+    from dataperf.measure.trial import TrialOptions
+
+    one = replace(cfg, decode=True, batch_size=1, num_workers=0, prefetch_factor=None, pin_memory=False,
+                  persistent_workers=False)
+    x = None
+    try:
+        with watchdog.bounded(f"the first sample of {data.spec}, read to shape the model's input, has not come "
+                              "(blocked: a lock, a download?)"):
+            x = next(iter(backends.get(one.backend).make(data, one, TrialOptions())[0])).get("x")
+    except UserError:
+        raise
+    except Exception:  # the trials read the same sample and say what is wrong with it
+        return None
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:
+        return None
+    return tuple(x.shape[1:]), str(x.dtype).removeprefix("torch.")
 
 
 

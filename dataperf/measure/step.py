@@ -44,6 +44,12 @@ class StepOptions:
     deterministic: bool = False
     nan_guard_dir: Path | None = None  # check every step for NaN/inf, checkpoint there on the first
     nvml_interval_s: float = 0.02  # NVML sampling period (dataperf memory uses 1 s, as nvidia-smi -l 1)
+    # one image sample as the loader delivers it, where only a real sample tells (a user's Dataset or transform:
+    # measure.fed.loader_image): the synthetic batch takes this shape (C, H, W) and dtype instead of 3 x
+    # image_size^2 uint8, which a model then converts as it would not (fed 8-px floats, a paced 100 ms step
+    # alone read 104-111 ms on 224-px bytes, 100.1 on its own shape)
+    image_shape: tuple[int, ...] | None = None
+    image_dtype: str = "uint8"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -107,6 +113,23 @@ def make_optimizer(name: str, model: nn.Module, lr: float = 1e-4) -> torch.optim
     raise UserError(f"unknown --optimizer {name!r}; choose {', '.join(OPTIMIZERS)}")
 
 
+def image_input(opts: StepOptions) -> tuple[tuple[int, ...], torch.dtype]:
+    """One synthetic image sample's shape and dtype: the loader's own where it was read, else 3 x image_size^2
+    bytes (what dataperf's decode delivers)."""
+    if opts.image_shape:
+        return tuple(opts.image_shape), getattr(torch, opts.image_dtype)
+    return (3, opts.image_size, opts.image_size), torch.uint8
+
+
+def input_label(opts: StepOptions, kind: str) -> str:
+    """The step's input in its config key: tokens by length; images by side, or by the loader's own shape."""
+    if kind == "tokens":
+        return f"L={opts.seq_len}"
+    if opts.image_shape:
+        return f"S={'x'.join(map(str, opts.image_shape))}:{opts.image_dtype}"
+    return f"S={opts.image_size}"
+
+
 class Trainer:
     """One model, its optimizer, and the train step every measurement (step, e2e, profile) shares."""
 
@@ -139,8 +162,9 @@ class Trainer:
             vocab = getattr(self.model, "vocab", self.opts.vocab)
             x = torch.randint(0, vocab, (b, seq_len or self.opts.seq_len), device=self.device)
         else:
-            s = self.opts.image_size
-            x = torch.randint(0, 256, (b, 3, s, s), dtype=torch.uint8, device=self.device)
+            shape, dtype = image_input(self.opts)
+            x = (torch.rand((b, *shape), dtype=dtype, device=self.device) if dtype.is_floating_point else
+                 torch.randint(0, 256, (b, *shape), dtype=dtype, device=self.device))
         return x, torch.randint(0, 1000, (b,), device=self.device)
 
     def prepare(self, x: torch.Tensor) -> torch.Tensor:
@@ -317,11 +341,12 @@ def _measure_step(opts: StepOptions) -> StepResult:
     tr.sync()
     res = StepResult(model=opts.model, device=str(tr.device), optimizer=opts.optimizer, batch_size=opts.batch_size,
                      seq_len=opts.seq_len if tr.kind == "tokens" else None,
-                     image_size=opts.image_size if tr.kind == "image" else None,
+                     image_size=opts.image_size if tr.kind == "image" and not opts.image_shape else None,
+                     image_shape=list(opts.image_shape) if tr.kind == "image" and opts.image_shape else None,
+                     image_dtype=opts.image_dtype if tr.kind == "image" and opts.image_shape else None,
                      params_m=tr.params_m)
     res.config_key = f"{opts.model}|{tr.device.type}|{opts.optimizer}|bs={opts.batch_size}|" \
-                     f"{'L=' + str(opts.seq_len) if tr.kind == 'tokens' else 'S=' + str(opts.image_size)}" \
-                     f"|amp={opts.amp}"
+                     f"{input_label(opts, tr.kind)}|amp={opts.amp}"
     cuda = tr.device.type == "cuda"
     ms, mem, rss, alloc, nvml, busy = [], [], [], [], [], []
     nvml_why = None

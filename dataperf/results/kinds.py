@@ -136,6 +136,10 @@ class StepResult(Record):
     batch_size: int = 0
     seq_len: int | None = None
     image_size: int | None = None
+    # one image sample (C, H, W) and its dtype as the loader delivers it, where a user's Dataset or transform
+    # decides them (then image_size is None: it did not shape the step's input)
+    image_shape: list[int] | None = None
+    image_dtype: str | None = None
     config_key: str = ""
     repeats: int = 0
     steps_per_repeat: int = 0

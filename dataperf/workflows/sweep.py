@@ -16,6 +16,7 @@ from dataperf import backends, verdict
 from dataperf.data import Data, as_data
 from dataperf.errors import UserError, describe_failure
 from dataperf.measure.distributed import DistContext
+from dataperf.measure.fed import shape_step
 from dataperf.measure.limits import LimitsOptions, measure_limits
 from dataperf.measure.step import StepOptions, measure_step
 from dataperf.measure.trial import (
@@ -549,6 +550,7 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
                        deadline=deadline)
         outcome = SweepOutcome()
         conf = confirm_opts if confirm_opts is not None and confirm_opts.k > 0 else None
+        step = shape_step(step, trials) if step is not None else None
         try:
             if step is not None and ctx.world_size == 1:
                 outcome.step = measure_step(step)

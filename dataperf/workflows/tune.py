@@ -29,6 +29,7 @@ from pathlib import Path
 from dataperf import results, verdict
 from dataperf.data import Data, as_data
 from dataperf.measure import limits, preflight
+from dataperf.measure.fed import shape_step
 from dataperf.measure.limits import LimitsOptions, measure_limits
 from dataperf.measure.step import StepOptions, measure_step
 from dataperf.measure.trial import TrialOptions, run_trial, worker_cap, worker_ladder
@@ -210,6 +211,8 @@ class Tuner:
         if self.sopts is None:
             return None
         if batch not in self.steps:
+            if not self.steps and isinstance(self.data, Data):  # images shaped as the user's code makes them
+                self.sopts = shape_step(self.sopts, [(self.data, self.base)])
             self.steps[batch] = self.step_of(replace(self.sopts, batch_size=batch))
             self._record(self.steps[batch])
         return self.steps[batch]

@@ -400,13 +400,16 @@ def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(t
     monkeypatch.setattr(trial, "cores", lambda: 2)
     out = tmp_path / "s.jsonl"
     r = CliRunner().invoke(cli, ["sweep", "--dataset", "paced:sleep_map", "--model", "paced:fixed_step_model",
-                                 "--input", "image", "--batch-size", "4", "--image-size", "8", "--prefetch-factor", "2",
+                                 "--input", "image", "--batch-size", "4", "--prefetch-factor", "2",
                                  "--repeats", "3", "--repeat-seconds", "1", "--min-batches", "3", "--no-collect",
                                  "--budget", "none", "--confirm-steps", "8", "--out", str(out)])
     assert r.exit_code == 0, r.output
     recs = results.load(out)
     workers = [x.config["num_workers"] for x in recs if isinstance(x, LoaderResult)]
     assert workers == [0, 1, 2, 3], workers
+    # the step alone on the 3 x 8 x 8 floats the dataset gives (no --image-size said so): 40 samples/s
+    step = next(r for r in recs if isinstance(r, StepResult))
+    assert step.image_shape == [3, 8, 8] and step.samples_per_s == pytest.approx(40, rel=0.05), step
     d = recs[-1]
     assert d.kind == "decision" and d.confirmed and d.config["num_workers"] in (2, 3), d.answer
     assert d.fed_samples_per_s >= 0.85 * 40 and "past the ladder, 3 workers were tried" in r.output

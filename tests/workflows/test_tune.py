@@ -257,12 +257,16 @@ def test_tune_finds_the_workers_that_feed_a_model_of_known_rate(tmp_path, monkey
     monkeypatch.setenv("PACED_N", "100000")  # an epoch far longer than the run: no worker restarts in it
     out = tmp_path / "t.jsonl"
     r = CliRunner().invoke(cli, ["tune", "--dataset", "paced:sleep_map", "--model", "paced:fixed_step_model",
-                                 "--input", "image", "--batch-size", "4", "--image-size", "8", "--max-batch-size", "4",
+                                 "--input", "image", "--batch-size", "4", "--max-batch-size", "4",
                                  "--no-collect", "--repeats", "3", "--min-batches", "3", "--cache", "warm",
                                  "--repeat-seconds", "1", "--out", str(out)])
     assert r.exit_code == 0, r.output
-    d = results.load(out)[-1]
+    recs = results.load(out)
+    d = recs[-1]
     assert isinstance(d, DecisionResult) and d.command == "tune" and d.confirmed
+    # the step alone on the 3 x 8 x 8 floats the dataset gives (no --image-size said so): 40 samples/s
+    step = next(r for r in recs if isinstance(r, StepResult))
+    assert step.image_shape == [3, 8, 8] and step.samples_per_s == pytest.approx(40, rel=0.05), step
     # 2 workers give the model's rate exactly (fed, within 2% of more workers: the cheapest then wins); 1 gives half
     assert d.config["num_workers"] >= 2 and d.fed_samples_per_s >= 0.85 * 40, (d.config, d.answer)
     first = d.predictions[0]  # the limits' prediction of the first config, and that config measured

@@ -1,0 +1,74 @@
+"""The step measured alone is shaped like the batches the loader feeds it: a user's Dataset or transform makes
+its own images, and the synthetic batch takes their shape and dtype (measure.fed.loader_image)."""
+
+import pytest
+import torch
+
+from dataperf.data import as_data, user_dataset
+from dataperf.measure.fed import loader_image, shape_for_model, shape_step
+from dataperf.measure.step import StepOptions, Trainer, measure_step
+from dataperf.results import LoaderConfig
+
+STEP_S = 0.05
+
+
+@pytest.fixture
+def paced_env(monkeypatch):
+    monkeypatch.setenv("PACED_T", "0.001")
+    monkeypatch.setenv("PACED_SIZE", "8")
+    monkeypatch.setenv("PACED_STEP_S", str(STEP_S))
+
+
+def test_a_user_datasets_images_shape_the_step_alone_and_it_reads_its_known_length(paced_env):
+    """paced:sleep_map gives 3 x 8 x 8 float images whatever --image-size says (224 here): the step alone is
+    measured on those, and its fixed 50 ms step reads 50 ms (on 224-px bytes, which the model would have had to
+    convert as it never does fed, a 100 ms step read 104-111 ms on the loaded 2-core box)."""
+    data = user_dataset("paced:sleep_map")
+    cfg = LoaderConfig(backend=data.format, batch_size=8, image_size=224)
+    _, sopts = shape_for_model(data, cfg, StepOptions(model="paced:fixed_step_model", repeats=2, steps=8))
+    assert (sopts.image_shape, sopts.image_dtype) == ((3, 8, 8), "float32")
+    x, _ = Trainer(sopts).synthetic_batch()
+    assert x.shape == (8, 3, 8, 8) and x.dtype == torch.float32
+    r = measure_step(sopts)
+    assert r.image_shape == [3, 8, 8] and r.image_dtype == "float32" and r.image_size is None
+    assert "S=3x8x8:float32" in r.config_key
+    assert r.step_ms_mean == pytest.approx(STEP_S * 1000, rel=0.05), r.step_ms_repeats
+
+
+def test_a_user_transform_over_image_files_shapes_the_step(paced_env, datasets):
+    """paced:sleep_transform turns each decoded file into a 3 x 8 x 8 float tensor: that, not --image-size."""
+    data = as_data(datasets["image-files"])
+    cfg = LoaderConfig(backend="files", batch_size=4, image_size=32, transform="paced:sleep_transform")
+    assert loader_image(data, cfg) == ((3, 8, 8), "float32")
+    sopts = shape_step(StepOptions(model="paced:fixed_step_model", input="image"), [(data, cfg)])
+    assert sopts.image_shape == (3, 8, 8)
+
+
+def test_dataperfs_own_decode_keeps_the_image_size(datasets):
+    """dataperf's decode gives 3 x image_size^2 uint8 by construction: no sample is read, the step keeps its
+    side, and its key reads as before."""
+    data = as_data(datasets["image-files"])
+    cfg = LoaderConfig(backend="files", batch_size=4, image_size=32, transform="imagenet-train")
+    assert loader_image(data, cfg) is None
+    _, sopts = shape_for_model(data, cfg, StepOptions(model="paced:fixed_step_model"))
+    assert sopts.image_shape is None and sopts.image_size == 32
+    x, _ = Trainer(sopts).synthetic_batch()
+    assert x.shape == (4, 3, 32, 32) and x.dtype == torch.uint8
+
+
+def broken_first_sample():
+    return Broken()
+
+
+class Broken(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 4
+
+    def __getitem__(self, i: int):
+        raise ValueError("sample 0 is damaged")
+
+
+def test_a_sample_that_fails_leaves_the_step_as_configured_for_the_trials_to_name():
+    """The probe is no place to report a broken sample: the trials read the same sample and name it."""
+    data = user_dataset("tests.measure.test_fed:broken_first_sample")
+    assert loader_image(data, LoaderConfig(backend=data.format, batch_size=2)) is None
