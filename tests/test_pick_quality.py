@@ -94,19 +94,43 @@ def test_score_of_a_right_pick_with_predictions():
                        predictions=[{"config": asdict(cfg(2)), "predicted": 30.0, "measured": 31.0},
                                     {"config": asdict(replace(BASE, num_workers=6, batch_size=16)), "predicted": 99.0},
                                     {"config": asdict(cfg(8, persist=True)), "predicted": float("nan")}])
-    s = pq.score("tune", d, ran(100.0), GRID, key_of, {}, 500.0, None)
+    s = pq.score("tune", d, ran(100.0), GRID, key_of, {}, (500.0, 500.0), None)
     assert s["in_grid"] and s["ratio"] == pytest.approx(80 / 80.5)
     assert s["goals"]["ratio >= 0.95"] and s["goals"]["verdict right"]
     # the pick's 84 vs 80 (5%) and w=2's 30 vs the grid's 33 (9.1%); the off-grid and NaN entries left out
     assert [e["key"] for e in s["prediction_errors"]] == [cfg(6).key(), cfg(2).key()]
     assert s["mape_pct"] == pytest.approx((4 / 80 + 3 / 33) / 2 * 100)
     assert s["goals"]["MAPE <= 10%"]
-    assert s["share_of_grid_time"] == pytest.approx(0.2) and s["goals"]["<= 30% of the grid's time"]
+    assert s["share_of_grid_time"] == pytest.approx(0.2) and s["goals"]["<= 30% of the full grid's time"]
+
+
+def test_tunes_share_of_a_cut_grid_is_of_the_full_grid_estimated_and_says_so():
+    """A lease's grid of 4 configs took 175 s; the full grid (58 configs) would take about 2,538 s: tune's 257 s
+    is 1.47 of the measured grid and 0.10 of the full grid's estimated time, and the goal says it is estimated."""
+    d = DecisionResult(config=asdict(replace(BASE, num_workers=6)), input_bound=False, outcome="feeds")
+    s = pq.score("tune", d, ran(257.0), GRID, key_of, {}, (175.0, 175.0 * 58 / 4), None)
+    assert s["share_of_measured_grid_time"] == pytest.approx(257 / 175) and s["full_grid_estimated"]
+    assert s["share_of_grid_time"] == pytest.approx(257 / 2537.5)
+    assert s["goals"]["<= 30% of the full grid's time (estimated)"]
+    slow = pq.score("tune", d, ran(1000.0), GRID, key_of, {}, (175.0, 175.0 * 58 / 4), None)
+    assert not slow["goals"]["<= 30% of the full grid's time (estimated)"]
+
+
+def test_the_full_grid_counts_the_ladder_prefetch_pin_and_persistence():
+    """On CUDA with 16 cores and a cap of 20: the ladder from 0, prefetch 2 and 4, pin and persistence both ways
+    (no workers: pin only); a cut grid (12 and 16 workers, pinned, prefetch 2) stands for it."""
+    import argparse
+
+    grid = argparse.Namespace(base=LoaderConfig(backend="files", batch_size=256, decode=True).explicit(), cap=20)
+    a = argparse.Namespace(max_workers=16)
+    ladder = pq.worker_ladder(16, 20)
+    assert pq.full_grid(grid, a, cuda=True) == 2 + (len(ladder) - 1) * 2 * 2 * 2
+    assert pq.full_grid(grid, a, cuda=False) == 1 + (len(ladder) - 1) * 2 * 2
 
 
 def test_score_of_a_slow_pick_said_input_bound():
     d = DecisionResult(config=asdict(cfg(2)), input_bound=True, predicted_samples_per_s=40.0)
-    s = pq.score("sweep", d, ran(400.0), GRID, key_of, {}, 500.0, None)
+    s = pq.score("sweep", d, ran(400.0), GRID, key_of, {}, (500.0, 500.0), None)
     assert s["ratio"] == pytest.approx(33 / 80.5) and not s["goals"]["ratio >= 0.95"]
     assert not s["goals"]["verdict right"]  # w=8 idles 1%: a config feeds the model
     assert not s["goals"]["verdict within 5 min"]
@@ -123,14 +147,15 @@ def test_verdict_rule():
 
 def test_budget_goals():
     d = DecisionResult(config=asdict(cfg(6)), input_bound=False, predicted_samples_per_s=80.0)
-    ok = pq.score("budget", d, ran(250.0), GRID, key_of, {}, 500.0, 300.0)
+    ok = pq.score("budget", d, ran(250.0), GRID, key_of, {}, (500.0, 500.0), 300.0)
     assert ok["goals"]["within budget"] and ok["goals"]["used >= 80% of budget"]
     assert ok["budget_used"] == pytest.approx(250 / 300)
-    short = pq.score("budget", replace(d, trials_not_run=2), ran(200.0), GRID, key_of, {}, 500.0, 300.0)
+    short = pq.score("budget", replace(d, trials_not_run=2), ran(200.0), GRID, key_of, {}, (500.0, 500.0), 300.0)
     assert short["goals"]["within budget"] and not short["goals"]["used >= 80% of budget"]
-    done = pq.score("budget", d, ran(200.0), GRID, key_of, {}, 500.0, 300.0)  # nothing left to run: may end early
+    # nothing left to run: may end early
+    done = pq.score("budget", d, ran(200.0), GRID, key_of, {}, (500.0, 500.0), 300.0)
     assert done["goals"]["used >= 80% of budget"] and done["trials_not_run"] == 0
-    assert not pq.score("budget", d, ran(301.0), GRID, key_of, {}, 500.0, 300.0)["goals"]["within budget"]
+    assert not pq.score("budget", d, ran(301.0), GRID, key_of, {}, (500.0, 500.0), 300.0)["goals"]["within budget"]
 
 
 def test_a_pick_off_the_grid_is_scored_on_its_extra_rounds():
@@ -138,17 +163,18 @@ def test_a_pick_off_the_grid_is_scored_on_its_extra_rounds():
     extra = truth((cfg(8, persist=True), 78.0, 0.02), (off, 74.1, 0.08))
     extra["best"] = extra[cfg(8, persist=True).key()]
     d = DecisionResult(config=asdict(off), input_bound=False, predicted_samples_per_s=80.0)
-    s = pq.score("watch", d, ran(60.0), GRID, key_of, extra, 500.0, None)
+    s = pq.score("watch", d, ran(60.0), GRID, key_of, extra, (500.0, 500.0), None)
     assert not s["in_grid"] and s["ratio"] == pytest.approx(74.1 / 78.0)
     assert not s["goals"]["verdict right"]  # "feeds", and the pick idles 8%
     assert s["mape_pct"] == pytest.approx(5.9 / 74.1 * 100)
 
 
 def test_no_decision_meets_no_goal():
-    s = pq.score("sweep", None, ran(30.0), GRID, key_of, {}, 500.0, None)
+    s = pq.score("sweep", None, ran(30.0), GRID, key_of, {}, (500.0, 500.0), None)
     assert s["note"] == "no decision record"
     assert not any(s["goals"].values())
-    skipped = pq.score("budget", None, pq.Ran(None, 0.0, "", False, skipped=True), GRID, key_of, {}, 500.0, 300.0)
+    skipped = pq.score("budget", None, pq.Ran(None, 0.0, "", False, skipped=True), GRID, key_of, {}, (500.0, 500.0),
+                       300.0)
     assert skipped["note"] == "not run: no time left" and not any(skipped["goals"].values())
 
 
@@ -179,16 +205,16 @@ def test_watch_next_step_run_as_printed_with_the_changes_said(tmp_path):
 def test_the_least_idle_config_not_the_fastest_says_whether_any_feeds():
     tied = truth((cfg(8, pf=4), 80.1, 0.08), (cfg(6), 79.9, 0.02), (cfg(2), 33.0, 0.58))
     said_bound = DecisionResult(config=asdict(cfg(8, pf=4)), input_bound=True, predicted_samples_per_s=80.0)
-    s = pq.score("sweep", said_bound, ran(100.0), tied, key_of, {}, 500.0, None)
+    s = pq.score("sweep", said_bound, ran(100.0), tied, key_of, {}, (500.0, 500.0), None)
     assert s["best"] == cfg(8, pf=4).short() and s["least_idle"] == pytest.approx(0.02)
     assert not s["goals"]["verdict right"]  # w=6 idles 2%: the model can be fed
 
 
 def test_a_command_killed_at_its_cap_meets_no_time_goal():
     killed = pq.Ran(None, 90.0, "", True)
-    s = pq.score("tune", None, killed, GRID, key_of, {}, 500.0, None)
-    assert s["share_of_grid_time"] == pytest.approx(0.18) and not s["goals"]["<= 30% of the grid's time"]
-    assert not pq.score("budget", None, killed, GRID, key_of, {}, 500.0, 100.0)["goals"]["within budget"]
+    s = pq.score("tune", None, killed, GRID, key_of, {}, (500.0, 500.0), None)
+    assert s["share_of_grid_time"] == pytest.approx(0.18) and not s["goals"]["<= 30% of the full grid's time"]
+    assert not pq.score("budget", None, killed, GRID, key_of, {}, (500.0, 500.0), 100.0)["goals"]["within budget"]
 
 
 def test_truth_from_an_old_run_keys_its_rounds_as_todays_grid(tmp_path, monkeypatch):
