@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dataperf import stages
-from dataperf.backends.dataloader import FilesDataset
+from dataperf.backends.dataloader import FilesDataset, collate
 from dataperf.data import resolve
 from dataperf.measure.trial import TrialOptions
 from dataperf.results import LoaderConfig
@@ -18,17 +18,21 @@ def test_a_batch_fetched_whole_is_the_samples_one_by_one(datasets, decode):
     ds = FilesDataset(data, LoaderConfig(backend="files", decode=decode, image_size=32), TrialOptions())
     idx = [5, 0, 17, 3, 90]
     stages.take()
-    whole = ds.__getitems__(idx)
-    books = stages.take()
-    one = [ds[i] for i in idx]
-    assert [s["y"] for s in whole] == [s["y"] for s in one] == [int(data.labels[i]) for i in idx]
-    assert [s["nbytes"] for s in whole] == [s["nbytes"] for s in one]
+    whole = collate(ds.__getitems__(idx))
+    books = whole["stage_s"]  # the books the fetch and its collate took into the batch
+    one = collate([ds[i] for i in idx])
+    labels = [int(data.labels[i]) for i in idx]
+    files = [data.manifest.paths(data.root)[i] for i in idx]
+    sizes = [f.stat().st_size for f in files]
+    assert whole["n"] == one["n"] == 5 and whole["nbytes"] == one["nbytes"] == sum(sizes)
+    assert whole["corrupt"] == one["corrupt"] == 0 and whole["worker"] == one["worker"] == -1
     if decode:
-        assert all(torch.equal(a["x"], b["x"]) for a, b in zip(whole, one, strict=True))
-        assert set(books) == {"read", "decode", "transform"}
-    else:
-        assert [s["payload"] for s in whole] == [s["payload"] for s in one]
-        assert set(books) == {"read"}
+        assert whole["y"].tolist() == one["y"].tolist() == labels and torch.equal(whole["x"], one["x"])
+        assert set(books) == {"read", "decode", "transform", "collate"}
+    else:  # raw: the payloads as a list, labels beside them (no dict a sample on the whole-batch path)
+        assert whole["labels"] == one["labels"] == labels
+        assert whole["payload"] == one["payload"] == [f.read_bytes() for f in files]
+        assert set(books) == {"read", "collate"}
     assert books["read"] > 0
 
 
