@@ -63,6 +63,9 @@ class Backend:
     prefetch_knob: str = "prefetch_factor"
     prefetch_per_worker: bool = True
     gpu_decode_setting: tuple[str, str] | None = None
+    # where its pipeline keeps no stage books: a probe timing its stages apart ({stage: ms a sample}, how; or
+    # ({}, why not)), run once after a trial
+    stages: Callable[[Data, LoaderConfig], tuple[dict[str, float], str]] | None = None
 
     @property
     def title(self) -> str:
@@ -158,6 +161,12 @@ def _dali(data, cfg, opts, prep):
     return DaliLoader(data.root, data.manifest, cfg, rank=opts.rank, world_size=opts.world_size, seed=opts.seed)
 
 
+def _dali_stages(data, cfg):
+    from dataperf.backends.dali import DaliLoader
+
+    return DaliLoader(data.root, data.manifest, cfg).stage_ms()
+
+
 def _lazy(module: str, fn: str) -> Callable[..., Any]:
     """A backend module's build(root, manifest, cfg, opts, prep) / prepare(root, manifest, cfg), called with
     the resolved Data's folder and manifest (check() made sure it has one)."""
@@ -176,7 +185,7 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
     Backend("dali", "nvidia.dali", "pip install 'dataperf[dali]' (nvidia-dali-cuda120)", "files, webdataset",
             ("thread",), ("shuffle",), 0, _dali, one_stream=True, own_pipeline=True,
             workers_knob="dali_num_threads", prefetch_knob="dali_prefetch_queue_depth", prefetch_per_worker=False,
-            gpu_decode_setting=("dali_decode_device", "mixed")),
+            gpu_decode_setting=("dali_decode_device", "mixed"), stages=_dali_stages),
     Backend("torchdata", "torchdata", "pip install 'dataperf[torchdata]'", "files, webdataset (in place)",
             ("thread", "process"), ("num_workers", "prefetch_factor", "pin_memory", "shuffle"), 0,
             _lazy("dataperf.backends.torchdata", "build"), one_stream=True),

@@ -17,6 +17,7 @@ from dataperf.errors import TrialError
 from dataperf.results import DEFAULT_SHUFFLE_BUFFER, LoaderConfig
 
 READER = "Reader"
+STAGE_SAMPLES = 128  # the stage probe's samples a cut (after a batch of warm-up)
 
 
 def import_dali():
@@ -56,12 +57,30 @@ class DaliLoader:
         self.device_id = rank % max(1, _gpu_count()) if has_gpu else None
         self.cfg, self.m, self.root = cfg, m, root
         self.gpu_out = decode_dev == "mixed"
-        pipe = dali.pipeline.Pipeline(batch_size=cfg.batch_size, num_threads=threads, device_id=self.device_id,
-                                      prefetch_queue_depth=depth, seed=seed or 1)
+        self.pipe = self._pipeline(dali, threads, depth, seed, rank, world_size)
+        self.epoch_samples = self.pipe.epoch_size(READER)
+        if world_size > 1:
+            self.epoch_samples = math.ceil(self.epoch_samples / world_size)
+
+    def _pipeline(self, dali, threads: int, depth: int, seed: int, rank: int = 0, world_size: int = 1,
+                  cut: str | None = None, serial: bool = False):
+        """The built pipeline: read, decode, transform; `cut` after "read" or "decode" outputs that stage's
+        result instead (the stage probe), `serial` runs its stages one after another on the calling thread's
+        schedule (no pipelining, no async execution: their times add up instead of overlapping)."""
+        fn = dali.fn
+        decode_dev = self.cfg.dali_decode_device or "cpu"
+        run = {"exec_pipelined": False, "exec_async": False} if serial else {}
+        pipe = dali.pipeline.Pipeline(batch_size=self.cfg.batch_size, num_threads=threads, device_id=self.device_id,
+                                      prefetch_queue_depth=depth, seed=seed or 1, **run)
         with pipe:
-            data, label = self._read(dali.fn, rank, world_size)
+            data, label = self._read(fn, rank, world_size)
             size = data.shape()
-            x = self._decode(dali, data, decode_dev)
+            if cut == "read":
+                x = fn.pad(data, fill_value=0)
+            elif cut == "decode":
+                x = fn.decoders.image(data, device=decode_dev, output_type=dali.types.RGB)
+            else:
+                x = self._decode(dali, data, decode_dev)
             pipe.set_outputs(x, label, size)
         try:
             pipe.build()
@@ -69,10 +88,46 @@ class DaliLoader:
             lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
             why = next((ln for ln in lines if "failed" in ln or "install" in ln.lower()), lines[-1] if lines else "")
             raise TrialError(f"DALI pipeline could not be built: {why[:300]}") from None
-        self.pipe = pipe
-        self.epoch_samples = pipe.epoch_size(READER)
-        if world_size > 1:
-            self.epoch_samples = math.ceil(self.epoch_samples / world_size)
+        return pipe
+
+    def stage_ms(self, samples: int = STAGE_SAMPLES) -> tuple[dict[str, float], str]:
+        """Where a sample's time goes in DALI's own pipeline, which keeps no stage books dataperf can read:
+        differential runs (as DS-Analyzer splits time). The pipeline is built cut after its reader, cut after
+        its decoder, and whole; each runs serially on one thread over the same samples in storage order, so a
+        sample's stages add up; a stage's ms a sample is its cut's time less the cut before. Images decoded on
+        the CPU only: a GPU decode's time is not the host's, and tokens have no decode; ({}, why) otherwise."""
+        if self.m.kind != "image" or not self.cfg.decode:
+            return {}, "DALI's stages are probed for decoded images only"
+        if self.gpu_out:
+            return {}, "DALI decodes on the GPU (mixed): its stages are not timed on the host"
+        dali = import_dali()
+        cfg, self.cfg = self.cfg, _storage_order(self.cfg)
+        try:
+            batches = max(2, math.ceil(samples / cfg.batch_size))
+            per = {cut: self._serial_ms(dali, cut, batches) for cut in ("read", "decode", None)}
+        finally:
+            self.cfg = cfg
+        ms = {"read": per["read"], "decode": max(per["decode"] - per["read"], 0.0),
+              "transform": max(per[None] - per["decode"], 0.0)}
+        n = batches * cfg.batch_size
+        return ms, (f"DALI keeps no stage books: read, decode and transform timed apart by differential runs of its "
+                    f"own pipeline (cut after the reader, after the decoder, and whole; serial, one thread, "
+                    f"{n} samples each after one batch of warm-up)")
+
+    def _serial_ms(self, dali, cut: str | None, batches: int) -> float:
+        """ms a sample of the pipeline cut at `cut`, run serially on one thread: the first batch (start-up) left
+        out."""
+        import time
+
+        pipe = self._pipeline(dali, 1, 1, 1, cut=cut, serial=True)
+        try:
+            pipe.run()
+            t0 = time.perf_counter()
+            for _ in range(batches):
+                pipe.run()
+            return (time.perf_counter() - t0) * 1000 / (batches * self.cfg.batch_size)
+        finally:
+            del pipe
 
     def _read(self, fn, rank: int, world_size: int):
         # cold trials read with read(): DALI's default mmap keeps pages mapped, so eviction cannot drop them
@@ -120,6 +175,13 @@ class DaliLoader:
                 batch["x"] = _to_torch(x, self.gpu_out)[:n]
                 batch["y"] = torch.from_numpy(np.asarray(y.as_array()).reshape(-1)[:n].astype(np.int64))
             yield batch
+
+
+def _storage_order(cfg: LoaderConfig) -> LoaderConfig:
+    """The config read in storage order: the stage probe's cuts then read the same samples."""
+    from dataclasses import replace
+
+    return replace(cfg, shuffle=False)
 
 
 def shuffle_args(cfg: LoaderConfig) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from dataperf import backends, verdict
 from dataperf.commands._render import _named
 from dataperf.results import LoaderConfig, LoaderResult, Record, StepResult
-from dataperf.verdict import ok_loaders, rank_rate
+from dataperf.verdict import ok_loaders, rank_rate, workers_of
 
 
 def _pyplot():
@@ -172,7 +172,7 @@ def waterfall_figure(r: LoaderResult):
         share = f" ({w / t * 100:.0f}%)" if t > 0 and "consumer" not in name else ""
         ax.text(s0 + w, yi, f" {w:.3g} ms{share}", va="center", fontsize=8)
     rate, which = (r.samples_per_s_median, "steady") if r.steady_valid else (rank_rate(r), "training")
-    streams = max(r.active_workers or 0, 1)
+    streams = max(r.active_workers or workers_of(r.config), 1)  # a one-stream backend: its threads (DALI)
     period = 1000 * streams / rate if rate and rate == rate and rate > 0 else None
     if period:
         ax.axvline(period, color="tab:red", ls="--", lw=1, label=f"a worker's period at the {which} rate "

@@ -19,6 +19,9 @@ from typing import Any
 
 import torch
 
+from dataperf import backends
+from dataperf.data import Data
+from dataperf.errors import TrialError
 from dataperf.results import LoaderConfig
 from dataperf.stages import STAGES
 
@@ -69,6 +72,9 @@ def unseen(cfg: LoaderConfig, stages: dict[str, float], user_dataset: bool, h2d:
     why = []
     if not stages:
         return [f"every stage ({cfg.backend} keeps no stage books: its pipeline runs outside dataperf's code)"]
+    if backends.of(cfg).own_pipeline:  # timed apart by its own probe (fill): its hand-over and copies are its own
+        return why + [f"collate, transfer, pin and h2d ({backends.of(cfg).title} batches, pins and copies inside "
+                      "its own pipeline)"]
     if user_dataset:
         why.append("read and decode (a user's Dataset fetches a sample in its own code: booked as transform)")
     elif "decode" not in stages:
@@ -86,13 +92,19 @@ def unseen(cfg: LoaderConfig, stages: dict[str, float], user_dataset: bool, h2d:
     return why + ([h2d] if h2d else [])
 
 
-def fill(res: Any, reps: list[Any], cfg: LoaderConfig, user_dataset: bool) -> None:
+def fill(res: Any, reps: list[Any], cfg: LoaderConfig, data: Data) -> None:
     """The trial record's breakdown: stage_ms_per_sample, main_wait_ms_per_sample, and a note naming the stages
-    left out."""
+    left out. A backend whose pipeline keeps no books but has a probe of its own (DALI) is timed by it."""
     per_repeat = [x for x in (repeat_stages(r.arrivals) for r in reps) if x is not None]
     if per_repeat:
         res.stage_ms_per_sample, res.main_wait_ms_per_sample = stage_medians(per_repeat)
-    left = unseen(cfg, res.stage_ms_per_sample, user_dataset)
+    elif (probe := backends.of(cfg).stages) is not None:
+        try:
+            res.stage_ms_per_sample, how = probe(data, cfg)
+        except TrialError as e:
+            how = f"its stage probe failed: {e}"
+        res.notes.append(f"stage breakdown: {how}")
+    left = unseen(cfg, res.stage_ms_per_sample, data.format == "user-dataset")
     if left:
         res.notes.append("stage breakdown leaves out " + "; ".join(left))
 

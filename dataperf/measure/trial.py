@@ -775,7 +775,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     counted = sum(r.samples for r in reps if r.tokens)
     res.tokens_per_sample = sum(r.tokens for r in reps) / counted if counted else None
     _fill_workers(res, reps, cfg, opts)
-    breakdown.fill(res, reps, cfg, data.format == "user-dataset")
+    breakdown.fill(res, reps, cfg, data)
     res.corrupt_samples = max(r.corrupt for r in reps)
     if res.corrupt_samples:
         res.notes.append(f"{res.corrupt_samples} corrupt samples per repeat skipped (on_corrupt=skip); the rate "

@@ -60,3 +60,31 @@ def test_sweep_grid_has_dali_axes():
     grid = Grid(backends=["dali"], own={"dali_num_threads": [1, 2], "dali_prefetch_queue_depth": [2, 3]})
     cfgs = list(grid.configs("files"))
     assert len(cfgs) == 4 and all(c.num_workers == 0 and c.backend == "dali" for c in cfgs)
+
+
+def test_a_dali_trial_gets_its_stages_from_differential_runs(datasets):
+    """DALI keeps no stage books dataperf can read: after the trial its pipeline is timed cut after the reader,
+    after the decoder and whole (serial, one thread), and the differences are its read, decode and transform."""
+    r = run_trial(datasets["image-files"], dali_cfg(decode=True), FAST)
+    assert r.status == "ok", r.error
+    ms = r.stage_ms_per_sample
+    assert set(ms) == {"read", "decode", "transform"} and all(v >= 0 for v in ms.values()), ms
+    assert ms["decode"] + ms["transform"] > 0
+    assert any("differential runs" in n for n in r.notes), r.notes
+    assert any("collate, transfer, pin and h2d (DALI" in n for n in r.notes), r.notes
+
+
+def test_the_stage_probe_charges_each_stage_its_cut_less_the_one_before(datasets, monkeypatch):
+    """Cuts costing 0.5, 2.0 and 4.5 ms a sample give read 0.5, decode 1.5, transform 2.5; a cut that reads
+    faster than the one before (noise) gives 0, not a negative stage."""
+    from dataperf.backends.dali import DaliLoader
+    from dataperf.data.manifest import read_manifest
+
+    loader = DaliLoader(datasets["image-files"], read_manifest(datasets["image-files"]), dali_cfg(decode=True))
+    cuts = {"read": 0.5, "decode": 2.0, None: 4.5}
+    monkeypatch.setattr(DaliLoader, "_serial_ms", lambda self, dali, cut, batches: cuts[cut])
+    assert loader.stage_ms()[0] == {"read": 0.5, "decode": 1.5, "transform": 2.5}
+    cuts["decode"] = 0.4
+    assert loader.stage_ms()[0] == {"read": 0.5, "decode": 0.0, "transform": 4.1}
+    tokens = DaliLoader(datasets["tokens-files"], read_manifest(datasets["tokens-files"]), dali_cfg(decode=True))
+    assert tokens.stage_ms() == ({}, "DALI's stages are probed for decoded images only")

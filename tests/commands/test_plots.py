@@ -73,3 +73,14 @@ def test_the_waterfalls_period_comes_from_the_rate_the_trial_stands_behind(tmp_p
     assert _plots.waterfall(stages(False), tmp_path / "w.png").read_bytes()[:4] == b"\x89PNG"
     empty = loader(1000, 4)
     assert _plots.waterfall(empty, tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()
+
+
+def test_a_one_stream_backends_period_is_its_threads_share_of_the_rate():
+    """DALI delivers one stream (no active-worker count) from 4 threads: at 1,000 samples/s each thread has 4 ms
+    a sample, the scale of its probed single-thread stage times, not the 1 ms a sample of the stream."""
+    cfg = LoaderConfig(backend="dali", batch_size=8, decode=True, dali_num_threads=4)
+    r = LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=1000.0, steady_valid=True,
+                     stage_ms_per_sample={"read": 0.1, "decode": 1.5, "transform": 2.0}, status="ok")
+    ax = _plots.waterfall_figure(r).axes[0]
+    line = next(ln for ln in ax.get_lines() if ln.get_label().startswith("a worker's period"))
+    assert line.get_xdata()[0] == 4.0 and "(4 streams)" in line.get_label()
