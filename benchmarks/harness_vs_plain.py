@@ -1,14 +1,17 @@
 """dataperf's own cost (issue 30): a loader trial against a plain DataLoader loop doing the same reads.
 
-    python benchmarks/harness_vs_plain.py --out DIR [--count 2000] [--rounds 5] [--epochs 5] [--workers 0,1,2]
+    python benchmarks/harness_vs_plain.py --out DIR [--count 2000] [--rounds 5] [--epochs 5] [--min-s 1.0]
+                                          [--workers 0,1,2]
 
 The data: COUNT small JPEG files (64 px, quality 85) in one folder, read warm. Each mode (decode on: PIL decode
 and resize to 32 px, uint8 CHW, stacked; decode off: the raw bytes, a list) at each worker count is timed both
 ways, interleaved, ROUNDS times, order alternating:
 - plain: `torch.utils.data.DataLoader` over a Dataset that opens and reads the file (decoded: and returns the
   image tensor with its label, as an ImageFolder does), torch's default collate (raw: the bytes as a list),
-  batch 64, non-persistent workers; EPOCHS whole epochs, each from iter() to its end, timed by hand: samples /
-  wall.
+  batch 64, non-persistent workers; EPOCHS whole epochs (more where EPOCHS would take under MIN_S: the count is
+  set per mode before the first round, from one plain epoch, and used by both sides in every round), each from
+  iter() to its end, timed by hand: samples / wall. (Raw bytes at 100,000 samples/s made 5 epochs of 2,000 a
+  0.1-s timing, whose rounds spread 0.62-1.03: too short to resolve a 5% cost.)
 - dataperf: `run_trial` of the same config (files backend, no time budget, no `--max-batches`: whole
   epochs, collectors and footprint off, EPOCHS repeats): the repeats' samples over their `repeat_s` (iter() to
   the end of the data, start-up included): like with like.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import statistics
 import sys
 import time
@@ -76,6 +80,14 @@ def plain_rate(paths: list[str], workers: int, decode: bool, epochs: int) -> flo
     return n / (time.perf_counter() - t0)
 
 
+def epochs_for(paths: list[str], decode: bool, workers: int, epochs: int, min_s: float) -> int:
+    """Whole epochs a timing of this mode needs to last min_s: from one plain epoch (its start-up included), at
+    least `epochs`."""
+    t0 = time.perf_counter()
+    plain_rate(paths, workers, decode, 1)
+    return max(epochs, math.ceil(min_s / max(time.perf_counter() - t0, 1e-6)))
+
+
 def dataperf_rate(data, workers: int, decode: bool, epochs: int) -> tuple[float, dict[str, float]]:
     cfg = LoaderConfig(backend="files", batch_size=BATCH, num_workers=workers, image_size=SIZE, decode=decode,
                        shuffle=False)
@@ -108,10 +120,13 @@ def body(say: Say, args: argparse.Namespace) -> int:
     for p in paths:  # warm: every file in page cache before the first timing
         Path(p).read_bytes()
     say(f"data: {len(paths)} JPEG files of 64 px, {data.total_bytes / len(paths) / 1024:.1f} KiB mean, warm; "
-        f"batch {BATCH}, decode to {SIZE} px; {args.epochs} epochs a timing; rounds {args.rounds}, interleaved, "
+        f"batch {BATCH}, decode to {SIZE} px; at least {args.epochs} epochs and {args.min_s:g} s a timing; rounds "
+        f"{args.rounds}, interleaved, "
         "order alternating")
     workers = [int(w) for w in args.workers.split(",")]
     modes = [(d, w) for d in (True, False) for w in workers]
+    epochs = {m: epochs_for(paths, *m, args.epochs, args.min_s) for m in modes}
+    say("epochs a timing: " + ", ".join(f"decode={'on' if d else 'off'} w={w}: {epochs[(d, w)]}" for d, w in modes))
     rows: dict[tuple[bool, int], dict[str, list]] = {m: {"plain": [], "dataperf": [], "ratio": []} for m in modes}
     stage_ms: dict[tuple[bool, int], dict[str, float]] = {}
     with open(args.out / "rounds.jsonl", "w", encoding="utf-8") as log:
@@ -121,9 +136,9 @@ def body(say: Say, args: argparse.Namespace) -> int:
                 got = {}
                 for who in order:
                     if who == "plain":
-                        got[who] = plain_rate(paths, w, decode, args.epochs)
+                        got[who] = plain_rate(paths, w, decode, epochs[(decode, w)])
                     else:
-                        got[who], stage_ms[(decode, w)] = dataperf_rate(data, w, decode, args.epochs)
+                        got[who], stage_ms[(decode, w)] = dataperf_rate(data, w, decode, epochs[(decode, w)])
                 ratio = got["dataperf"] / got["plain"]
                 for who in ("plain", "dataperf"):
                     rows[(decode, w)][who].append(got[who])
@@ -164,6 +179,7 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--min-s", type=float, default=1.0, help="a timing's least seconds: more epochs where needed")
     ap.add_argument("--workers", default="0,1,2")
     args = ap.parse_args()
     return run_logged(args.out, lambda say: body(say, args))
