@@ -42,19 +42,21 @@ class Order(DistributedSampler):
     def __iter__(self) -> Iterator[int]:
         k = self.iteration
         self.iteration += 1
-        indices, last_read = self.indices, self.last_read
-        for _ in range(self.num_samples):
-            if self.pos == len(indices):
+        last_read, left = self.last_read, self.num_samples
+        while left:
+            if self.pos == len(self.indices):
                 self.set_epoch(self.epoch + 1)
                 nxt = self._pass()
                 recent = np.asarray(last_read)[nxt]
-                self.indices = indices = nxt[np.argsort(np.where(recent == k, 2, np.where(recent == k - 1, 1, 0)),
-                                                        kind="stable")].tolist()
+                self.indices = nxt[np.argsort(np.where(recent == k, 2, np.where(recent == k - 1, 1, 0)),
+                                              kind="stable")].tolist()
                 self.pos = 0
-            i = indices[self.pos]
-            self.pos += 1
-            last_read[i] = k
-            yield i
+            chunk = self.indices[self.pos:self.pos + left]  # the rest of this pass, as far as the iteration goes
+            for pos, i in enumerate(chunk, self.pos + 1):  # a sample's index is its own cost at 100,000 a second
+                last_read[i] = k
+                self.pos = pos  # handed out: a later iteration starts after it, even if this one is dropped
+                yield i
+            left -= len(chunk)
 
 
 def iteration_seed(*parts: Any) -> random.Random:
