@@ -25,8 +25,9 @@ WARM_MAX_READ_FRACTION = 0.1
 # /proc read_bytes counts the process tree's every storage read, its own page-ins (code pages first touched since
 # boot, metadata) as well as the dataset's: a few KiB that, on a dataset of 0.06 MiB, were over 10% of it (a warm
 # e2e test read [0.0, 0.0, 0.01] MiB, 2026-12-05). So a warm dataset up to this size is also checked by
-# residency: a repeat that starts with WARM_MIN_RESIDENT_FRACTION of its files' bytes in page cache (mincore)
-# reads them from there, whatever else its processes page in.
+# residency: repeats that start with WARM_MIN_RESIDENT_FRACTION of their files' bytes in page cache (mincore,
+# asked once before them: a dataset this small that fits stays resident) read them from there, whatever else
+# their processes page in.
 WARM_RESIDENT_MAX_BYTES = 64 * MIB
 WARM_MIN_RESIDENT_FRACTION = 0.9
 
@@ -65,7 +66,7 @@ class Verification:
 
 
 def warm_resident(paths: list[Path], total_bytes: int) -> int | None:
-    """A warm repeat's files' bytes in page cache at its start (mincore), where the dataset is small enough that
+    """Warm repeats' files' bytes in page cache before they start (mincore), where the dataset is small enough that
     its processes' own page-ins can pass 10% of it (WARM_RESIDENT_MAX_BYTES); None otherwise."""
     return resident_bytes(paths) if total_bytes <= WARM_RESIDENT_MAX_BYTES else None
 

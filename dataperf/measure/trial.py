@@ -128,7 +128,7 @@ class Repeat:
     storage_read_bytes: int
     arrivals: list[Arrival] = dataclass_field(default_factory=list)
     watch_s: float = 0.0
-    resident_after_evict_bytes: int | None = None  # mincore: cold, after eviction; warm (small data), at the start
+    resident_after_evict_bytes: int | None = None  # mincore: cold, after eviction; warm small data, before repeats
     corrupt: int = 0  # samples skipped as corrupt (on_corrupt=skip)
     ended: bool = False  # ran to the end of the data: a whole epoch (its tail included)
     input_bytes_per_sample: float | None = None  # the first batch's decoded tensors (x and y), per sample
@@ -529,7 +529,8 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     ledger = footprint.CopyLedger()
     collectors = default_collectors(data.disk_path(), opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) \
         if opts.collect else []
-    total = cache.file_bytes(paths) if cfg.cache == "warm" and data.cache_managed else 0
+    # warm, small data: residency once before the repeats (asking between them would pause persistent workers)
+    held = cache.warm_resident(paths, cache.file_bytes(paths)) if cfg.cache == "warm" and data.cache_managed else None
     with Running(collectors) as running:
         for _ in range(opts.repeats):
             resident = None
@@ -537,8 +538,8 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
                 prepared = cache.prepare(paths, "cold", opts.drop_caches)
                 res.notes.extend(n for n in prepared.notes if n not in res.notes)
                 resident = prepared.resident_bytes
-            elif total:
-                resident = cache.warm_resident(paths, total)
+            elif held is not None:
+                resident = held
             if opts.barrier:
                 opts.barrier()
             net0 = psutil.net_io_counters().bytes_recv

@@ -71,14 +71,16 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
         res.steps_repeats, res.repeats = counts, len(counts)
         walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []
         reads, samples, resident, wall_s, busy_ms, fed = [], [], [], [], [], []
-        total = cache.file_bytes(prep.paths) if cfg.cache == "warm" and data.cache_managed else 0
+        # warm, small data: residency once before the repeats (asking between them would pause the fed loop)
+        held = cache.warm_resident(prep.paths, cache.file_bytes(prep.paths)) \
+            if cfg.cache == "warm" and data.cache_managed else None
         for n_steps in counts:
             if cfg.cache == "cold" and data.cache_managed:
                 prepared = cache.prepare(prep.paths, "cold", topts.drop_caches)
                 res.notes.extend(n for n in prepared.notes if n not in res.notes)
                 resident.append(prepared.resident_bytes)
-            elif total:
-                resident.append(cache.warm_resident(prep.paths, total))
+            elif held is not None:
+                resident.append(held)
             read0 = cache.tree_read_bytes()
             t, wall = train_loop(stream, tr, n_steps, sync_each_step=res.sync_each_step)
             reads.append(cache.tree_read_bytes() - read0)

@@ -63,3 +63,19 @@ def test_prepare_warm_reads_and_cold_evicts(tmp_path):
     assert cache.prepare([p], "warm").resident_bytes is None
     cold = cache.prepare([p], "cold")
     assert cold.notes == [] and cold.resident_bytes is not None and cold.resident_bytes <= 4 * MIB
+
+
+def test_a_warm_trial_of_small_data_whose_processes_page_in_is_verified_by_residency(datasets, monkeypatch):
+    """Every repeat's process tree reads 20 KiB from storage that is not the data (read_bytes counted as a worker
+    paging in code would be): the tiny dataset's files are resident, so the trial is warm, and says why."""
+    from dataperf.measure.trial import TrialOptions, run_trial
+    from dataperf.results import LoaderConfig
+
+    if cache.resident_bytes([next(datasets["image-files"].rglob("*.jpg"))]) is None:
+        pytest.skip("no mincore on this system")
+    calls = iter(range(10_000))
+    monkeypatch.setattr(cache, "tree_read_bytes", lambda proc=None: next(calls) * 20 * 1024)  # +20 KiB a call
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=0, decode=False, cache="warm")
+    r = run_trial(datasets["image-files"], cfg, TrialOptions(repeats=2, collect=False, repeat_seconds=None))
+    assert r.status == "ok", r.error
+    assert r.cache_verified is True and any("verified by residency" in n for n in r.notes), r.notes
