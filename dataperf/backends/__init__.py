@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Iterable
-from dataclasses import Field, dataclass, field
+from dataclasses import Field, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +164,8 @@ def _dali(data, cfg, opts, prep):
 def _dali_stages(data, cfg):
     from dataperf.backends.dali import DaliLoader
 
-    return DaliLoader(data.root, data.manifest, cfg).stage_ms()
+    # storage order: the probe's cuts read the same samples
+    return DaliLoader(data.root, data.manifest, replace(cfg, shuffle=False)).stage_ms()
 
 
 def _lazy(module: str, fn: str) -> Callable[..., Any]:

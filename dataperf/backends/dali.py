@@ -95,21 +95,18 @@ class DaliLoader:
         differential runs (as DS-Analyzer splits time). The pipeline is built cut after its reader, cut after
         its decoder, and whole; each runs serially on one thread over the same samples in storage order, so a
         sample's stages add up; a stage's ms a sample is its cut's time less the cut before. Images decoded on
-        the CPU only: a GPU decode's time is not the host's, and tokens have no decode; ({}, why) otherwise."""
+        the CPU only: a GPU decode's time is not the host's, and tokens have no decode; ({}, why) otherwise. Built
+        with shuffle off (backends' _dali_stages does so), the cuts read the same samples."""
         if self.m.kind != "image" or not self.cfg.decode:
             return {}, "DALI's stages are probed for decoded images only"
         if self.gpu_out:
             return {}, "DALI decodes on the GPU (mixed): its stages are not timed on the host"
         dali = import_dali()
-        cfg, self.cfg = self.cfg, _storage_order(self.cfg)
-        try:
-            batches = max(2, math.ceil(samples / cfg.batch_size))
-            per = {cut: self._serial_ms(dali, cut, batches) for cut in ("read", "decode", None)}
-        finally:
-            self.cfg = cfg
+        batches = max(2, math.ceil(samples / self.cfg.batch_size))
+        per = {cut: self._serial_ms(dali, cut, batches) for cut in ("read", "decode", None)}
         ms = {"read": per["read"], "decode": max(per["decode"] - per["read"], 0.0),
               "transform": max(per[None] - per["decode"], 0.0)}
-        n = batches * cfg.batch_size
+        n = batches * self.cfg.batch_size
         return ms, (f"DALI keeps no stage books: read, decode and transform timed apart by differential runs of its "
                     f"own pipeline (cut after the reader, after the decoder, and whole; serial, one thread, "
                     f"{n} samples each after one batch of warm-up)")
@@ -120,14 +117,11 @@ class DaliLoader:
         import time
 
         pipe = self._pipeline(dali, 1, 1, 1, cut=cut, serial=True)
-        try:
+        pipe.run()
+        t0 = time.perf_counter()
+        for _ in range(batches):
             pipe.run()
-            t0 = time.perf_counter()
-            for _ in range(batches):
-                pipe.run()
-            return (time.perf_counter() - t0) * 1000 / (batches * self.cfg.batch_size)
-        finally:
-            del pipe
+        return (time.perf_counter() - t0) * 1000 / (batches * self.cfg.batch_size)
 
     def _read(self, fn, rank: int, world_size: int):
         # cold trials read with read(): DALI's default mmap keeps pages mapped, so eviction cannot drop them
@@ -175,13 +169,6 @@ class DaliLoader:
                 batch["x"] = _to_torch(x, self.gpu_out)[:n]
                 batch["y"] = torch.from_numpy(np.asarray(y.as_array()).reshape(-1)[:n].astype(np.int64))
             yield batch
-
-
-def _storage_order(cfg: LoaderConfig) -> LoaderConfig:
-    """The config read in storage order: the stage probe's cuts then read the same samples."""
-    from dataclasses import replace
-
-    return replace(cfg, shuffle=False)
 
 
 def shuffle_args(cfg: LoaderConfig) -> dict[str, Any]:

@@ -73,8 +73,8 @@ def unseen(cfg: LoaderConfig, stages: dict[str, float], user_dataset: bool, h2d:
     if not stages:
         return [f"every stage ({cfg.backend} keeps no stage books: its pipeline runs outside dataperf's code)"]
     if backends.of(cfg).own_pipeline:  # timed apart by its own probe (fill): its hand-over and copies are its own
-        return why + [f"collate, transfer, pin and h2d ({backends.of(cfg).title} batches, pins and copies inside "
-                      "its own pipeline)"]
+        return [f"collate, transfer, pin and h2d ({backends.of(cfg).title} batches, pins and copies inside its own "
+                "pipeline)"]
     if user_dataset:
         why.append("read and decode (a user's Dataset fetches a sample in its own code: booked as transform)")
     elif "decode" not in stages:

@@ -65,10 +65,10 @@ class Verification:
     note: str | None = None  # why not, when not verified
 
 
-def warm_resident(paths: list[Path], total_bytes: int) -> int | None:
+def warm_resident(paths: list[Path]) -> int | None:
     """Warm repeats' files' bytes in page cache before they start (mincore), where the dataset is small enough that
     its processes' own page-ins can pass 10% of it (WARM_RESIDENT_MAX_BYTES); None otherwise."""
-    return resident_bytes(paths) if total_bytes <= WARM_RESIDENT_MAX_BYTES else None
+    return resident_bytes(paths) if file_bytes(paths) <= WARM_RESIDENT_MAX_BYTES else None
 
 
 def verify(mode: str, read_bytes: list[int], expected: list[float], resident: list[int | None],
@@ -80,8 +80,7 @@ def verify(mode: str, read_bytes: list[int], expected: list[float], resident: li
     exp_mib = statistics.median(expected) / MIB if expected else float("nan")
     if mode != "cold":
         little = [b <= WARM_MAX_READ_FRACTION * e for b, e in zip(read_bytes, expected, strict=True)]
-        held = [r is not None and r >= WARM_MIN_RESIDENT_FRACTION * total_bytes
-                for r in (resident or [None] * len(read_bytes))]
+        held = [r is not None and r >= WARM_MIN_RESIDENT_FRACTION * total_bytes for r in resident]
         if all(little):
             return Verification(True)
         if all(a or h for a, h in zip(little, held, strict=True)):

@@ -27,11 +27,7 @@ def shape_for_model(data: Data, cfg: LoaderConfig, sopts: StepOptions) -> tuple[
     cfg = replace(cfg, decode=True, seq_len=cfg.seq_len or (sopts.seq_len if windows else None)).explicit()
     sopts = replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
                     input=sopts.input or ("tokens" if data.kind == "tokens" else "image"))
-    if sopts.input == "image":
-        shape = loader_image(data, cfg)
-        if shape is not None:
-            sopts = replace(sopts, image_shape=shape[0], image_dtype=shape[1])
-    return cfg, sopts
+    return cfg, shape_step(sopts, [(data, cfg)])
 
 
 def shape_step(sopts: StepOptions, trials: list[tuple[Data, LoaderConfig]]) -> StepOptions:

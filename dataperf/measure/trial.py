@@ -530,7 +530,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     collectors = default_collectors(data.disk_path(), opts.raw_dir, tag=_tag(cfg, opts), ebpf=opts.ebpf) \
         if opts.collect else []
     # warm, small data: residency once before the repeats (asking between them would pause persistent workers)
-    held = cache.warm_resident(paths, cache.file_bytes(paths)) if cfg.cache == "warm" and data.cache_managed else None
+    held = cache.warm_resident(paths) if cfg.cache == "warm" and data.cache_managed else None
     with Running(collectors) as running:
         for _ in range(opts.repeats):
             resident = None

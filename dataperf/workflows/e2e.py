@@ -72,8 +72,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
         walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []
         reads, samples, resident, wall_s, busy_ms, fed = [], [], [], [], [], []
         # warm, small data: residency once before the repeats (asking between them would pause the fed loop)
-        held = cache.warm_resident(prep.paths, cache.file_bytes(prep.paths)) \
-            if cfg.cache == "warm" and data.cache_managed else None
+        held = cache.warm_resident(prep.paths) if cfg.cache == "warm" and data.cache_managed else None
         for n_steps in counts:
             if cfg.cache == "cold" and data.cache_managed:
                 prepared = cache.prepare(prep.paths, "cold", topts.drop_caches)

@@ -49,12 +49,13 @@ def test_verify_warm_small_data_reads_its_processes_page_ins_beside_a_resident_d
     assert cache.verify("warm", [0, 0, 0], exp, [None] * 3, int(0.06 * MIB)) == cache.Verification(True)
 
 
-def test_warm_residency_is_asked_only_of_small_data(tmp_path):
+def test_warm_residency_is_asked_only_of_small_data(tmp_path, monkeypatch):
     f = tmp_path / "a.bin"
     f.write_bytes(b"x" * 3 * 4096)
     cache.preread([f])
-    assert cache.warm_resident([f], 3 * 4096) in (3 * 4096, None)  # None: no mincore on this system
-    assert cache.warm_resident([f], cache.WARM_RESIDENT_MAX_BYTES + 1) is None
+    assert cache.warm_resident([f]) in (3 * 4096, None)  # None: no mincore on this system
+    monkeypatch.setattr(cache, "WARM_RESIDENT_MAX_BYTES", 3 * 4096 - 1)  # the same file, now past the size asked
+    assert cache.warm_resident([f]) is None
 
 
 def test_prepare_warm_reads_and_cold_evicts(tmp_path):
