@@ -550,8 +550,8 @@ def run(trials: list[tuple[Data, LoaderConfig]], opts: TrialOptions, out: Path, 
                        deadline=deadline)
         outcome = SweepOutcome()
         conf = confirm_opts if confirm_opts is not None and confirm_opts.k > 0 else None
-        step = shape_step(step, trials) if step is not None else None
         try:
+            step = shape_step(step, trials) if step is not None else None  # a Ctrl-C here keeps the outcome path
             if step is not None and ctx.world_size == 1:
                 outcome.step = measure_step(step)
                 jsonl.append(out, outcome.step)
