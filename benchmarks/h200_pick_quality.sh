@@ -21,8 +21,9 @@
 # Keep a call in flight from start to finish: between calls the machine is given back once idle (30 s), and the
 # job with it (2026-12-04, 21:37: a run started at the first call was gone at the next, minutes later). Copy only
 # the archive into $OUT: the device returns a limited number of files.
-# .whlcore holds the webdataset and braceexpand wheels the H200 lacks (installed with --no-index --no-deps
-# --target); the files scenario does not read shards, so without them it still runs, and says so.
+# .whlcore (git-ignored) holds the webdataset, braceexpand and pyyaml wheels the H200 lacks (pyyaml one per
+# Python version; webdataset imports yaml), installed by name from it (--no-index --no-deps --target); the files
+# scenario does not read shards, so without them it still runs, and says so.
 # Env overrides: OUT, SCENARIO (imagenet), DATA (/tmp/pick_quality), COUNT (16000), AMP (bf16|none), PREFETCH
 # (2), PERSISTENT (both|off), PIN (both|on), MIN_WORKERS (0), MAX_WORKERS (the cores), BUDGET (3m), PATHS (sweep,budget,tune,watch), CONFIRM (unset: the sweeps' own default), RUN_S (8),
 # MAKE_CAP_S (150), GRID_CAP_S (360), PATH_CAP_S (330), DEADLINE_S (1230), TRUTH_FROM.
@@ -32,7 +33,9 @@ phase start
 copy_tree /tmp/repo || exit 1
 site=/tmp/site
 if compgen -G ".whlcore/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" .whlcore/*.whl
+  # by name from the folder: pip takes the one pyyaml wheel built for this Python (webdataset imports yaml)
+  python3 -m pip install -q --no-index --find-links .whlcore --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$site" webdataset braceexpand $(python3 -c 'import yaml' 2>/dev/null || echo pyyaml)
 else
   echo "no .whlcore wheels carried: webdataset and braceexpand are missing (the wds-uneven scenario needs them)"
 fi
