@@ -124,7 +124,8 @@ def body(say: Say, args: argparse.Namespace) -> int:
         f"{args.rounds}, interleaved, "
         "order alternating")
     workers = [int(w) for w in args.workers.split(",")]
-    modes = [(d, w) for d in (True, False) for w in workers]
+    decodes = {"both": (True, False), "on": (True,), "off": (False,)}[args.decode]
+    modes = [(d, w) for d in decodes for w in workers]
     epochs = {m: epochs_for(paths, *m, args.epochs, args.min_s) for m in modes}
     say("epochs a timing: " + ", ".join(f"decode={'on' if d else 'off'} w={w}: {epochs[(d, w)]}" for d, w in modes))
     rows: dict[tuple[bool, int], dict[str, list]] = {m: {"plain": [], "dataperf": [], "ratio": []} for m in modes}
@@ -181,6 +182,8 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--min-s", type=float, default=1.0, help="a timing's least seconds: more epochs where needed")
     ap.add_argument("--workers", default="0,1,2")
+    ap.add_argument("--decode", choices=("both", "on", "off"), default="both",
+                    help="the modes timed: decode on, off (raw bytes) or both [both]")
     args = ap.parse_args()
     return run_logged(args.out, lambda say: body(say, args))
 
