@@ -708,8 +708,12 @@ def _training_rate(res: LoaderResult, epoch_samples: int | None, steady_invalid:
         res.training_samples_per_s = res.repeat_samples_per_s_median
         res.training_basis = "whole epochs, measured"
     elif steady_invalid:
-        res.training_samples_per_s = res.repeat_samples_per_s_median
-        res.training_basis = f"the repeats' rate, start-up included: the steady rate is not valid ({steady_invalid})"
+        # repeats cut inside the data never reach the tail of uneven work: it is added at their rate
+        rate = res.repeat_samples_per_s_median
+        tail = tail_s(res.epoch_worker_samples, rate) if epoch_samples else 0.0
+        res.training_samples_per_s = epoch_samples / (epoch_samples / rate + tail) if tail > 0 else rate
+        res.training_basis = ("the repeats' rate, start-up included" + (", and the epoch's tail at it" if tail > 0
+                              else "") + f": the steady rate is not valid ({steady_invalid})")
     elif epoch_samples and res.epoch_estimate_s:
         res.training_samples_per_s = epoch_samples / res.epoch_estimate_s
         res.training_basis = "an epoch at the steady rate, with its start-up and tail"
