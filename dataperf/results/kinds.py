@@ -42,6 +42,7 @@ class TrialRecord(Record):
 # training_basis says this where a shuffle buffer made the steady rate not valid (verdict.rates reads it)
 BUFFER_HID_READS = "the shuffle buffer hid the reads"
 
+
 @dataclass
 class LoaderResult(TrialRecord):
     """One loader trial: medians over repeats, with every repeat kept for noise-aware comparison."""

@@ -195,7 +195,7 @@ def _fed_stream(trial: LoaderResult) -> float:
     the steady rate serves again: the start-up measured beside it (the repeat's time beyond its samples at that
     rate) holds the buffer's fill, so the two give back the repeat's own time, and the epoch's phases add its
     tail and each epoch's start (the H100, 37 WebDataset shards, buffer 1000, ResNet-50 bf16, pinned: 12 and
-    16 workers predicted -8.7% and +1.1% of their whole-epoch fed runs, +3.6% for 16 pinned persistent; the
+    16 workers predicted -8.6% and +1.2% of their whole-epoch fed runs, +3.8% for 16 pinned persistent; the
     repeats' rate with no phases read +29% to +48%, benchmarks/results/2026-12-05-h100-pick_quality-tokens-wds).
     0 without either."""
     if finite(trial.samples_per_s_median) and (trial.steady_valid or BUFFER_HID_READS in trial.training_basis):
