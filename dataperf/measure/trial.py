@@ -26,7 +26,15 @@ from dataperf.data import Data, as_data
 from dataperf.errors import TrialError, UserError, describe_failure
 from dataperf.measure import breakdown, cache, footprint
 from dataperf.measure.collectors import Running, default_collectors
-from dataperf.results import HIGH_SPREAD_PCT, MIB, LoaderConfig, LoaderResult, percentile, summarize
+from dataperf.results import (
+    BUFFER_HID_READS,
+    HIGH_SPREAD_PCT,
+    MIB,
+    LoaderConfig,
+    LoaderResult,
+    percentile,
+    summarize,
+)
 
 NOOP_BATCHES = 200
 # A repeat's time budget. Training reads an epoch (minutes to hours); a repeat only needs a steady window long
@@ -700,8 +708,12 @@ def _training_rate(res: LoaderResult, epoch_samples: int | None, steady_invalid:
         res.training_samples_per_s = res.repeat_samples_per_s_median
         res.training_basis = "whole epochs, measured"
     elif steady_invalid:
-        res.training_samples_per_s = res.repeat_samples_per_s_median
-        res.training_basis = f"the repeats' rate, start-up included: the steady rate is not valid ({steady_invalid})"
+        # repeats cut inside the data never reach the tail of uneven work: it is added at their rate
+        rate = res.repeat_samples_per_s_median
+        tail = tail_s(res.epoch_worker_samples, rate) if epoch_samples else 0.0
+        res.training_samples_per_s = epoch_samples / (epoch_samples / rate + tail) if tail > 0 else rate
+        res.training_basis = ("the repeats' rate, start-up included" + (", and the epoch's tail at it" if tail > 0
+                              else "") + f": the steady rate is not valid ({steady_invalid})")
     elif epoch_samples and res.epoch_estimate_s:
         res.training_samples_per_s = epoch_samples / res.epoch_estimate_s
         res.training_basis = "an epoch at the steady rate, with its start-up and tail"
@@ -760,7 +772,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     # the flow counts what a shuffle buffer gave without reading as much as the steady window does: none then
     res.flow_samples_per_s_median = float("nan") if buffered else \
         summarize([r.flow_samples_per_s for r in reps])["median"]
-    _training_rate(res, per_rank, "the shuffle buffer hid the reads" if buffered else
+    _training_rate(res, per_rank, BUFFER_HID_READS if buffered else
                    "too few batches a worker" if few_batches else None)
     _note_uneven(res, loads, cfg)
     res.payload_mib_s_repeats = [r.payload_mib_s for r in reps]

@@ -23,6 +23,7 @@ from dataperf.results.jsonl import (
     upgrade,
 )
 from dataperf.results.kinds import (
+    BUFFER_HID_READS,
     RECORD_TYPES,
     SCHEMA_VERSION,
     DecisionResult,
@@ -48,6 +49,7 @@ from dataperf.results.stats import (
 
 __all__ = [
     "BUFFER_BACKENDS",
+    "BUFFER_HID_READS",
     "DEFAULT_SHUFFLE_BUFFER",
     "DecisionResult",
     "DiagnoseResult",

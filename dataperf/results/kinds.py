@@ -39,6 +39,10 @@ class TrialRecord(Record):
         return LoaderConfig(**self.config)
 
 
+# training_basis says this where a shuffle buffer made the steady rate not valid (verdict.rates reads it)
+BUFFER_HID_READS = "the shuffle buffer hid the reads"
+
+
 @dataclass
 class LoaderResult(TrialRecord):
     """One loader trial: medians over repeats, with every repeat kept for noise-aware comparison."""
@@ -81,7 +85,8 @@ class LoaderResult(TrialRecord):
     whole_epochs: bool = False  # every repeat ran to the end of the data
     # what a training epoch gets from this config (docs/measurement/trial.md, training rate): the whole-epoch rate when
     # the repeats were whole epochs; else an epoch's samples over epoch_estimate_s; the repeats' rate where the
-    # steady rate is not valid (a shuffle buffer that hid the reads, too few batches a worker); the steady rate
+    # steady rate is not valid (a shuffle buffer that hid the reads, too few batches a worker), with the tail of
+    # uneven work at that rate; the steady rate
     # when the epoch's size is unknown. The verdict ranks configs by it.
     training_samples_per_s: float = float("nan")
     training_basis: str = ""  # which of those, in words

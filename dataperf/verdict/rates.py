@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from dataperf import backends
 from dataperf.backends import ONE_STREAM
-from dataperf.results import E2EResult, LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.results import BUFFER_HID_READS, E2EResult, LoaderConfig, LoaderResult, Record, StepResult
 
 NEAR_BEST = 0.95  # without a model: configs within 5% of the best rate count as equally fast
 NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's candidates): within 2% of the best is as fast
@@ -157,7 +157,8 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
       rate and h the step's host time a sample (the whole step on a CPU; on CUDA the CPU time it measured);
     - workers: an epoch of fed_epoch_s (the time to the first batch, the first batches at the model's rate, then
       each phase at the slower of loader and model); where the steady rate is not valid, the same at the flow
-      rate (_fed_stream), else one phase at the training rate;
+      rate, or where a shuffle buffer hid reads at the steady rate (_fed_stream), else one phase at the
+      training rate;
     - in both, no faster than the CPU the two need together allows (cpu_cap), nor than the model (model_rate: the
       step plus the batch's copy to the device).
     """
@@ -190,8 +191,14 @@ def _fed_stream(trial: LoaderResult) -> float:
     where that is not valid, the flow rate (first batch to last, the first batches left out), which needs no
     window a worker (the H200, 16 workers of 3 batches each: steady 2,173-2,479 and flow 1,935-2,158 samples/s;
     against whole-epoch fed runs the flow's prediction read -3.3% to +7.4%, the repeats' rate +16% to +35%,
-    benchmarks/results/2026-12-04-h200-repredict); 0 without either."""
-    if trial.steady_valid and finite(trial.samples_per_s_median):
+    benchmarks/results/2026-12-04-h200-repredict). Where a shuffle buffer hid reads there is no flow rate, and
+    the steady rate serves again: the start-up measured beside it (the repeat's time beyond its samples at that
+    rate) holds the buffer's fill, so the two give back the repeat's own time, and the epoch's phases add its
+    tail and each epoch's start (the H100, 37 WebDataset shards, buffer 1000, ResNet-50 bf16, pinned: 12 and
+    16 workers predicted -8.6% and +1.2% of their whole-epoch fed runs, +3.8% for 16 pinned persistent; the
+    repeats' rate with no phases read +29% to +48%, benchmarks/results/2026-12-05-h100-pick_quality-tokens-wds).
+    0 without either."""
+    if finite(trial.samples_per_s_median) and (trial.steady_valid or BUFFER_HID_READS in trial.training_basis):
         return trial.samples_per_s_median
     f = trial.flow_samples_per_s_median
     return f if finite(f) and f > 0 else 0.0

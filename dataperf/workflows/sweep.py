@@ -430,7 +430,8 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
             datas: dict[str, Data], opts: TrialOptions, out: Path, bar: Bar | None = None,
             left_s: float | None = None) -> tuple[list[E2EResult], str | None]:
     """The fed loop (e2e) on the K configs verdict.confirm_candidates names and on the variants of the first
-    (verdict.variants: pin_memory on CUDA, persistent workers where start-up is over 5% of an epoch), in
+    (verdict.variants: pin_memory on CUDA, persistent workers where start-up is over 5% of an epoch): the
+    first's fullest variant, each other candidate's fullest, then the first's other variants and own config, in
     interleaved rounds (A B, then B A, ...), each run recorded with its round and compared with its loader trial
     and the step alone at its batch size (e2e.compare: the prediction and the effects, a starved training process
     among them); run_e2e's warm-up covers the batches the workers queue ahead. The verdict then picks by the fed
@@ -450,7 +451,13 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
         # saying "use --persistent-workers", at 0.945 of the best)
         kept = [x for x in more if x[1].persistent_workers and not cands[0].config.get("persistent_workers")]
         pinned = [x for x in more if x[1].pin_memory and not cands[0].config.get("pin_memory") and x not in kept]
-        fed = kept + pinned + fed[:1] + [x for x in more if x not in kept + pinned] + fed[1:]
+        # then every other candidate, fullest too, before the leader's other variants: a cut budget compares
+        # worker counts like with like, not one count's knobs (the H100, WebDataset, ResNet-50 bf16: a budget
+        # that fed 16 workers pinned and pinned persistent answered 16, at 0.931 of the 12 it never fed)
+        lead = (kept + pinned + fed)[:1]
+        others = [(t, verdict.fullest(t, sopts.device)) for t in cands[1:]]
+        order = lead + others + kept + pinned + fed[:1] + more
+        fed = [x for i, x in enumerate(order) if x[1].key() not in {y[1].key() for y in order[:i]}]
     rounds, cut = copts.rounds, None
     if left_s is not None and fed:
         once, seen = [], {step.batch_size}

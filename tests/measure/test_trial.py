@@ -359,6 +359,19 @@ def test_n5_a_trial_failing_in_a_worker_leaves_nothing_to_the_next_trials_worker
     assert "can only test a child process" not in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
+def test_a_training_rate_from_the_repeats_rate_adds_the_tail_they_never_reached():
+    """Where the steady rate is not valid the repeats' rate ranks a config; repeats cut inside the data never
+    reach the tail of uneven work, so it is added at that rate: the F1 split (200, 100, 100, 100 samples of 500)
+    at 400 samples/s is 1.25 s and a 0.75 s tail, 250 samples/s (the H100's 37 WebDataset shards on 16 workers
+    ranked at 2,422, their note saying the tail was in it)."""
+    r = LoaderResult(repeat_samples_per_s_median=400.0, epoch_worker_samples=[200.0, 100.0, 100.0, 100.0])
+    trial._training_rate(r, 500, "too few batches a worker")
+    assert r.training_samples_per_s == pytest.approx(250) and "the epoch's tail" in r.training_basis
+    even = LoaderResult(repeat_samples_per_s_median=400.0, epoch_worker_samples=[125.0] * 4)
+    trial._training_rate(even, 500, "too few batches a worker")
+    assert even.training_samples_per_s == pytest.approx(400) and "tail" not in even.training_basis
+
+
 def test_uneven_shards_tail_is_predicted_and_kept_out_of_start_up(tmp_path, monkeypatch):
     """Audit F1, a known answer: 500 samples in 5 shards on 4 workers, each sample 10 ms (paced): the worker with
     two shards reads 200 samples, the others 100, so an epoch lasts 2.0 s against 1.25 s at the all-workers

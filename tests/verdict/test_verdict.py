@@ -3,7 +3,15 @@
 import pytest
 
 from dataperf import verdict
-from dataperf.results import DecisionResult, E2EResult, LimitsResult, LoaderConfig, LoaderResult, StepResult
+from dataperf.results import (
+    BUFFER_HID_READS,
+    DecisionResult,
+    E2EResult,
+    LimitsResult,
+    LoaderConfig,
+    LoaderResult,
+    StepResult,
+)
 
 
 def loader(sps, workers, pf=None, cache="warm", decode=True, verified=True):
@@ -42,6 +50,23 @@ def test_fed_without_the_headroom_is_not_called_input_bound():
     rec = verdict.recommend([loader(110, 2, 2)], StepResult(samples_per_s=100.0), 1.2)
     assert rec.outcome == "feeds" and not rec.input_bound and cfg_of(rec.pick) == (2, 2)
     assert rec.ratio == pytest.approx(1.1) and not verdict.feeds(rec.pick, StepResult(samples_per_s=100.0), 1.2)
+
+
+def test_a_buffered_trial_is_predicted_by_the_epochs_phases_at_its_steady_rate():
+    """A shuffle buffer hid reads (steady rate not valid, no flow rate): the fed prediction still runs the
+    epoch's phases, the tail of uneven shards and the start-up included, at the steady rate, as a valid trial's
+    does (the audit's F1 answer: 107 samples/s), not the repeats' rate capped by the model (150, before: the
+    H100, 37 WebDataset shards, 16 workers: 2,173 predicted, 1,469 fed)."""
+    step = StepResult(samples_per_s=150.0)
+    t = loader(200, 4, 2)
+    t.epoch_samples, t.epoch_worker_samples, t.startup_s_median = 2000, [800, 400, 400, 400], 0.0
+    t.steady_valid, t.training_samples_per_s, t.repeat_samples_per_s_median = False, 180.0, 180.0
+    t.training_basis = f"the repeats' rate, start-up included: the steady rate is not valid ({BUFFER_HID_READS})"
+    assert verdict.predicted_fed(t, step) == pytest.approx(2000 / (1600 / 150 + 400 / 50))
+    t.startup_s_median = 1.0
+    assert verdict.predicted_fed(t, step) == pytest.approx(2000 / (1 + 1600 / 150 + 400 / 50))
+    t.training_basis, t.flow_samples_per_s_median = "too few batches a worker", 100.0  # the flow rate, as before
+    assert verdict.predicted_fed(t, step) == pytest.approx(2000 / (1 + 1600 / 100 + 400 / 25))
 
 
 def test_undecoded_trials_get_no_verdict():

@@ -557,6 +557,31 @@ def test_on_cuda_the_pinned_persistent_variant_is_fed_first(datasets, tmp_path, 
     assert [(c.pin_memory, c.persistent_workers) for c in fed] == [(True, True), (True, False), (False, False)]
 
 
+def test_a_cut_confirmation_compares_worker_counts_fullest_before_the_leaders_knobs(datasets, tmp_path, monkeypatch):
+    """Two candidates on CUDA (12 and 16 workers, their predictions a tie): the leader's fullest variant, then
+    the other count's fullest, then the leader's pinned-only and own configs. A budget that keeps two fed configs
+    then compares 12 with 16, both pinned and persistent (the H100, WebDataset shards, ResNet-50 bf16: a default
+    sweep that fed 16 workers pinned persistent and pinned answered 16 at 0.931 of the 12 it never fed)."""
+    from dataperf import verdict
+
+    data = as_data(datasets["image-files"])
+    trials = []
+    for w, rate in ((16, 2422.0), (12, 2380.0)):
+        cfg = LoaderConfig(backend="files", batch_size=8, num_workers=w, prefetch_factor=2, decode=True).explicit()
+        trials.append(LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=rate,
+                                   training_samples_per_s=rate, steady_valid=True, startup_s_median=1.0,
+                                   epoch_samples=16000, epoch_estimate_s=8.0))
+    fed = []
+    monkeypatch.setattr("dataperf.workflows.e2e.run_e2e", lambda d, c, *a, **k: fed.append(c) or (_ for _ in ()).throw(
+        RuntimeError("not run here")))
+    step = StepResult(samples_per_s=2000.0, batch_size=8, device="cuda")
+    assert [r.config["num_workers"] for r in verdict.confirm_candidates(trials, step, 1.2, 2)] == [12, 16]
+    sw.confirm(trials, step, StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8), 1.2,
+               sw.ConfirmOptions(2, rounds=1), {data.spec: data}, TrialOptions(), tmp_path / "c.jsonl")
+    assert [(c.num_workers, c.pin_memory, c.persistent_workers) for c in fed] == \
+        [(12, True, True), (16, True, True), (12, True, False), (12, False, False)]
+
+
 def test_fullest_only_feeds_each_candidate_once_as_a_gpu_script_runs_it(datasets, tmp_path, monkeypatch):
     """tune's fed check: two candidates, each fed pinned and persistent, not beside each variant (8 runs on the
     H200 became 4)."""
