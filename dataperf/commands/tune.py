@@ -106,7 +106,8 @@ def render(outcome) -> None:
                   f"a training epoch{tgt}", soft_wrap=True)
     for p in outcome.predictions:
         if p.get("measured") and p.get("predicted") == p.get("predicted"):
-            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])} "
+            as_ = f" {p['measured_as']}" if p.get("measured_as") else ""
+            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])}{as_} "
                           f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
     if outcome.recommendation is not None:
         _render.print_recommendation(outcome.recommendation)
