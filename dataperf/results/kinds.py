@@ -390,7 +390,7 @@ class DecisionResult(TrialRecord):
     budget_s: float | None = None
     # each rate the command predicted on the way and what was then measured: {"config", "predicted", "measured",
     # "kind"}: kind "fed" (the fed rate of a config, measured fed) or "loader" (the loader alone, measured alone;
-    # "measured_as" says which of its rates: "steady", like the prediction, or "training" where that is not valid)
+    # "measured_as" says which of its rates: "steady" or "flow", as the prediction, or "training" without either)
     predictions: list[dict[str, Any]] = field(default_factory=list)
     answer: str = ""  # the decision in the user's terms: the DataLoader arguments, the rate and wait to expect
 

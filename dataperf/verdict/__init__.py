@@ -54,6 +54,7 @@ from dataperf.verdict.rates import (
     run_samples,
     run_wall_s,
     sorted_by_rate,
+    stream_rate,
     workers_of,
 )
 from dataperf.verdict.recommend import (
@@ -84,6 +85,6 @@ __all__ = [
     "epoch_start_s", "fastest", "fed_effects", "fed_epoch_s", "fed_rates", "feeds", "finite", "fit", "fullest",
     "idle_warning", "idle_workers", "judged", "latest_limits", "latest_step", "loader_effects", "machine_cores",
     "model_rate", "ok_loaders", "outshone", "predicted_fed", "rank_rate", "recommend", "restart_stall",
-    "run_samples", "run_wall_s", "saved_bound", "shared_cpu", "shared_gpu", "sorted_by_rate", "variant_gains",
-    "variants", "verdict_caveats", "workers_of",
+    "run_samples", "run_wall_s", "saved_bound", "shared_cpu", "shared_gpu", "sorted_by_rate", "stream_rate",
+    "variant_gains", "variants", "verdict_caveats", "workers_of",
 ]

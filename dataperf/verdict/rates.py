@@ -157,7 +157,7 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
       rate and h the step's host time a sample (the whole step on a CPU; on CUDA the CPU time it measured);
     - workers: an epoch of fed_epoch_s (the time to the first batch, the first batches at the model's rate, then
       each phase at the slower of loader and model); where the steady rate is not valid, the same at the flow
-      rate, or where a shuffle buffer hid reads at the steady rate (_fed_stream), else one phase at the
+      rate, or where a shuffle buffer hid reads at the steady rate (stream_rate), else one phase at the
       training rate;
     - in both, no faster than the CPU the two need together allows (cpu_cap), nor than the model (model_rate: the
       step plus the batch's copy to the device).
@@ -170,7 +170,7 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
         busy = step.cpu_cores_busy_median
         host = 1 / m if not str(step.device).startswith("cuda") or not finite(busy) else min(busy, 1.0) / m
         fed = 1 / (1 / rate + host)
-    elif (steady := _fed_stream(trial)) > 0:
+    elif (steady := stream_rate(trial)[0]) > 0:
         # an epoch of unknown length (a user's Dataset without a count) is taken as long: start-up not charged
         start, to_first = epoch_start_s(trial) if trial.epoch_samples else (0.0, False)
         w = workers_of(c) if c.get("backend") not in ONE_STREAM else 1
@@ -186,8 +186,10 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
     return min(fed, m, cpu_cap(trial, step))
 
 
-def _fed_stream(trial: LoaderResult) -> float:
-    """The rate the workers' batches come at after an epoch's first ones, for predicted_fed: the steady rate;
+def stream_rate(trial: LoaderResult) -> tuple[float, str]:
+    """The rate the workers' batches come at after an epoch's first ones, with which rate it is ("steady" or
+    "flow"): predicted_fed's stream, and what a prediction of workers x one worker's rate is held against. The
+    steady rate;
     where that is not valid, the flow rate (first batch to last, the first batches left out), which needs no
     window a worker (the H200, 16 workers of 3 batches each: steady 2,173-2,479 and flow 1,935-2,158 samples/s;
     against whole-epoch fed runs the flow's prediction read -3.3% to +7.4%, the repeats' rate +16% to +35%,
@@ -197,11 +199,11 @@ def _fed_stream(trial: LoaderResult) -> float:
     tail and each epoch's start (the H100, 37 WebDataset shards, buffer 1000, ResNet-50 bf16, pinned: 12 and
     16 workers predicted -8.6% and +1.2% of their whole-epoch fed runs, +3.8% for 16 pinned persistent; the
     repeats' rate with no phases read +29% to +48%, benchmarks/results/2026-12-05-h100-pick_quality-tokens-wds).
-    0 without either."""
+    (0, "") without either."""
     if finite(trial.samples_per_s_median) and (trial.steady_valid or BUFFER_HID_READS in trial.training_basis):
-        return trial.samples_per_s_median
+        return trial.samples_per_s_median, "steady"
     f = trial.flow_samples_per_s_median
-    return f if finite(f) and f > 0 else 0.0
+    return (f, "flow") if finite(f) and f > 0 else (0.0, "")
 
 
 def feeds(trial: LoaderResult, step: StepResult, headroom: float) -> bool:

@@ -412,13 +412,13 @@ class Tuner:
                         persistent_workers=self.base.persistent_workers and p.num_workers > 0).explicit()
         r = self.search(first, "predict", p.why)
         if r.status == "ok":
-            # a loader rate (the limits' prediction) against the loader trial, not a fed rate: like with like, its
-            # steady rate (workers in step, no start-up or tail: what one worker's rate x workers models); the
-            # training rate only where the steady rate is not valid, and the record says which
-            steady = r.steady_valid and verdict.finite(r.samples_per_s_median) and r.samples_per_s_median > 0
+            # a loader rate (the limits' prediction) against the loader trial, not a fed rate: like with like, the
+            # rate its batches stream at (steady, else flow: no start-up or tail, what one worker's rate x workers
+            # models); the training rate only without either, and the record says which
+            rate, basis = verdict.stream_rate(r)
             self.res.predictions.append({"config": first.key(), "predicted": p.samples_per_s,
-                                         "measured": r.samples_per_s_median if steady else verdict.rank_rate(r),
-                                         "measured_as": "steady" if steady else "training", "kind": "loader"})
+                                         "measured": rate if rate > 0 else verdict.rank_rate(r),
+                                         "measured_as": basis or "training", "kind": "loader"})
         for w in sorted((w for w in self.worker_choices(first.batch_size) if w < first.num_workers), reverse=True):
             if self.best() is not None:
                 break  # the predicted config failed: fewer workers until one runs (a pick is always measured)

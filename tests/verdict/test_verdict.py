@@ -65,8 +65,12 @@ def test_a_buffered_trial_is_predicted_by_the_epochs_phases_at_its_steady_rate()
     assert verdict.predicted_fed(t, step) == pytest.approx(2000 / (1600 / 150 + 400 / 50))
     t.startup_s_median = 1.0
     assert verdict.predicted_fed(t, step) == pytest.approx(2000 / (1 + 1600 / 150 + 400 / 50))
+    assert verdict.stream_rate(t) == (200, "steady")  # what tune holds its prediction of the loader against
     t.training_basis, t.flow_samples_per_s_median = "too few batches a worker", 100.0  # the flow rate, as before
     assert verdict.predicted_fed(t, step) == pytest.approx(2000 / (1 + 1600 / 100 + 400 / 25))
+    assert verdict.stream_rate(t) == (100, "flow")
+    t.flow_samples_per_s_median = float("nan")
+    assert verdict.stream_rate(t) == (0.0, "")  # tune then falls to the training rate, and says so
 
 
 def test_undecoded_trials_get_no_verdict():

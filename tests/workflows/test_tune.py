@@ -271,8 +271,8 @@ def test_tune_finds_the_workers_that_feed_a_model_of_known_rate(tmp_path, monkey
     assert d.config["num_workers"] >= 2 and d.fed_samples_per_s >= 0.85 * 40, (d.config, d.answer)
     first = d.predictions[0]  # the limits' prediction of the first config, and that config measured
     assert first["predicted"] == pytest.approx(first["measured"], rel=0.15), d.predictions
-    # like with like: the prediction (one worker's rate x workers) against the trial's steady rate, not its
-    # training rate (start-up and tail in it)
+    # like with like: the prediction (one worker's rate x workers) against the rate the trial's batches stream
+    # at, not its training rate (start-up and tail in it)
     trial = next(x for x in recs if isinstance(x, LoaderResult) and x.config_key == first["config"])
     assert first["measured_as"] == "steady" and first["measured"] == trial.samples_per_s_median, first
     assert "prediction: " in r.output and "confirmed end to end" in r.output and "answer: DataLoader(" in r.output
