@@ -80,3 +80,35 @@ def test_a_warm_trial_of_small_data_whose_processes_page_in_is_verified_by_resid
     r = run_trial(datasets["image-files"], cfg, TrialOptions(repeats=2, collect=False, repeat_seconds=None))
     assert r.status == "ok", r.error
     assert r.cache_verified is True and any("verified by residency" in n for n in r.notes), r.notes
+
+
+def test_the_process_tree_is_every_live_descendant_as_psutil_sees_it(monkeypatch):
+    """tree_pids reads each thread's /proc children file (not every process's stat): a child and its own child
+    (a worker's helper) are both found, as psutil's full scan finds them, and the tree's read_bytes is the sum
+    of each one's /proc/PID/io, whichever way the tree was found."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                              "print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "up"
+        me = psutil.Process()
+        want = {c.pid for c in me.children(recursive=True)}
+        assert child.pid in want and len(want) == 2
+        assert set(cache.tree_pids(me.pid)) == want
+        def total() -> int:
+            return sum(psutil.Process(p).io_counters().read_bytes for p in [me.pid, *want])
+
+        before, got, after = total(), cache.tree_read_bytes(), total()  # counts only grow: bracketed
+        assert before <= got <= after
+        monkeypatch.setattr(cache, "_HAS_CHILDREN_FILE", False)  # a kernel without the children file
+        assert set(cache.tree_pids(me.pid)) == want
+    finally:
+        for c in psutil.Process(child.pid).children(recursive=True):
+            c.kill()
+        child.kill()
+        child.wait()
