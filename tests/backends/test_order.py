@@ -28,6 +28,22 @@ def test_order_is_a_seeded_permutation_per_pass_or_storage_order():
     assert sorted(ranks[0] + ranks[1]) == list(range(50))  # DistributedSampler's split: disjoint, complete
 
 
+@pytest.mark.parametrize("n,world_size", [(50, 1), (50, 3), (7, 4), (1, 3)])
+def test_a_pass_is_distributed_samplers_own_for_that_epoch(n, world_size):
+    """Each pass is DistributedSampler's permutation, padding and split for its epoch (made in numpy: its Python
+    list cost 50 us a pass), for every rank, padded past the data's length too (1 sample for 3 ranks)."""
+    from torch.utils.data import DistributedSampler
+
+    for shuffle in (True, False):
+        for rank in range(world_size):
+            o = Order(n, shuffle, seed=5, rank=rank, world_size=world_size)
+            for epoch in range(3):
+                o.set_epoch(epoch)
+                want = DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=shuffle, seed=5)
+                want.set_epoch(epoch)
+                assert o._pass().tolist() == list(want)
+
+
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_order_continues_across_iterations_and_never_repeats_within_one(shuffle):
     """Iterations cut short continue where the last stopped; one that runs into the next pass still reads
