@@ -126,13 +126,16 @@ def test_after_the_grid_the_limits_and_every_confirm_run_are_kept():
     assert budget.after_grid_s(STEP, trials, 0, 0, 0, 0, 0, SOPTS) == budget.LIMITS_GUESS_S
 
 
-def test_confirm_fits_the_time_left_fewer_configs_first_then_fewer_rounds_then_none():
-    runs = [10.0, 20.0]  # one run of each candidate, cheapest first
+def test_confirm_fits_the_time_left_fewer_configs_down_to_two_then_fewer_rounds_then_one_then_none():
+    runs = [10.0, 20.0]  # one run of each candidate, in the order they are fed
     assert budget.fit_confirm(runs, 2, 60) == budget.ConfirmFit(2, 2, 60.0, None)
-    fit = budget.fit_confirm(runs, 2, 59)  # 2 x 2 = 60 s: no; 1 config x 2 rounds = 20 s
-    assert (fit.k, fit.rounds, fit.expected_s) == (1, 2, 20.0)
-    assert fit.cut == "confirm: 2 configs x 2 rounds -> 1 x 2 (about 20 s of the 59 s left)"
+    fit = budget.fit_confirm(runs, 2, 59)  # 2 x 2 = 60 s: no; 2 configs once each = 30 s, before 1 twice
+    assert (fit.k, fit.rounds, fit.expected_s) == (2, 1, 30.0)
+    assert fit.cut == "confirm: 2 configs x 2 rounds -> 2 x 1 (about 30 s of the 59 s left)"
+    assert (budget.fit_confirm(runs, 2, 29).k, budget.fit_confirm(runs, 2, 29).rounds) == (1, 2)
     assert (budget.fit_confirm(runs, 2, 15).k, budget.fit_confirm(runs, 2, 15).rounds) == (1, 1)
+    three = budget.fit_confirm([10.0, 10.0, 10.0], 2, 45)  # 3 x 2 = 60, 2 x 2 = 40: two configs kept twice
+    assert (three.k, three.rounds) == (2, 2)
     none = budget.fit_confirm(runs, 2, 5)
     assert (none.k, none.rounds) == (0, 0) and "-> none" in none.cut and "5 s left" in none.cut
     assert budget.fit_confirm(runs, 2, -3).cut.endswith("does not fit the 0 s left")
@@ -165,8 +168,9 @@ def test_a_candidate_without_a_start_up_figure_costs_none_and_other_batch_sizes_
     assert budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0, float("nan")) == budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0)
     assert budget.fit_confirm([budget.fed_run_s(cfg, STEP, 20, 3, 3, 500.0, float("nan"))], 2, 1e9).k == 1
     assert budget.step_remeasure_s(64, STEP, SOPTS) == pytest.approx(budget.FED_OVERHEAD_S + 33 * 64 / 1000)
-    fit = budget.fit_confirm([10.0, 10.0], 2, 45, once_s=[0.0, 10.0])  # 2 x 20 + 10 = 50 s: no; 1 x 2 = 20 s
-    assert (fit.k, fit.rounds) == (1, 2) and budget.fit_confirm([10.0, 10.0], 2, 50, once_s=[0.0, 10.0]).k == 2
+    fit = budget.fit_confirm([10.0, 10.0], 2, 45, once_s=[0.0, 10.0])  # 2 x 20 + 10 = 50 s: no; 2 x 10 + 10
+    assert (fit.k, fit.rounds) == (2, 1) and budget.fit_confirm([10.0, 10.0], 2, 50, once_s=[0.0, 10.0]).rounds == 2
+    assert (budget.fit_confirm([10.0, 10.0], 2, 25, once_s=[0.0, 10.0]).k) == 1  # 30 s: no; 1 x 2 = 20 s
     trials = grid_trials(batch_size=[32, 64])
     one = budget.fed_run_s(LoaderConfig(batch_size=64, num_workers=16, prefetch_factor=8), STEP, 20, 3, 3)
     assert budget.after_grid_s(STEP, trials, 2, 2, 20, 3, 3, SOPTS) == pytest.approx(
