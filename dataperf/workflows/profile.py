@@ -53,13 +53,17 @@ def run_profile(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, out_di
             spans[e.name] = spans.get(e.name, 0.0) + e.cpu_time_total / 1000 / ACTIVE
     res.span_ms = spans
     res.cuda_kernels_seen = sum(1 for e in avgs if cuda and getattr(e, "self_device_time_total", 0) > 0)
-    # the split from the loop's own timers over the active steps (CUDA events on the GPU)
+    # the split from the loop's own timers over the active steps (CUDA events on the GPU), and the host time
+    # between the last step's return and each one's ask for data (the profiler's own work at the step boundary,
+    # starting its trace before the first: beside two busy loops on 2 cores the loader's batch once came on 75 ms
+    # meanwhile, and that step's wait was 75 ms less)
     act = slice(WAIT + WARMUP, None)
     wait = sum(times.wait_s[act]) * 1000 / ACTIVE
     h2d = sum(times.h2d_ms[act]) / ACTIVE
     comp = sum(times.compute_ms[act]) / ACTIVE
-    total = wait + h2d + comp
-    res.split_ms = {"data_wait": wait, "h2d": h2d, "compute": comp}
+    between = sum(times.between_ms[act]) / ACTIVE
+    total = wait + h2d + comp + between
+    res.split_ms = {"data_wait": wait, "h2d": h2d, "compute": comp, "between_steps": between}
     res.split_fraction = {k: v / total for k, v in res.split_ms.items()} if total else {}
     return res
 

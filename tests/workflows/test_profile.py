@@ -25,12 +25,16 @@ def test_profile_exports_trace_with_spans_and_splits_time(tmp_path, monkeypatch,
     assert sum(1 for e in trace["traceEvents"] if e.get("name") == "forward") == ACTIVE
     assert r.top_ops and r.top_ops[0]["self_ms"] >= r.top_ops[-1]["self_ms"]
     assert any(o["name"].startswith("aten::") for o in r.top_ops)
-    # 3 active steps: a late wake-up in the worker, caught up on the next sample, moves the wait by a few ms
-    assert r.split_ms["data_wait"] == pytest.approx(100, abs=10), r.split_ms
+    # 3 active steps: a late wake-up in the worker, caught up on the next sample, moves the wait by a few ms; the
+    # host time between steps (the profiler's own work at the step boundary: starting its trace) is time the
+    # worker's batch comes on while the loop is not waiting: the wait and it make the 100 ms (beside two busy
+    # loops the wait once read 74.8, the between-steps time not split out then)
+    assert r.split_ms["data_wait"] + r.split_ms["between_steps"] == pytest.approx(100, abs=10), r.split_ms
     assert r.split_ms["compute"] == pytest.approx(100, rel=0.05), r.split_ms
     # h2d is a no-op copy on the CPU: its span is the profiler's own cost, 2.5 ms of a 200-ms step (1.25%) beside
     # two busy loops (2026-12-04), so it is held to the 0.05 the other shares get, not to 1%
-    assert r.split_fraction["data_wait"] == pytest.approx(0.5, abs=0.05) and r.split_fraction["h2d"] < 0.05
+    f = r.split_fraction
+    assert f["data_wait"] + f["between_steps"] == pytest.approx(0.5, abs=0.05) and f["h2d"] < 0.05, f
     assert r.span_ms["data_wait"] == pytest.approx(r.split_ms["data_wait"], rel=0.05), r.span_ms
     step_ms = r.span_ms["forward"] + r.span_ms["backward"] + r.span_ms["optimizer"]
     assert step_ms == pytest.approx(100, rel=0.05) and r.span_ms["backward"] > 0.9 * step_ms, r.span_ms
