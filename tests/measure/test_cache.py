@@ -86,6 +86,7 @@ def test_the_process_tree_is_every_live_descendant_as_psutil_sees_it(monkeypatch
     """tree_pids reads each thread's /proc children file (not every process's stat): a child and its own child
     (a worker's helper) are both found, as psutil's full scan finds them, and the tree's read_bytes is the sum
     of each one's /proc/PID/io, whichever way the tree was found."""
+    import os
     import subprocess
     import sys
 
@@ -96,17 +97,21 @@ def test_the_process_tree_is_every_live_descendant_as_psutil_sees_it(monkeypatch
                               "print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "up"
-        me = psutil.Process()
-        want = {c.pid for c in me.children(recursive=True)}
-        assert child.pid in want and len(want) == 2
-        assert set(cache.tree_pids(me.pid)) == want
-        def total() -> int:
-            return sum(psutil.Process(p).io_counters().read_bytes for p in [me.pid, *want])
+        grandchild = {c.pid for c in psutil.Process(child.pid).children()}
+        tree = [child.pid, *grandchild]  # a tree this test alone controls: the suite's servers are children too
 
-        before, got, after = total(), cache.tree_read_bytes(), total()  # counts only grow: bracketed
+        def found(pid: int) -> set[int]:
+            return set(cache.tree_pids(pid))
+
+        assert len(grandchild) == 1 and found(child.pid) == grandchild and set(tree) <= found(os.getpid())
+
+        def total() -> int:
+            return sum(psutil.Process(p).io_counters().read_bytes for p in tree)
+
+        before, got, after = total(), cache.tree_read_bytes(child.pid), total()  # counts only grow: bracketed
         assert before <= got <= after
         monkeypatch.setattr(cache, "_HAS_CHILDREN_FILE", False)  # a kernel without the children file
-        assert set(cache.tree_pids(me.pid)) == want
+        assert found(child.pid) == grandchild and set(tree) <= found(os.getpid())
     finally:
         for c in psutil.Process(child.pid).children(recursive=True):
             c.kill()
