@@ -456,8 +456,10 @@ def confirm(recs: list[Record], step: StepResult, sopts: StepOptions, headroom: 
         # that fed 16 workers pinned and pinned persistent answered 16, at 0.931 of the 12 it never fed)
         lead = (kept + pinned + fed)[:1]
         others = [(t, verdict.fullest(t, sopts.device)) for t in cands[1:]]
-        order = lead + others + kept + pinned + fed[:1] + more
-        fed = [x for i, x in enumerate(order) if x[1].key() not in {y[1].key() for y in order[:i]}]
+        by_key: dict[str, tuple[LoaderResult, LoaderConfig]] = {}
+        for x in lead + others + kept + pinned + fed[:1] + more:
+            by_key.setdefault(x[1].key(), x)  # each config once, where it first comes
+        fed = list(by_key.values())
     rounds, cut = copts.rounds, None
     if left_s is not None and fed:
         once, seen = [], {step.batch_size}
