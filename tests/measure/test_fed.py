@@ -72,3 +72,22 @@ def test_a_sample_that_fails_leaves_the_step_as_configured_for_the_trials_to_nam
     """The probe is no place to report a broken sample: the trials read the same sample and name it."""
     data = user_dataset("tests.measure.test_fed:broken_first_sample")
     assert loader_image(data, LoaderConfig(backend=data.format, batch_size=2)) is None
+
+
+def test_host_time_between_steps_holds_what_the_hook_after_each_step_took(paced_env, monkeypatch):
+    """Known answer for between_ms: a hook after each step that sleeps 30 ms, one worker giving a batch of 4
+    paced 50 ms samples every 200 ms, a step busy 50 ms. Each step after the first has the hook's 30 ms in its
+    between_ms (a sleep never returns early: a bound load cannot break)."""
+    import time
+
+    from dataperf.measure.fed import EpochStream, train_loop
+    from dataperf.measure.trial import TrialOptions, make_batches
+
+    monkeypatch.setenv("PACED_T", "0.05")
+    data = user_dataset("paced:sleep_map")
+    cfg, sopts = shape_for_model(data, LoaderConfig(backend=data.format, batch_size=4, num_workers=1),
+                                 StepOptions(model="paced:fixed_step_model", batch_size=4))
+    times, _ = train_loop(EpochStream(make_batches(data, cfg, TrialOptions())), Trainer(sopts), 4,
+                          on_step=lambda: time.sleep(0.03))
+    assert len(times.between_ms) == 4, times.between_ms
+    assert all(b >= 30 for b in times.between_ms[1:]), times.between_ms
