@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,6 +146,8 @@ class Meter:
         self._mem: dict[int, list[tuple[float, int, int, int]]] = {}  # worker -> (time, PSS, private, shared)
         self._t0 = time.perf_counter()
         self._first: dict[int, float] = {}  # worker pid -> when the consumer got its first batch
+        self._marked: deque[int] = deque()  # workers marked since the sampler last looked: read them at once
+        self._wake = threading.Event()
         self._sample()
         self._thread = threading.Thread(target=self._run, name="dataperf-footprint", daemon=True)
         self._thread.start()
@@ -152,13 +155,36 @@ class Meter:
 
     def first_batch(self, pid: int, t: float) -> None:
         """The consumer got worker pid's first batch at t (perf_counter): its start-up is over, and its memory
-        from the next sample on is its baseline. Cheap: the main thread only notes it."""
-        self._first.setdefault(pid, t)
+        from the next sample on is its baseline. Cheap: the main thread only notes it and wakes the sampler,
+        which reads that worker at once (a copy is front-loaded: the audit's list grew a worker's private memory
+        by 80 MiB/s at first, and a baseline left to the next regular sample, 0.2 s on, lost a third of it)."""
+        if pid not in self._first:
+            self._first[pid] = t
+            self._marked.append(pid)
+            self._wake.set()
 
     def _run(self) -> None:
-        wait = self.interval_s
-        while not self._stop.wait(wait):
-            wait = max(self.interval_s, self._sample() * (1 / self.max_duty - 1))
+        due = time.perf_counter() + self.interval_s
+        while True:
+            self._wake.wait(max(0.0, due - time.perf_counter()))
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            if self._marked:
+                self._sample_marked()
+                if time.perf_counter() < due:
+                    continue
+            due = time.perf_counter() + max(self.interval_s, self._sample() * (1 / self.max_duty - 1))
+
+    def _sample_marked(self) -> None:
+        """Memory of each newly marked worker alone (one smaps_rollup each): its baseline, taken promptly."""
+        own0 = time.thread_time()
+        while self._marked:
+            pid = self._marked.popleft()
+            now, mem = time.perf_counter(), memory_bytes(pid)
+            if mem is not None:
+                self._mem.setdefault(pid, []).append((now, *mem))
+        self.result.meter_cpu_s += time.thread_time() - own0
 
     def _sample(self) -> float:
         """One look at the tree; returns its own CPU seconds (also added to meter_cpu_s)."""
@@ -188,6 +214,7 @@ class Meter:
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join()
         r = self.result
         own = r.meter_cpu_s  # the last sample reads the main process's CPU first: its own cost falls after

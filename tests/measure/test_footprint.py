@@ -152,6 +152,36 @@ def test_memory_of_one_process_counts_what_it_writes_as_private():
     assert memory_bytes(p.pid) is None  # gone
 
 
+def grow_when_told(mib: int, go, ready, done) -> None:
+    go.wait()
+    hold(mib, ready, done)
+
+
+def marked_worker_read_at_once() -> dict:
+    go, ready, done = FORK.Event(), FORK.Event(), FORK.Event()
+    p = FORK.Process(target=grow_when_told, args=(64, go, ready, done))
+    p.start()
+    with Meter(interval_s=3600) as m:  # no regular sample between the first and the last
+        m.first_batch(p.pid, time.perf_counter())
+        guard = time.monotonic() + 60  # a hang guard, not a margin: the sampler reads it when it next runs
+        while len(m._mem.get(p.pid, [])) < 2 and time.monotonic() < guard:
+            time.sleep(0.01)
+        go.set()
+        ready.wait()
+    done.set()
+    p.join()
+    return {"private_bytes": [s[2] for s in m._mem[p.pid]]}
+
+
+def test_a_marked_worker_is_read_at_once_not_at_the_next_sample():
+    """A worker's first batch is its baseline, and a copy is front-loaded: the sampler reads a marked worker as
+    soon as it is told, not at its next regular sample (an hour away here), so what the worker writes after the
+    mark is growth, not baseline."""
+    private = fresh("marked_worker_read_at_once")["private_bytes"]
+    assert len(private) == 3  # the first sample, the one at the mark, the last
+    assert private[1] < 64 * MIB <= private[2] - private[1] + MIB  # allocated after the mark: all of it growth
+
+
 N_OBJECTS = 4_000_000
 
 
