@@ -72,19 +72,32 @@ class Costly(Dataset):
 
 
 def epoch(ds: Dataset, workers: int = 2, **meter) -> Meter:
-    """One whole epoch of a real DataLoader inside a Meter; its workers start and are reaped inside."""
+    """One whole epoch of a real DataLoader inside a Meter; its workers start and are reaped inside. Each
+    worker's first batch is marked, as trial.time_repeat marks it (in order, batch k comes from worker k mod
+    workers), so growth is counted from there, not from whenever the meter's own cadence samples."""
     with Meter(**meter) as m:
         it = iter(DataLoader(ds, batch_size=2, num_workers=workers))
-        for _ in it:
-            pass
+        for k, _ in enumerate(it):
+            if k < workers:
+                m.first_batch(it._workers[k].pid, time.perf_counter())
         del it
     return m
 
 
+def rest(ready, seconds: float) -> None:
+    ready.set()
+    time.sleep(seconds)
+
+
 def idle_tree() -> dict:
-    procs = [FORK.Process(target=time.sleep, args=(3,)) for _ in range(3)]
+    """Three children that only sleep, metered once each has started (its start-up CPU falls before the meter's
+    first sample, however late a loaded machine runs it)."""
+    readies = [FORK.Event() for _ in range(3)]
+    procs = [FORK.Process(target=rest, args=(ready, 3)) for ready in readies]
     for p in procs:
         p.start()
+    for ready in readies:
+        ready.wait()
     with Meter(interval_s=0.01, max_duty=0.5) as m:
         time.sleep(1.0)
     for p in procs:
@@ -113,9 +126,8 @@ def test_cpu_of_a_process_that_ends_between_samples_is_counted():
     assert busy["cpu_s"] - idle["cpu_s"] == pytest.approx(0.5, abs=5 * TICK_S)
 
 
-def costly_epoch(n: int, cost_s: float, busy: bool, alloc_mib: int = 0) -> dict:
-    before = memory_bytes(os.getpid())[0]
-    return {**summary(epoch(Costly(n, cost_s, busy, alloc_mib))), "main_pss_before_bytes": before}
+def costly_epoch(n: int, cost_s: float, busy: bool) -> dict:
+    return summary(epoch(Costly(n, cost_s, busy)))
 
 
 def test_cpu_seconds_of_busy_workers_against_sleeping_ones():
@@ -125,8 +137,20 @@ def test_cpu_seconds_of_busy_workers_against_sleeping_ones():
     assert busy["cpu_s"] - idle["cpu_s"] == pytest.approx(n * cost, rel=0.1)
 
 
+def held_epoch(n: int, cost_s: float, alloc_mib: int) -> dict:
+    """An epoch of persistent workers, the Meter left while they still hold what they allocated: its last
+    sample reads them all, whatever its cadence did during the epoch."""
+    before = memory_bytes(os.getpid())[0]
+    loader = DataLoader(Costly(n, cost_s, False, alloc_mib), batch_size=2, num_workers=2, persistent_workers=True)
+    with Meter() as m:
+        for _ in loader:
+            pass
+    del loader
+    return {**summary(m), "main_pss_before_bytes": before}
+
+
 def test_pss_peak_holds_what_each_worker_allocates():
-    r = fresh("costly_epoch", 24, 0.05, False, 96)
+    r = fresh("held_epoch", 24, 0.05, 96)
     # the forked workers share the parent's pages (PSS splits them, the sum stays), and each adds its 96 MiB
     assert r["pss_peak_bytes"] >= r["main_pss_before_bytes"] + 0.95 * 2 * 96 * MIB
 
@@ -214,8 +238,7 @@ def metadata_epoch(kind: str) -> dict:
 def test_copy_on_read_flagged_for_python_objects_not_for_numpy():
     objs, arr = fresh("metadata_epoch", "list"), fresh("metadata_epoch", "numpy")
     assert objs["workers_seen"] == 2 and arr["workers_seen"] == 2
-    # the two workers copy the pages of the floats they read: 4M x 24 B, a third of it between the middle and
-    # the last third of their lives
+    # the two workers copy the pages of the floats they read (4M x 24 B), from their first batch on
     assert objs["worker_private_growth_bytes"] > 2 * GROWTH_FLAG_MIB * MIB
     assert objs["worker_copied_bytes"] > 2 * GROWTH_FLAG_MIB * MIB  # shared pages turned private
     assert arr["worker_copied_bytes"] < GROWTH_FLAG_MIB * MIB
@@ -243,11 +266,9 @@ def hoarding_epoch() -> dict:
 
 
 def test_memory_a_worker_allocates_itself_is_growth_but_not_copy_on_read():
-    """64 MiB a worker, about a third of it between the middle and the last third of its life (43 MiB over the
-    two): private growth past the flag's size, none of it copied from the parent (its shared pages do not fall).
-    How much of it falls between the thirds depends on when each worker starts and when its sibling exits, which
-    load moves: at 1 MiB a sample (21 MiB expected) it read 12 MiB beside two other suites and two busy loops
-    (2026-12-04), so the growth is held above the flag itself, with 5x its size allocated between the thirds."""
+    """64 MiB a worker (2 MiB a sample, 32 samples each), counted from its first batch (at most 4 MiB in by
+    then) to the least of its last third: private growth far past the flag's size, none of it copied from the
+    parent (its shared pages do not fall)."""
     r = fresh("hoarding_epoch")
     assert r["workers_seen"] == 2
     assert r["worker_private_growth_bytes"] > GROWTH_FLAG_MIB * MIB
