@@ -1,6 +1,7 @@
 """Constructed inputs for the agreement tests, each making one effect large and, where it can be, sleep-based
-(a sleep costs no CPU, so its length holds on a loaded machine): samples of a fixed cost, a worker start-up of a
-fixed cost, and (in tiny_models) steps of a fixed sleep or a fixed CPU time."""
+(a sleep costs no CPU, so its length holds on a loaded machine): samples of a fixed cost (paced on deadlines, so
+that each wake-up's lateness is absorbed, not summed), a worker start-up of a fixed cost, and (in tiny_models)
+steps of a fixed (paced) length or a fixed CPU time."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import time
 
 import torch
+from paced import pace
 from torch.utils.data import Dataset
 
 SAMPLE_S = 0.01  # every sample sleeps this long
@@ -19,7 +21,7 @@ _started_in: int | None = None  # the pid that has paid its start-up (a forked w
 
 
 class Samples(Dataset):
-    """`n` samples of shape (3, 8, 8) that sleep SAMPLE_S each; with a start-up, the first one a process makes
+    """`n` samples of shape (3, 8, 8) that take SAMPLE_S each (paced); with a start-up, the first one a process makes
     also sleeps START_S (non-persistent workers are new processes every epoch, so they pay it every epoch)."""
 
     def __init__(self, n: int, startup: bool):
@@ -33,7 +35,7 @@ class Samples(Dataset):
         if self.startup and _started_in != os.getpid():
             _started_in = os.getpid()
             time.sleep(START_S)
-        time.sleep(SAMPLE_S)
+        pace(SAMPLE_S)
         return torch.zeros(3, 8, 8), i % 10
 
 

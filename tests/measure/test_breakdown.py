@@ -8,6 +8,7 @@ import time
 import pytest
 import torch
 from click.testing import CliRunner
+from paced import pace
 from torch.utils.data import Dataset
 
 from dataperf.cli import cli
@@ -35,14 +36,14 @@ def sleepy_transform() -> SleepyTransform:
 
 
 class SleepySamples(Dataset):
-    """A user's Dataset: each sample sleeps DELAY_S / 2, and its collate_fn sleeps DELAY_S a batch (of 4:
-    DELAY_S / 4 a sample)."""
+    """A user's Dataset: each sample takes DELAY_S / 2 (paced: a batch's 4 back to back take 2 x DELAY_S, one
+    late wake-up in all, not four), and its collate_fn sleeps DELAY_S a batch (of 4: DELAY_S / 4 a sample)."""
 
     def __len__(self) -> int:
         return 64
 
     def __getitem__(self, i: int) -> torch.Tensor:
-        time.sleep(DELAY_S / 2)
+        pace(DELAY_S / 2)
         return torch.zeros(3, 8, 8)
 
     @staticmethod

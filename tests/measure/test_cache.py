@@ -92,9 +92,11 @@ def test_the_process_tree_is_every_live_descendant_as_psutil_sees_it(monkeypatch
 
     import psutil
 
-    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
-                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-                              "print('up', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    # both live until the test closes their stdin (or kills them): no lifetime to outlast on a slow machine
+    child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; "
+                              "subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()']); "
+                              "print('up', flush=True); sys.stdin.read()"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "up"
         grandchild = {c.pid for c in psutil.Process(child.pid).children()}
@@ -117,3 +119,4 @@ def test_the_process_tree_is_every_live_descendant_as_psutil_sees_it(monkeypatch
             c.kill()
         child.kill()
         child.wait()
+        child.stdin.close()

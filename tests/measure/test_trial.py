@@ -303,15 +303,16 @@ def no_op_batch_ms(workers: int) -> float:
 
 def test_harness_overhead_is_a_share_of_this_trials_batch_time(datasets, monkeypatch):
     """The overhead is a no-op DataLoader's batch time with the trial's workers: timed by hand before and after
-    the trial, it must agree within a factor of 2 (CPU time on a shared machine: a list loop, or a per-sample
-    figure, is 100x off). Its share is of the known batch time: 8 samples of 10 ms (paced) on 2 workers, 40 ms."""
+    the trial, 3 times each, it must lie within a factor of 2 of what they span (a wake-up-bound figure moves
+    with bursts of load, so one timing a side is not its range; a list loop, or a per-sample figure, is 100x
+    off). Its share is of the known batch time: 8 samples of 10 ms (paced) on 2 workers, 40 ms."""
     monkeypatch.setattr(trial, "_overhead", {})  # measured by this trial, not one before it in this process
-    before = no_op_batch_ms(2)
+    hand = [no_op_batch_ms(2) for _ in range(3)]
     r = run_trial(datasets["image-files"], LoaderConfig(backend="files", batch_size=8, num_workers=2),
                   replace(FAST, sample_cost_s=0.01))
-    after = no_op_batch_ms(2)
+    hand += [no_op_batch_ms(2) for _ in range(3)]
     assert r.status == "ok", r.error
-    assert min(before, after) / 2 <= r.harness_overhead_ms_per_batch <= 2 * max(before, after), (before, after)
+    assert min(hand) / 2 <= r.harness_overhead_ms_per_batch <= 2 * max(hand), hand
     # the share is of a batch, 40 ms (of a sample it would read 8x, of a repeat a fraction): within 15%, as the
     # steady rate of a trial this short read 6% high beside two busy loops (a 37.6-ms batch, 2026-12-04)
     assert r.harness_overhead_pct == pytest.approx(r.harness_overhead_ms_per_batch / 40 * 100, rel=0.15)

@@ -186,9 +186,9 @@ def test_d6_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_p
     out = tmp_path / "c.jsonl"
     results.append(out, _rec(0))
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from dataperf import results\n"
-                               "with results.exclusive(sys.argv[1]):\n print('held', flush=True); time.sleep(60)",
-                               str(out)], stdout=subprocess.PIPE, text=True, env=env)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from dataperf import results\n"
+                               "with results.exclusive(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()",
+                               str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert holder.stdout.readline().strip() == "held"
         for flag in ("--resume", "--overwrite"):
@@ -199,6 +199,7 @@ def test_d6_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_p
     finally:
         holder.kill()
         holder.wait()
+        holder.stdin.close()
     results.append(out, _rec(1))  # released: writable again
 
 

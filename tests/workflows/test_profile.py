@@ -35,6 +35,8 @@ def test_profile_exports_trace_with_spans_and_splits_time(tmp_path, monkeypatch,
     # two busy loops (2026-12-04), so it is held to the 0.05 the other shares get, not to 1%
     f = r.split_fraction
     assert f["data_wait"] + f["between_steps"] == pytest.approx(0.5, abs=0.05) and f["h2d"] < 0.05, f
-    assert r.span_ms["data_wait"] == pytest.approx(r.split_ms["data_wait"], rel=0.05), r.span_ms
+    # the span and the loop's timer time the same wait, the span with the profiler's enter and exit around it:
+    # a few ms apart at most however long the wait (a share of a wait that load shortens would not be)
+    assert r.span_ms["data_wait"] == pytest.approx(r.split_ms["data_wait"], abs=3), (r.span_ms, r.split_ms)
     step_ms = r.span_ms["forward"] + r.span_ms["backward"] + r.span_ms["optimizer"]
     assert step_ms == pytest.approx(100, rel=0.05) and r.span_ms["backward"] > 0.9 * step_ms, r.span_ms

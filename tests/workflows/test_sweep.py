@@ -209,25 +209,26 @@ def test_every_failed_trial_is_all_failed():
     assert not sw.SweepOutcome(results=[ok, bad]).all_failed and not sw.SweepOutcome().all_failed
 
 
-def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread):
+def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread, monkeypatch):
     """Samples of 10 ms (100 samples/s a worker), a model of 8 samples per 50 ms step (160 samples/s): w=4 and
     w=8 feed it, w=1 does not (fewer than K=3 feed, so the 3 fastest are fed). Fed, w=1 runs at its own
-    100 samples/s with the model idle most of the rest (1 - 100/160 = 37.5% at the step's own 50 ms, less as a
-    loaded machine stretches the step), w=4 and w=8 at the model's rate with it barely idle; the pick is one
+    100 samples/s with the model idle most of the rest (1 - 100/160 = 37.5%: samples and step are paced on
+    deadlines, so load does not stretch either), w=4 and w=8 at the model's rate with it barely idle; the pick is one
     of those two, and its binding limit is the model."""
     from agreement_cases import SAMPLE_S
-    from tiny_models import Sleepy
 
+    step_s = 0.05
+    monkeypatch.setenv("PACED_STEP_S", str(step_s))  # paced.FixedStep: busy 50 ms a step, waiting or not
     b = 8
     data = user_dataset("agreement_cases:endless")
     grid = sw.Grid(backends=["user-dataset"], num_workers=[1, 4, 8], prefetch_factor=[2], batch_size=[b],
                    decode=[True], image_size=8, persistent_workers=[True])
-    sopts = StepOptions(model="tiny_models:sleepy", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
+    sopts = StepOptions(model="paced:fixed_step_model", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
     out = tmp_path / "s.jsonl"
     outcome = sw.run(sw.plan([data], grid), opts, out, step=sopts, lopts=FAST_LIMITS,
                      confirm_opts=sw.ConfirmOptions(3, rounds=2, steps=6, repeats=3, warmup=3))
-    model = b / Sleepy.STEP_S
+    model = b / step_s
     runs = outcome.confirmations
     assert [r.confirm_round for r in runs] == [1, 1, 1, 2, 2, 2]
     order = [r.config["num_workers"] for r in runs]
@@ -236,7 +237,7 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread)
     rec = outcome.recommendation
     assert rec.confirmed and rec.pick.config["num_workers"] in (4, 8)
     by = {f.trial.config["num_workers"]: f for f in rec.fed}
-    assert 0.75 / SAMPLE_S <= by[1].samples_per_s <= 1.02 / SAMPLE_S  # a sleep only overruns
+    assert 0.75 / SAMPLE_S <= by[1].samples_per_s <= 1.02 / SAMPLE_S  # paced: late wake-ups are absorbed
     assert 0.15 < by[1].stall_fraction <= 1 - 1 / SAMPLE_S / model + 0.05
     for w in (4, 8):
         assert by[w].samples_per_s > 1.2 * by[1].samples_per_s and by[w].stall_fraction < 0.15
