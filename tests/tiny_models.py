@@ -18,6 +18,22 @@ def tiny():
     return Tiny()
 
 
+class Sleepy(Tiny):
+    """A step of known length: forward sleeps STEP_S (no CPU), so the step rate is batch / STEP_S."""
+
+    STEP_S = 0.05
+
+    def forward(self, x):
+        import time
+
+        time.sleep(self.STEP_S)
+        return super().forward(x)
+
+
+def sleepy():
+    return Sleepy()
+
+
 class _NoParams(torch.nn.Module):
     input_kind = "image"
 

@@ -13,7 +13,7 @@ STEP_S = 0.05
 
 
 @pytest.fixture
-def paced_env(monkeypatch):
+def paced_env(monkeypatch, one_thread):
     monkeypatch.setenv("PACED_T", "0.001")
     monkeypatch.setenv("PACED_SIZE", "8")
     monkeypatch.setenv("PACED_STEP_S", str(STEP_S))

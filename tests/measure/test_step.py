@@ -37,7 +37,7 @@ def paced_tokens() -> PacedTokens:
 STEPS = 20
 
 
-def test_step_of_known_length_reads_its_length_rate_tokens_and_memory():
+def test_step_of_known_length_reads_its_length_rate_tokens_and_memory(one_thread):
     """Steps of 100 ms at batch 2 x 32 tokens: 100 ms a step, 20 samples/s, 640 tokens/s; the peak RSS is this
     process's RSS, read here before the run, plus the little a 400-weight model and its steps add.
     The bound is the pacing's own: a step that wakes late by L (under a period) is paid back by the next one, so
@@ -80,7 +80,7 @@ def late_once() -> LateOnce:
 
 
 @pytest.mark.parametrize("step_s, hold_s", [(0.05, 0.25), (0.1, 0.9)])
-def test_a_late_step_paid_back_leaves_the_step_rate_exact(monkeypatch, step_s, hold_s):
+def test_a_late_step_paid_back_leaves_the_step_rate_exact(monkeypatch, step_s, hold_s, one_thread):
     """Three repeats of 4 steps of 50 ms at batch 4 (80 samples/s), the 2nd timed step held 250 ms: it takes
     250 ms and the next four pay its 200 ms back (0, 0, 0, 0 ms), so the repeats' steps are [50, 250, 0, 0],
     [0, 0, 50, 50], [50, 50, 50, 50]: means 75, 25, 50 ms, pooled 50 ms, as training pays them. A repeat's
@@ -90,7 +90,9 @@ def test_a_late_step_paid_back_leaves_the_step_rate_exact(monkeypatch, step_s, h
     where the payback falls. The second case makes it fall so, on any machine: steps of 100 ms (40 samples/s),
     one held 900 ms, paid back over the next 8: repeats [100, 900, 0, 0], [0, 0, 0, 0], [0, 0, 100, 100], means
     250, 0, 50, whose median reads 80 samples/s, twice the truth. Bound: a late wake-up at the last repeat's end
-    (unpaid) adds a twelfth of itself; 20% allows 120 ms (240 ms)."""
+    (unpaid) adds a twelfth of itself; 20% allows 120 ms (240 ms). One intra-op thread: a step's own compute is the
+    payback's floor, and with two OpenMP threads spinning against loaded cores it took about 48 ms (the 100-ms
+    case read 285, 48, 48: the payback spilled past the last repeat)."""
     monkeypatch.setenv("PACED_STEP_S", str(step_s))
     monkeypatch.setattr(LateOnce, "LATE_S", hold_s)
     r = measure_step(StepOptions(model=f"{__name__}:late_once", batch_size=4, image_size=16, steps=4, repeats=3,
