@@ -2,7 +2,7 @@
 against dataperf's trial, and against more than one dataperf tree (a branch beside main) if given.
 
     python benchmarks/harness_fresh.py --out DIR [--count 4000] [--rounds 6] [--epochs 20] [--workers 0]
-                                       [--decode off] [--trees main=.,branch=PATH]
+                                       [--decode off] [--trees main=.,branch=PATH] [--cpus 3]
 
 Why fresh processes: in harness_vs_plain.py both sides run in one process, and on the 2-core box the plain loop
 ran 9.1-9.5 us a sample there but 9.8-10.4 us in another process running the same code on the same files
@@ -11,7 +11,8 @@ gap to the goal. Here every timing is a new interpreter (imports, one untimed ep
 harness_vs_plain.py times them: the plain loop by hand, dataperf by run_trial's repeats), the sides in an order
 that rotates each round. A tree is a folder holding a `dataperf` package, put first on PYTHONPATH for its side;
 the plain side runs under the first tree (for resolve() of the data only). Ratio dataperf / plain per round; the
-median over rounds.
+median over rounds. --cpus pins every timing's process (and its workers) to those cores: on the H100's 16 cores
+the same side read 7.2-11.8 us a sample between processes, unpinned (2026-12-06).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def side(who: str, data_dir: str, workers: int, decode: bool, epochs: int) -> float:
+def side(who: str, data_dir: str, workers: int, decode: bool, epochs: int, cpus: set[int] | None) -> float:
     """One timing in this process: microseconds a sample."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     sys.path.insert(0, str(HERE))
     from harness_vs_plain import dataperf_rate, plain_rate
 
@@ -54,12 +57,14 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--decode", choices=("on", "off"), default="off")
     ap.add_argument("--trees", default="main=.", help="name=folder,... each holding a dataperf package")
+    ap.add_argument("--cpus", default="", help="cores to pin each timing's process to, e.g. 3 or 2,3 [none]")
     ap.add_argument("--side", help=argparse.SUPPRESS)  # internal: one timing, printed
     ap.add_argument("--data", help=argparse.SUPPRESS)
     args = ap.parse_args()
     decode = args.decode == "on"
     if args.side:
-        print(side(args.side, args.data, args.workers, decode, args.epochs))
+        cpus = {int(c) for c in args.cpus.split(",")} if args.cpus else None
+        print(side(args.side, args.data, args.workers, decode, args.epochs, cpus))
         return 0
     if args.out is None:
         ap.error("--out is required")
@@ -83,7 +88,8 @@ def main() -> int:
             env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
             out = subprocess.run([sys.executable, __file__, "--side", "plain" if name == "plain" else "dataperf",
                                   "--data", str(data_dir), "--workers", str(args.workers), "--decode", args.decode,
-                                  "--epochs", str(args.epochs)], env=env, capture_output=True, text=True)
+                                  "--epochs", str(args.epochs), "--cpus", args.cpus], env=env, capture_output=True,
+                                 text=True)
             if out.returncode != 0:
                 raise SystemExit(f"{name} failed: {out.stderr[-2000:]}")
             got[name] = float(out.stdout.split()[-1])
@@ -94,7 +100,7 @@ def main() -> int:
         log.flush()
         print(f"round {k + 1}: " + "  ".join(f"{n} {v:.2f} us" for n, v in got.items()) + "  ratio "
               + " ".join(f"{n} {r:.3f}" for n, r in line["ratio"].items()), flush=True)
-    summary = {"workers": args.workers, "decode": decode, "count": args.count, "epochs": args.epochs,
+    summary = {"workers": args.workers, "decode": decode, "count": args.count, "epochs": args.epochs, "cpus": args.cpus,
                "rounds": args.rounds, "median_us_per_sample": {n: statistics.median(v) for n, v in rows.items()},
                "ratio_median": {n: statistics.median(p / d for p, d in zip(rows["plain"], rows[n], strict=True))
                                 for n in trees},
