@@ -100,12 +100,13 @@ def _lit_sample(i: int) -> dict:
 
 def _benched_through(folder, reader: str, tmp_path) -> None:
     """Another loader's folder of 120 samples as DATA: resolved to that loader's reader, and benched through its
-    StreamingDataset, every sample delivered each epoch."""
+    StreamingDataset, every sample delivered each epoch: whole-epoch repeats (`--repeat-seconds 0`), since the
+    default 5-s repeat cut one at 48 samples beside two busy loops (2026-12-06)."""
     d = resolve(str(folder))
     assert d.format == "user-dataset" and d.options == {"reader": reader}
     out = tmp_path / "r.jsonl"
     r = CliRunner().invoke(cli, ["bench", str(folder), "--num-workers", "2", "--batch-size", "8", "--repeats", "3",
-                                 "--no-collect", "--out", str(out)])
+                                 "--repeat-seconds", "0", "--no-collect", "--out", str(out)])
     assert r.exit_code == 0, r.output
     rec = json.loads(out.read_text().splitlines()[-1])
     assert rec["status"] == "ok" and rec["samples_per_repeat"] == 120, rec.get("error")
