@@ -72,34 +72,33 @@ def main() -> int:
     first = next(iter(trees.values()))
     args.out.mkdir(parents=True, exist_ok=True)
     data_dir = args.out / "data"
-    env0 = {**os.environ, "PYTHONPATH": os.path.abspath(first)}
-    if not (data_dir / "manifest.json").exists():
-        code = ("import sys; from pathlib import Path; from dataperf.data.make.generate import ImageSpec, "
-                "write_dataset; write_dataset(Path(sys.argv[1]), 'image', 'files', int(sys.argv[2]), seed=0, "
-                "image=ImageSpec(64, 64, 85), overwrite=True)")
-        subprocess.run([sys.executable, "-c", code, str(data_dir), str(args.count)], env=env0, check=True)
+    env0 = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath(first), str(HERE)])}
+    # made under the first tree (this process imports no dataperf), by harness_vs_plain.py's own maker
+    code = "import sys; from pathlib import Path; from harness_vs_plain import make_data; " \
+           "make_data(Path(sys.argv[1]), int(sys.argv[2]))"
+    subprocess.run([sys.executable, "-c", code, str(data_dir), str(args.count)], env=env0, check=True)
     sides = [("plain", first)] + [(name, path) for name, path in trees.items()]
     rows: dict[str, list[float]] = {name: [] for name, _ in sides}
-    log = open(args.out / "rounds.jsonl", "w", encoding="utf-8")
-    for k in range(args.rounds):
-        order = sides[k % len(sides):] + sides[:k % len(sides)]
-        got = {}
-        for name, tree in order:
-            env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
-            out = subprocess.run([sys.executable, __file__, "--side", "plain" if name == "plain" else "dataperf",
-                                  "--data", str(data_dir), "--workers", str(args.workers), "--decode", args.decode,
-                                  "--epochs", str(args.epochs), "--cpus", args.cpus], env=env, capture_output=True,
-                                 text=True)
-            if out.returncode != 0:
-                raise SystemExit(f"{name} failed: {out.stderr[-2000:]}")
-            got[name] = float(out.stdout.split()[-1])
-            rows[name].append(got[name])
-        line = {"round": k + 1, "order": [n for n, _ in order], "us_per_sample": got,
-                "ratio": {n: got["plain"] / got[n] for n in trees}}
-        log.write(json.dumps(line) + "\n")
-        log.flush()
-        print(f"round {k + 1}: " + "  ".join(f"{n} {v:.2f} us" for n, v in got.items()) + "  ratio "
-              + " ".join(f"{n} {r:.3f}" for n, r in line["ratio"].items()), flush=True)
+    with open(args.out / "rounds.jsonl", "w", encoding="utf-8") as log:
+        for k in range(args.rounds):
+            order = sides[k % len(sides):] + sides[:k % len(sides)]
+            got = {}
+            for name, tree in order:
+                env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+                out = subprocess.run([sys.executable, __file__, "--side", "plain" if name == "plain" else "dataperf",
+                                      "--data", str(data_dir), "--workers", str(args.workers), "--decode", args.decode,
+                                      "--epochs", str(args.epochs), "--cpus", args.cpus], env=env, capture_output=True,
+                                     text=True)
+                if out.returncode != 0:
+                    raise SystemExit(f"{name} failed: {out.stderr[-2000:]}")
+                got[name] = float(out.stdout.split()[-1])
+                rows[name].append(got[name])
+            line = {"round": k + 1, "order": [n for n, _ in order], "us_per_sample": got,
+                    "ratio": {n: got["plain"] / got[n] for n in trees}}
+            log.write(json.dumps(line) + "\n")
+            log.flush()
+            print(f"round {k + 1}: " + "  ".join(f"{n} {v:.2f} us" for n, v in got.items()) + "  ratio "
+                  + " ".join(f"{n} {r:.3f}" for n, r in line["ratio"].items()), flush=True)
     summary = {"workers": args.workers, "decode": decode, "count": args.count, "epochs": args.epochs, "cpus": args.cpus,
                "rounds": args.rounds, "median_us_per_sample": {n: statistics.median(v) for n, v in rows.items()},
                "ratio_median": {n: statistics.median(p / d for p, d in zip(rows["plain"], rows[n], strict=True))
