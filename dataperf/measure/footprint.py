@@ -155,8 +155,8 @@ class Meter:
 
     def first_batch(self, pid: int, t: float) -> None:
         """The consumer got worker pid's first batch at t (perf_counter): its start-up is over, and its memory
-        from the next sample on is its baseline. Cheap: the main thread only notes it and wakes the sampler,
-        which reads that worker at once (a copy is front-loaded: the audit's list grew a worker's private memory
+        read then is its baseline. Cheap: the main thread only notes it and wakes the sampler, which reads that
+        worker at once (a copy is front-loaded: the audit's list grew a worker's private memory
         by 80 MiB/s at first, and a baseline left to the next regular sample, 0.2 s on, lost a third of it)."""
         if pid not in self._first:
             self._first[pid] = t
