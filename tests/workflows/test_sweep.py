@@ -387,7 +387,7 @@ def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, data
         r.output
 
 
-def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(tmp_path, monkeypatch):
+def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(tmp_path, monkeypatch, one_thread):
     """A known answer on 2 cores: samples of 50 ms (paced: 20 samples/s a worker) and a step of 4 samples every
     100 ms (40 samples/s). The ladder ends at the cores, 2 workers, which give the model's rate with no headroom:
     the best is at the top and does not feed, so the sweep tries 3 (the count that would feed with the 1.2x
