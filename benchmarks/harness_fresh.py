@@ -9,10 +9,13 @@ ran 9.1-9.5 us a sample there but 9.8-10.4 us in another process running the sam
 (2026-12-06), while dataperf read the same in both: the process's state moved the reference by as much as the
 gap to the goal. Here every timing is a new interpreter (imports, one untimed epoch, then EPOCHS epochs timed as
 harness_vs_plain.py times them: the plain loop by hand, dataperf by run_trial's repeats), the sides in an order
-that rotates each round. A tree is a folder holding a `dataperf` package, put first on PYTHONPATH for its side;
-the plain side runs under the first tree (for resolve() of the data only). Ratio dataperf / plain per round; the
-median over rounds. --cpus pins every timing's process (and its workers) to those cores: on the H100's 16 cores
-the same side read 7.2-11.8 us a sample between processes, unpinned (2026-12-06).
+that rotates each round. A tree is a folder holding a `dataperf` package, put first on PYTHONPATH for its side
+(before what PYTHONPATH held); the plain side runs under the first tree (for resolve() of the data only). Ratio
+dataperf / plain per round; the median over rounds. --cpus pins every timing's process (and its workers) to
+those cores: on the H100's 16 cores the same side read 7.2-11.8 us a sample between processes, unpinned
+(2026-12-06), and pinned to one core still 5.9-9.1 us: each round's processes share one PYTHONHASHSEED (the
+round's number), so that a side's string hashes, and the dict layouts that follow from them, do not differ
+within a round.
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ def main() -> int:
     first = next(iter(trees.values()))
     args.out.mkdir(parents=True, exist_ok=True)
     data_dir = args.out / "data"
-    env0 = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath(first), str(HERE)])}
+    inherited = [os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []  # e.g. wheels installed aside
+    env0 = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath(first), str(HERE), *inherited])}
     # made under the first tree (this process imports no dataperf), by harness_vs_plain.py's own maker
     code = "import sys; from pathlib import Path; from harness_vs_plain import make_data; " \
            "make_data(Path(sys.argv[1]), int(sys.argv[2]))"
@@ -84,7 +88,8 @@ def main() -> int:
             order = sides[k % len(sides):] + sides[:k % len(sides)]
             got = {}
             for name, tree in order:
-                env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath(tree), *inherited]),
+                       "PYTHONHASHSEED": str(k)}  # a round's sides share their dicts' layout; rounds vary it
                 out = subprocess.run([sys.executable, __file__, "--side", "plain" if name == "plain" else "dataperf",
                                       "--data", str(data_dir), "--workers", str(args.workers), "--decode", args.decode,
                                       "--epochs", str(args.epochs), "--cpus", args.cpus], env=env, capture_output=True,
