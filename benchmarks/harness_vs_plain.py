@@ -1,7 +1,7 @@
 """dataperf's own cost (issue 30): a loader trial against a plain DataLoader loop doing the same reads.
 
     python benchmarks/harness_vs_plain.py --out DIR [--count 2000] [--rounds 5] [--epochs 5] [--min-s 1.0]
-                                          [--workers 0,1,2]
+                                          [--workers 0,1,2] [--decode both] [--block-epochs 0]
 
 The data: COUNT small JPEG files (64 px, quality 85) in one folder, read warm. Each mode (decode on: PIL decode
 and resize to 32 px, uint8 CHW, stacked; decode off: the raw bytes, a list) at each worker count is timed both
@@ -15,6 +15,9 @@ ways, interleaved, ROUNDS times, order alternating:
 - dataperf: `run_trial` of the same config (files backend, no time budget, no `--max-batches`: whole
   epochs, collectors and footprint off, EPOCHS repeats): the repeats' samples over their `repeat_s` (iter() to
   the end of the data, start-up included): like with like.
+- --block-epochs B: each round's epochs are taken in alternating blocks of B epochs a side (plain, dataperf,
+  dataperf, plain, ...), each side's rate over all its blocks: where the machine's speed drifts within seconds,
+  the drift falls on both sides alike instead of on whichever side ran then.
 Ratio dataperf / plain per round; the goal is at least 0.95 in every mode (the median over rounds). The stage
 clock's own cost is measured beside it: `dataperf.stages.book` timed over 200,000 calls, times the calls a
 sample makes (2 decoded: decode, transform; none raw) and a batch (its reads, fetched whole, and collate), as a
@@ -69,7 +72,8 @@ def raw_collate(items: list[bytes]) -> list[bytes]:
     return items
 
 
-def plain_rate(paths: list[str], workers: int, decode: bool, epochs: int) -> float:
+def plain_timed(paths: list[str], workers: int, decode: bool, epochs: int) -> tuple[int, float]:
+    """The plain loop over EPOCHS whole epochs, each from iter() to its end: (samples, seconds)."""
     loader = DataLoader(PlainFiles(paths, decode), batch_size=BATCH, num_workers=workers,
                         collate_fn=None if decode else raw_collate)
     n = 0
@@ -77,7 +81,12 @@ def plain_rate(paths: list[str], workers: int, decode: bool, epochs: int) -> flo
     for _ in range(epochs):
         for b in loader:
             n += len(b[1]) if decode else len(b)
-    return n / (time.perf_counter() - t0)
+    return n, time.perf_counter() - t0
+
+
+def plain_rate(paths: list[str], workers: int, decode: bool, epochs: int) -> float:
+    n, s = plain_timed(paths, workers, decode, epochs)
+    return n / s
 
 
 def epochs_for(paths: list[str], decode: bool, workers: int, epochs: int, min_s: float) -> int:
@@ -88,14 +97,40 @@ def epochs_for(paths: list[str], decode: bool, workers: int, epochs: int, min_s:
     return max(epochs, math.ceil(min_s / max(time.perf_counter() - t0, 1e-6)))
 
 
-def dataperf_rate(data, workers: int, decode: bool, epochs: int) -> tuple[float, dict[str, float]]:
+def dataperf_timed(data, workers: int, decode: bool, epochs: int) -> tuple[int, float, dict[str, float]]:
+    """dataperf's trial of EPOCHS whole-epoch repeats: (samples, their repeat seconds, stage ms a sample)."""
     cfg = LoaderConfig(backend="files", batch_size=BATCH, num_workers=workers, image_size=SIZE, decode=decode,
                        shuffle=False)
     r = run_trial(data, cfg, TrialOptions(repeats=epochs, warmup_batches=0, repeat_seconds=None, collect=False,
                                           footprint=False))
     if r.status != "ok":
         raise SystemExit(f"trial failed: {r.error}")
-    return sum(r.repeat_samples) / sum(r.repeat_s), r.stage_ms_per_sample
+    return sum(r.repeat_samples), sum(r.repeat_s), r.stage_ms_per_sample
+
+
+def dataperf_rate(data, workers: int, decode: bool, epochs: int) -> tuple[float, dict[str, float]]:
+    n, s, stage_ms = dataperf_timed(data, workers, decode, epochs)
+    return n / s, stage_ms
+
+
+def paired_rates(paths: list[str], data, workers: int, decode: bool, epochs: int, block: int,
+                 first: str) -> tuple[float, float, dict[str, float]]:
+    """Both sides' rates over EPOCHS epochs taken in alternating blocks of BLOCK epochs (first, other, first,
+    ...): on a machine whose speed drifts by a third within seconds (the H100 lease, 2026-12-06: the plain loop
+    alone read 104,000-193,000 samples/s between rounds), each side's blocks sit next to the other's, so the
+    drift falls on both."""
+    got = {"plain": [0, 0.0], "dataperf": [0, 0.0]}
+    stage_ms: dict[str, float] = {}
+    order = (first, "dataperf" if first == "plain" else "plain")
+    for k in range(max(1, math.ceil(epochs / block))):
+        for who in order if k % 2 == 0 else order[::-1]:
+            if who == "plain":
+                n, s = plain_timed(paths, workers, decode, block)
+            else:
+                n, s, stage_ms = dataperf_timed(data, workers, decode, block)
+            got[who][0] += n
+            got[who][1] += s
+    return got["plain"][0] / got["plain"][1], got["dataperf"][0] / got["dataperf"][1], stage_ms
 
 
 def clock_cost_us() -> float:
@@ -128,7 +163,8 @@ def body(say: Say, args: argparse.Namespace) -> int:
     say(f"data: {len(paths)} JPEG files of 64 px, {data.total_bytes / len(paths) / 1024:.1f} KiB mean, warm; "
         f"batch {BATCH}, decode to {SIZE} px; at least {args.epochs} epochs and {args.min_s:g} s a timing; rounds "
         f"{args.rounds}, interleaved, "
-        "order alternating")
+        "order alternating" + (f", each round in alternating blocks of {args.block_epochs} epochs a side"
+                               if args.block_epochs else ""))
     workers = [int(w) for w in args.workers.split(",")]
     decodes = {"both": (True, False), "on": (True,), "off": (False,)}[args.decode]
     modes = [(d, w) for d in decodes for w in workers]
@@ -141,11 +177,15 @@ def body(say: Say, args: argparse.Namespace) -> int:
             for decode, w in modes:
                 order = ("plain", "dataperf") if k % 2 == 0 else ("dataperf", "plain")
                 got = {}
-                for who in order:
-                    if who == "plain":
-                        got[who] = plain_rate(paths, w, decode, epochs[(decode, w)])
-                    else:
-                        got[who], stage_ms[(decode, w)] = dataperf_rate(data, w, decode, epochs[(decode, w)])
+                if args.block_epochs:
+                    got["plain"], got["dataperf"], stage_ms[(decode, w)] = paired_rates(
+                        paths, data, w, decode, epochs[(decode, w)], args.block_epochs, order[0])
+                else:
+                    for who in order:
+                        if who == "plain":
+                            got[who] = plain_rate(paths, w, decode, epochs[(decode, w)])
+                        else:
+                            got[who], stage_ms[(decode, w)] = dataperf_rate(data, w, decode, epochs[(decode, w)])
                 ratio = got["dataperf"] / got["plain"]
                 for who in ("plain", "dataperf"):
                     rows[(decode, w)][who].append(got[who])
@@ -174,6 +214,7 @@ def body(say: Say, args: argparse.Namespace) -> int:
             f"{', '.join(f'{x:.3f}' for x in r['ratio'])}) -> {'met' if met else 'NOT met'}; stage clock "
             f"{clock_share * 100:.2f}% of a sample's time")
     (args.out / "summary.json").write_text(json.dumps({"rows": summary, "clock_us_per_book": cost,
+                                                       "block_epochs": args.block_epochs,
                                                        "goal": ">= 0.95 of the plain loop in every mode",
                                                        "all_met": met_all}, indent=1))
     say("goal (>= 0.95 in every mode): " + ("met" if met_all else "NOT met"))
@@ -190,6 +231,9 @@ def main() -> int:
     ap.add_argument("--workers", default="0,1,2")
     ap.add_argument("--decode", choices=("both", "on", "off"), default="both",
                     help="the modes timed: decode on, off (raw bytes) or both [both]")
+    ap.add_argument("--block-epochs", type=int, default=0,
+                    help="take each round's epochs in alternating blocks of this many, the sides side by side [0: "
+                         "each side's epochs in one timing]")
     args = ap.parse_args()
     return run_logged(args.out, lambda say: body(say, args))
 
