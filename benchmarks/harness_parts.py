@@ -1,5 +1,5 @@
 """Where dataperf's own cost at 0 workers goes (issue 30): the plain DataLoader loop against dataperf's loader
-in three wraps, in one process pinned to one core, interleaved.
+in parts, in one process (pinned to one core with --cpu), interleaved.
 
     python benchmarks/harness_parts.py --out DIR [--count 4000] [--rounds 15] [--epochs 20] [--cpu 2]
                                        [--decode off] [--gc on]
@@ -8,10 +8,13 @@ The parts, each EPOCHS whole epochs of the same COUNT warm 64-px JPEG files (har
 batch 64, 0 workers, microseconds a sample:
 - plain: harness_vs_plain.py's plain loop (a Dataset that opens and reads each file), timed by hand;
 - bare: dataperf's loader (files backend's `make`) in a bare `for` loop, timed by hand: the loader's cost;
+- sampler: the plain loop with dataperf's sampler (`Order`) in place of torch's sequential one;
+- dataset: dataperf's Dataset and collate (FilesDataset, `collate`) under torch's sequential sampler: with
+  sampler, where bare's cost lies;
 - repeat: the same loader under `trial.time_repeat`, samples over its repeat seconds: the per-batch books;
 - trial: `run_trial` of the same config (what harness_vs_plain.py compares): anything more the runner adds
   inside its timed windows.
-Each round runs the four in a rotated order; the median over rounds of each part, and of each part's ratio to
+Each round runs the parts in a rotated order; the median over rounds of each part, and of each part's ratio to
 plain in its round. One process, so the parts share its state (the process-to-process spread a fresh interpreter
 shows, 5.9-9.1 us pinned on the H100, is harness_fresh.py's question). --gc off disables the cyclic garbage
 collector for the timings (a diagnostic: how much of a gap is collections that one side's allocations trigger).
@@ -35,11 +38,13 @@ from harness_vs_plain import BATCH, SIZE, PlainFiles, make_data, raw_collate  # 
 from torch.utils.data import DataLoader  # noqa: E402
 
 from dataperf import backends  # noqa: E402
+from dataperf.backends.dataloader import collate  # noqa: E402
+from dataperf.backends.order import Order  # noqa: E402
 from dataperf.data import resolve  # noqa: E402
 from dataperf.measure.trial import TrialOptions, run_trial, time_repeat  # noqa: E402
 from dataperf.results import LoaderConfig  # noqa: E402
 
-PARTS = ("plain", "bare", "repeat", "trial")
+PARTS = ("plain", "sampler", "dataset", "bare", "repeat", "trial")
 
 
 def main() -> int:
@@ -67,6 +72,9 @@ def main() -> int:
     plain = DataLoader(PlainFiles(paths, decode), batch_size=BATCH, num_workers=0,
                        collate_fn=None if decode else raw_collate)
     batches, _ = backends.get("files").make(data, cfg, opts)
+    with_order = DataLoader(PlainFiles(paths, decode), batch_size=BATCH, num_workers=0,
+                            sampler=Order(len(paths), False, opts.seed), collate_fn=None if decode else raw_collate)
+    with_dataset = DataLoader(batches.dataset, batch_size=BATCH, num_workers=0, collate_fn=collate)
     n = len(paths) * args.epochs
 
     def by_hand(loader: DataLoader) -> float:
@@ -86,7 +94,9 @@ def main() -> int:
             raise SystemExit(f"trial failed: {r.error}")
         return sum(r.repeat_s) / sum(r.repeat_samples) * 1e6
 
-    run = {"plain": lambda: by_hand(plain), "bare": lambda: by_hand(batches), "repeat": repeat, "trial": trial}
+    run = {"plain": lambda: by_hand(plain), "sampler": lambda: by_hand(with_order),
+           "dataset": lambda: by_hand(with_dataset), "bare": lambda: by_hand(batches), "repeat": repeat,
+           "trial": trial}
     for part in PARTS:  # untimed: imports, first opens, code paths warm
         run[part]()
     if args.gc == "off":
@@ -94,7 +104,7 @@ def main() -> int:
     rows: dict[str, list[float]] = {p: [] for p in PARTS}
     with open(args.out / "rounds.jsonl", "w", encoding="utf-8") as log:
         for k in range(args.rounds):
-            order = PARTS[k % 4:] + PARTS[:k % 4]
+            order = PARTS[k % len(PARTS):] + PARTS[:k % len(PARTS)]
             got = {p: run[p]() for p in order}
             for p in PARTS:
                 rows[p].append(got[p])

@@ -1,7 +1,8 @@
 """dataperf's own cost (issue 30): a loader trial against a plain DataLoader loop doing the same reads.
 
     python benchmarks/harness_vs_plain.py --out DIR [--count 2000] [--rounds 5] [--epochs 5] [--min-s 1.0]
-                                          [--workers 0,1,2] [--decode both] [--block-epochs 0]
+                                          [--workers 0,1,2] [--decode both] [--block-epochs 0] [--prep-both]
+                                          [--no-watchdog] [--gc on]
 
 The data: COUNT small JPEG files (64 px, quality 85) in one folder, read warm. Each mode (decode on: PIL decode
 and resize to 32 px, uint8 CHW, stacked; decode off: the raw bytes, a list) at each worker count is timed both
@@ -27,6 +28,7 @@ share of the trial's time a sample.
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import math
@@ -41,9 +43,10 @@ from benchlog import Say, run_logged
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
-from dataperf import stages
+from dataperf import stages, watchdog
 from dataperf.data import resolve
 from dataperf.data.make.generate import ImageSpec, write_dataset
+from dataperf.measure import cache
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import LoaderConfig
 
@@ -72,8 +75,13 @@ def raw_collate(items: list[bytes]) -> list[bytes]:
     return items
 
 
-def plain_timed(paths: list[str], workers: int, decode: bool, epochs: int) -> tuple[int, float]:
-    """The plain loop over EPOCHS whole epochs, each from iter() to its end: (samples, seconds)."""
+def plain_timed(paths: list[str], workers: int, decode: bool, epochs: int, prep: bool = False) -> tuple[int, float]:
+    """The plain loop over EPOCHS whole epochs, each from iter() to its end: (samples, seconds). prep: first,
+    untimed, what run_trial does before its repeats on warm data (--prep-both)."""
+    if prep:
+        files = [Path(p) for p in paths]
+        cache.prepare(files, "warm")
+        cache.warm_resident(files)
     loader = DataLoader(PlainFiles(paths, decode), batch_size=BATCH, num_workers=workers,
                         collate_fn=None if decode else raw_collate)
     n = 0
@@ -84,8 +92,8 @@ def plain_timed(paths: list[str], workers: int, decode: bool, epochs: int) -> tu
     return n, time.perf_counter() - t0
 
 
-def plain_rate(paths: list[str], workers: int, decode: bool, epochs: int) -> float:
-    n, s = plain_timed(paths, workers, decode, epochs)
+def plain_rate(paths: list[str], workers: int, decode: bool, epochs: int, prep: bool = False) -> float:
+    n, s = plain_timed(paths, workers, decode, epochs, prep)
     return n / s
 
 
@@ -97,12 +105,15 @@ def epochs_for(paths: list[str], decode: bool, workers: int, epochs: int, min_s:
     return max(epochs, math.ceil(min_s / max(time.perf_counter() - t0, 1e-6)))
 
 
+WATCHDOG = {"stall_s": watchdog.DEFAULT_STALL_S}  # --no-watchdog: None
+
+
 def dataperf_timed(data, workers: int, decode: bool, epochs: int) -> tuple[int, float, dict[str, float]]:
     """dataperf's trial of EPOCHS whole-epoch repeats: (samples, their repeat seconds, stage ms a sample)."""
     cfg = LoaderConfig(backend="files", batch_size=BATCH, num_workers=workers, image_size=SIZE, decode=decode,
                        shuffle=False)
     r = run_trial(data, cfg, TrialOptions(repeats=epochs, warmup_batches=0, repeat_seconds=None, collect=False,
-                                          footprint=False))
+                                          footprint=False, stall_s=WATCHDOG["stall_s"]))
     if r.status != "ok":
         raise SystemExit(f"trial failed: {r.error}")
     return sum(r.repeat_samples), sum(r.repeat_s), r.stage_ms_per_sample
@@ -114,7 +125,7 @@ def dataperf_rate(data, workers: int, decode: bool, epochs: int) -> tuple[float,
 
 
 def paired_rates(paths: list[str], data, workers: int, decode: bool, epochs: int, block: int,
-                 first: str) -> tuple[float, float, dict[str, float]]:
+                 first: str, prep: bool = False) -> tuple[float, float, dict[str, float]]:
     """Both sides' rates over EPOCHS epochs taken in alternating blocks of BLOCK epochs (first, other, first,
     ...): on a machine whose speed drifts by a third within seconds (the H100 lease, 2026-12-06: the plain loop
     alone read 104,000-193,000 samples/s between rounds), each side's blocks sit next to the other's, so the
@@ -125,7 +136,7 @@ def paired_rates(paths: list[str], data, workers: int, decode: bool, epochs: int
     for k in range(max(1, math.ceil(epochs / block))):
         for who in order if k % 2 == 0 else order[::-1]:
             if who == "plain":
-                n, s = plain_timed(paths, workers, decode, block)
+                n, s = plain_timed(paths, workers, decode, block, prep)
             else:
                 n, s, stage_ms = dataperf_timed(data, workers, decode, block)
             got[who][0] += n
@@ -164,7 +175,10 @@ def body(say: Say, args: argparse.Namespace) -> int:
         f"batch {BATCH}, decode to {SIZE} px; at least {args.epochs} epochs and {args.min_s:g} s a timing; rounds "
         f"{args.rounds}, interleaved, "
         "order alternating" + (f", each round in alternating blocks of {args.block_epochs} epochs a side"
-                               if args.block_epochs else ""))
+                               if args.block_epochs else "")
+        + (", each plain timing preceded (untimed) by a trial's warm-cache preparation" if args.prep_both else "")
+        + (", the trial's stall watchdog off" if args.no_watchdog else "")
+        + (", the garbage collector off" if args.gc == "off" else ""))
     workers = [int(w) for w in args.workers.split(",")]
     decodes = {"both": (True, False), "on": (True,), "off": (False,)}[args.decode]
     modes = [(d, w) for d in decodes for w in workers]
@@ -179,11 +193,11 @@ def body(say: Say, args: argparse.Namespace) -> int:
                 got = {}
                 if args.block_epochs:
                     got["plain"], got["dataperf"], stage_ms[(decode, w)] = paired_rates(
-                        paths, data, w, decode, epochs[(decode, w)], args.block_epochs, order[0])
+                        paths, data, w, decode, epochs[(decode, w)], args.block_epochs, order[0], args.prep_both)
                 else:
                     for who in order:
                         if who == "plain":
-                            got[who] = plain_rate(paths, w, decode, epochs[(decode, w)])
+                            got[who] = plain_rate(paths, w, decode, epochs[(decode, w)], args.prep_both)
                         else:
                             got[who], stage_ms[(decode, w)] = dataperf_rate(data, w, decode, epochs[(decode, w)])
                 ratio = got["dataperf"] / got["plain"]
@@ -215,6 +229,8 @@ def body(say: Say, args: argparse.Namespace) -> int:
             f"{clock_share * 100:.2f}% of a sample's time")
     (args.out / "summary.json").write_text(json.dumps({"rows": summary, "clock_us_per_book": cost,
                                                        "block_epochs": args.block_epochs,
+                                                       "prep_both": args.prep_both,
+                                                       "watchdog": not args.no_watchdog, "gc": args.gc,
                                                        "goal": ">= 0.95 of the plain loop in every mode",
                                                        "all_met": met_all}, indent=1))
     say("goal (>= 0.95 in every mode): " + ("met" if met_all else "NOT met"))
@@ -234,7 +250,17 @@ def main() -> int:
     ap.add_argument("--block-epochs", type=int, default=0,
                     help="take each round's epochs in alternating blocks of this many, the sides side by side [0: "
                          "each side's epochs in one timing]")
+    ap.add_argument("--prep-both", action="store_true",
+                    help="a control: precede each plain timing, untimed, with what a trial does before its repeats "
+                         "(read every file warm, the residency check)")
+    ap.add_argument("--no-watchdog", action="store_true", help="a control: the trial's stall watchdog off")
+    ap.add_argument("--gc", choices=("on", "off"), default="on",
+                    help="a diagnostic: off disables the cyclic garbage collector for the whole run [on]")
     args = ap.parse_args()
+    if args.no_watchdog:
+        WATCHDOG["stall_s"] = None
+    if args.gc == "off":
+        gc.disable()
     return run_logged(args.out, lambda say: body(say, args))
 
 
