@@ -131,28 +131,17 @@ class SampleDecoder:
         return out
 
 
-class RawSamples(list):
-    """A batch's raw payloads as FilesDataset.__getitems__ read them (decode off), their labels beside them:
-    collate makes the batch without a dict a sample, which at 0 workers on small files cost the harness about
-    2 us a sample against a plain loop (issue 30: 0.82 of it on the H200)."""
-
-    def __init__(self, payloads: list[bytes], labels: list[int]):
-        super().__init__(payloads)
-        self.labels = labels
-
-
-def collate(samples: list[dict[str, Any]] | RawSamples) -> dict[str, Any]:
+def collate(samples: list[dict[str, Any]] | list[bytes]) -> dict[str, Any]:
     """Stack images with their labels ("y"), right-pad token sequences to the batch's longest (counting their real
-    tokens in "tokens"), keep raw bytes
-    as a list with their labels as a list ("labels": only a fed step eats a label tensor, and each tensor costs
-    a worker a shared-memory hand-over a batch, 0.7 ms on the 2-core box); skipped corrupt samples (markers) are
-    counted in "corrupt". The batch carries its stage books (dataperf.stages)."""
+    tokens in "tokens"), keep raw bytes as a list ("payload": what raw reads deliver, and all a plain loop over the
+    files hands on; their labels are left behind, read by nothing downstream: issue 30 measured dataperf's cost
+    against such a loop); skipped corrupt samples (markers) are counted in "corrupt". The batch carries its stage
+    books (dataperf.stages). A batch FilesDataset.__getitems__ read raw comes as its payloads alone."""
     t = time.perf_counter()
     info = get_worker_info()  # collate runs in the worker that fetched the samples
-    if isinstance(samples, RawSamples):
+    if samples and type(samples[0]) is bytes:
         return stages.stamp({"n": len(samples), "worker": info.id if info is not None else -1,
-                             "nbytes": sum(map(len, samples)), "corrupt": 0, "payload": list(samples),
-                             "labels": samples.labels}, t)
+                             "nbytes": sum(map(len, samples)), "corrupt": 0, "payload": samples}, t)
     kept = []
     for s in samples:
         if "corrupt" in s:
@@ -168,7 +157,6 @@ def collate(samples: list[dict[str, Any]] | RawSamples) -> dict[str, Any]:
         return stages.stamp(batch, t)
     if "payload" in samples[0]:
         batch["payload"] = [s["payload"] for s in samples]
-        batch["labels"] = [s["y"] for s in samples]
         if "tokens" in samples[0]:  # raw token windows know their length
             batch["tokens"] = sum(s["tokens"] for s in samples)
         return stages.stamp(batch, t)
@@ -215,11 +203,11 @@ class FilesDataset(Dataset):
         stages.book("read", t)
         return self.decoder(p.rpartition(".")[2], payload, self.labels[i], p)
 
-    def __getitems__(self, idx: list[int]) -> list[dict[str, Any]]:
+    def __getitems__(self, idx: list[int]) -> list[dict[str, Any]] | list[bytes]:
         """A batch's samples (torch's fetcher calls this in place of one __getitem__ a sample): the batch's reads
-        in one loop, booked once, then each decoded. At 0 workers on small raw files a sample's own bookkeeping
-        was most of the harness's cost against a plain loop (issue 30: 0.83 of it); simulated costs (tests) go
-        sample by sample."""
+        in one loop, booked once, then each decoded; raw, the payloads as they are (collate takes a list of bytes
+        whole). At 0 workers on small raw files a sample's own bookkeeping was most of the harness's cost against
+        a plain loop (issue 30: 0.83 of it); simulated costs (tests) go sample by sample."""
         if self.seek_s or self.throttle_mib_s or self.sample_cost_s:
             return [self[i] for i in idx]
         t = time.perf_counter()
@@ -230,7 +218,7 @@ class FilesDataset(Dataset):
         stages.book("read", t)
         labels, dec = self.labels, self.decoder
         if not dec.decode:
-            return RawSamples(payloads, list(map(labels.__getitem__, idx)))  # in C: 2.3 us a batch of 64, not 5.1
+            return payloads
         return [dec(paths[i].rpartition(".")[2], b, labels[i], paths[i])
                 for i, b in zip(idx, payloads, strict=True)]
 

@@ -86,17 +86,19 @@ def test_order_continues_across_iterations_and_never_repeats_within_one(shuffle)
         assert seen[0] + seen[1] == list(range(14))
 
 
-def pass_labels(data, cfg: LoaderConfig, opts: TrialOptions = OPTS) -> list[int]:
-    """The labels of one pass, in the order the backend delivered them (DALI's webdataset reader labels
-    every sample 0: there each batch's payload bytes stand in)."""
+def pass_labels(data, cfg: LoaderConfig, opts: TrialOptions = OPTS) -> list:
+    """What tells one pass's samples apart (labels_of), in the order the backend delivered them."""
     d = data if isinstance(data, Data) else resolve(str(data))
     batches, _ = backends.get(cfg.backend).make(d, cfg, opts)
     return [y for b in batches for y in labels_of(b)]
 
 
-def labels_of(b: dict) -> list[int]:
-    """A batch's labels: a decoded batch's tensor, a raw batch's list (else its payload bytes stand in)."""
-    return b["y"].tolist() if "y" in b else b.get("labels") or [b["nbytes"]] * b["n"]
+def labels_of(b: dict) -> list:
+    """What tells a batch's samples apart: a decoded batch's labels, a raw batch's payloads (every synthetic
+    image differs), else (DALI's raw webdataset reader) the batch's byte count for each of its samples."""
+    if "y" in b:
+        return b["y"].tolist()
+    return list(b["payload"]) if "payload" in b else [b["nbytes"]] * b["n"]
 
 
 # (backend, dataset, extra config, whether one pass reads every sample exactly once)
