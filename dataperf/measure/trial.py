@@ -528,10 +528,6 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
         res.notes.append(data.cache_note())
     elif cfg.cache == "warm":
         cache.prepare(paths, "warm")
-    # the heap collected now, untimed: a sweep's earlier trials leave objects behind, and the full collection they
-    # would provoke lands in whichever trial's timed batches allocate next (78 ms in 3.4 s of windows, 2.3%, the
-    # 2-core box; none on the plain loop's side). The loader's own garbage is still collected as it comes.
-    gc.collect()
     # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
     # Non-persistent workers start again in every repeat: that cost is in repeat_samples_per_s, not hidden.
     if opts.warmup_batches > 0:

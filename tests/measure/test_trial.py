@@ -1,4 +1,3 @@
-import gc
 import os
 import re
 import shutil
@@ -397,40 +396,3 @@ def test_uneven_shards_tail_is_predicted_and_kept_out_of_start_up(tmp_path, monk
         assert r.training_samples_per_s == pytest.approx(250, rel=0.1), r.training_basis
         assert any(n.startswith("uneven work: 5 shards for 4 workers") for n in r.notes)
     assert whole.startup_s_median < 0.3 and whole.repeat_samples_per_s_median == pytest.approx(250, rel=0.1)
-
-
-def test_a_sweeps_leftovers_are_collected_before_the_timed_repeats_not_inside_them(datasets, monkeypatch):
-    """Objects earlier trials left behind provoke a full garbage collection in whichever timed batches allocate
-    next (78 ms in 3.4 s of windows on the 2-core box, none on a plain loop's side, issue 30): the trial collects
-    the heap before its warm-up and repeats. The first window then starts with no young collection since a full
-    one (gc's counts past generation 0 are zero), and no full collection lands inside any window."""
-    full_inside: list[bool] = []
-    at_start: list[tuple[int, int, int]] = []
-    timing = [False]
-
-    def seen(phase: str, info: dict) -> None:
-        if phase == "stop" and info["generation"] == 2:
-            full_inside.append(timing[0])
-
-    real = trial.time_repeat
-
-    def timed(*args, **kwargs):
-        at_start.append(gc.get_count())
-        timing[0] = True
-        try:
-            return real(*args, **kwargs)
-        finally:
-            timing[0] = False
-
-    monkeypatch.setattr(trial, "time_repeat", timed)
-    data = resolve(str(datasets["image-files"]))  # resolved first: its many small objects collect on their own
-    gc.collect()  # nothing pending, so the trial's set-up provokes no full collection of its own,
-    gc.collect(1)  # then a young one since, as a sweep's earlier trials leave: gc's counts[2] >= 1
-    gc.callbacks.append(seen)
-    try:
-        r = run_trial(data, LoaderConfig(backend="files", batch_size=8), FAST)
-    finally:
-        gc.callbacks.remove(seen)
-    assert r.status == "ok", r.error
-    assert at_start and at_start[0][1:] == (0, 0), at_start
-    assert True not in full_inside, "a full collection landed inside a timed window"
