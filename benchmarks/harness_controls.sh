@@ -7,16 +7,7 @@
 #   blk20: blocks of 20 epochs a side (a tenth as many preparations a timed second).
 # TREES="name=dir,..." runs each tree's package (default: this one); .whlcore wheels are installed if present.
 #   OUT=DIR [ROUNDS=5] [TREES=main=.,h31=../next] bash benchmarks/harness_controls.sh
-set -u
-OUT=${OUT:?}
-mkdir -p "$OUT"
-site=$(mktemp -d)
-if compgen -G ".whlcore/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" --find-links .whlcore \
-    webdataset braceexpand pyyaml
-fi
-{ nproc; python3 -c "import torch, sys; print(torch.__version__, sys.version.split()[0])"; git rev-parse HEAD 2>/dev/null
-  lscpu | grep -E "Model name|^CPU\(s\)"; } > "$OUT/machine.txt" 2>&1
+. benchmarks/harness_setup.sh
 bench=$PWD/benchmarks/harness_vs_plain.py
 IFS=, read -ra trees <<< "${TREES:-this=.}"
 for way in blk2 prep blk20; do

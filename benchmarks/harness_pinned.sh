@@ -6,17 +6,8 @@
 # 1. harness_vs_plain.py, every mode (decode on/off x 0, 1, 2 workers), 5 interleaved rounds, on cores 2,3.
 # 2. harness_fresh.py, raw bytes at 0 workers, each timing a fresh process on core 2, 10 rounds of 50 epochs,
 #    this tree against PRE if given. .whlcore (webdataset, braceexpand wheels) is installed if present.
-set -u
-OUT=${OUT:?}
-mkdir -p "$OUT"
-site=$(mktemp -d)
-if compgen -G ".whlcore/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$site" --find-links .whlcore \
-    webdataset braceexpand pyyaml
-fi
+. benchmarks/harness_setup.sh
 export PYTHONPATH="$PWD:$site"
-{ nproc; python3 -c "import torch, sys; print(torch.__version__, sys.version.split()[0])"; git rev-parse HEAD 2>/dev/null
-  lscpu | grep -E "Model name|^CPU\(s\)"; } > "$OUT/machine.txt" 2>&1
 taskset -c 2,3 python3 benchmarks/harness_vs_plain.py --out "$OUT/inproc" --rounds 5 > "$OUT/inproc.log" 2>&1
 trees="main=."
 [ -n "${PRE:-}" ] && trees="$trees,pre=$PRE"
