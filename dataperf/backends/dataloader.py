@@ -216,9 +216,9 @@ class FilesDataset(Dataset):
             with open(paths[i], "rb") as f:
                 payloads.append(f.read())
         stages.book("read", t)
-        labels, dec = self.labels, self.decoder
-        if not dec.decode:
+        if not self.decoder.decode:
             return payloads
+        labels, dec = self.labels, self.decoder
         return [dec(paths[i].rpartition(".")[2], b, labels[i], paths[i])
                 for i, b in zip(idx, payloads, strict=True)]
 
