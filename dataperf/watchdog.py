@@ -49,6 +49,7 @@ class Watchdog:
         self.fires = 0  # how often since the last beat
         self.interrupted = False
         self._wake = threading.Condition()
+        self._wake_at: float | None = None  # when the watching thread's current wait ends (None: it is not waiting)
         self._stop = False
         self._saved: dict[int, Any] = {}
         self._prev: Watchdog | None = None
@@ -82,9 +83,13 @@ class Watchdog:
             raise KeyboardInterrupt
 
     def arm(self, what: Callable[[], str] | None) -> None:
+        """Arm (or disarm, with None). The watching thread is woken only when the new due time comes before its
+        wait ends: a wake-up inside a timed window would take the GIL from the loop being timed (issue 30)."""
         with self._wake:
             self.what, self.last, self.fired_at, self.fires = what, time.monotonic(), None, 0
-            self._wake.notify()
+            due = self._due()
+            if due is not None and (self._wake_at is None or due < self._wake_at):
+                self._wake.notify()
 
     def beat(self) -> None:
         """Progress (a batch arrived); also where a dropped Ctrl-C is raised again."""
@@ -141,8 +146,11 @@ class Watchdog:
             while not self._stop:
                 due = self._due()
                 now = time.monotonic()
-                if due is None or now < due:
-                    self._wake.wait(None if due is None else due - now)
+                if due is None or now < due:  # unarmed, it looks again after a stall time: arming need not wake it
+                    wait_s = self._grace if due is None else due - now
+                    self._wake_at = now + wait_s
+                    self._wake.wait(wait_s)
+                    self._wake_at = None
                     continue
                 self.fired_at, self.fires = now, self.fires + 1
                 signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)  # type: ignore[arg-type]

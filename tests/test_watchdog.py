@@ -226,6 +226,27 @@ def test_watchdog_interrupts_a_wait_and_stays_quiet_while_batches_come():
                 time.sleep(ENDS_S)
 
 
+def test_arming_for_a_repeat_leaves_the_watching_thread_asleep():
+    """Each repeat arms the watchdog as its timed window opens; waking the watching thread there let it take the
+    GIL from the loop being timed (issue 30). Only a due time earlier than the thread's wait wakes it."""
+    with watchdog.Watchdog(stall_s=60) as dog:
+        end = time.monotonic() + ENDS_S
+        while dog._wake_at is None and time.monotonic() < end:  # the thread has started its (unarmed) wait
+            time.sleep(0.01)
+        wakes = []
+        notify = dog._wake.notify
+        dog._wake.notify = lambda n=1: (wakes.append(n), notify(n))  # type: ignore[method-assign]
+        for _ in range(3):
+            with watchdog.waiting(lambda: "a repeat"):
+                watchdog.beat()
+        assert wakes == []
+        dog.deadline = time.monotonic() + 1  # sooner than the thread's wait ends: it is woken, and fires
+        with pytest.raises(TrialError, match="ran past its deadline"):
+            with watchdog.waiting(lambda: "past it"):
+                time.sleep(ENDS_S)
+        assert wakes
+
+
 def test_watchdog_leaves_the_signal_handlers_as_it_found_them_and_does_nothing_outside_a_trial():
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGUSR1)
     with watchdog.Watchdog(stall_s=60):
