@@ -1,5 +1,7 @@
 """The one page-cache policy: what prepare leaves, and how verify judges repeats (bytes, never time)."""
 
+import os
+
 import pytest
 
 from dataperf.measure import cache
@@ -56,6 +58,33 @@ def test_warm_residency_is_asked_only_of_small_data(tmp_path, monkeypatch):
     assert cache.warm_resident([f]) in (3 * 4096, None)  # None: no mincore on this system
     monkeypatch.setattr(cache, "WARM_RESIDENT_MAX_BYTES", 3 * 4096 - 1)  # the same file, now past the size asked
     assert cache.warm_resident([f]) is None
+
+
+def test_residency_is_the_same_asked_by_cachestat_or_by_mincore(tmp_path, monkeypatch):
+    """cachestat(2) counts a file's cached pages with no mapping; where the kernel refuses it, mincore answers.
+    Known answers: a file read whole is resident to its last byte (4 pages), and after its pages are dropped
+    (fadvise; tmpfs keeps them) each way reads the same."""
+    f = tmp_path / "a.bin"
+    f.write_bytes(b"x" * (3 * cache.PAGE + 100))
+    cache.preread([f])
+    if cache.resident_bytes([f]) is None:
+        pytest.skip("neither cachestat nor mincore on this system")
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # written back, so that the pages can be dropped
+        by_cachestat = cache._cachestat_pages(cache._libc(), fd)
+        by_mincore = cache._mincore_pages(cache._libc(), fd, f.stat().st_size)
+    finally:
+        os.close(fd)
+    assert by_mincore == 4 and by_cachestat in (4, None)  # None: this kernel has no cachestat
+    assert cache.resident_bytes([f]) == f.stat().st_size
+    cache.evict([f])
+    dropped = cache.resident_bytes([f])
+    monkeypatch.setattr(cache, "_cachestat_ok", False)  # a kernel that refuses cachestat: mincore, same answer
+    assert cache.resident_bytes([f]) == dropped <= f.stat().st_size  # tmpfs keeps its pages: equal, not less
+    monkeypatch.setattr(cache, "_cachestat_ok", None)
+    monkeypatch.setattr(cache, "_CACHESTAT_NR", 100_000)  # a call no kernel has: refused once, then mincore
+    assert cache.resident_bytes([f]) == dropped and cache._cachestat_ok is False
 
 
 def test_prepare_warm_reads_and_cold_evicts(tmp_path):
