@@ -215,8 +215,8 @@ class _Cachestat(ctypes.Structure):
 
 # cachestat(2), Linux 6.5+ (one number on every architecture that has it): a file's pages in page cache, asked of
 # an open file with no mapping. mincore needs a mapping per file, and 2,000 mmap/munmap pairs before a window
-# slowed the plain loop's next 2 epochs of those files by 6.6% (2-core box, 2026-12-06): unmapping flushes the
-# TLB of every core the process's threads ran on. None: not tried yet; False: refused here (older kernel, seccomp).
+# slowed the plain loop's next 2 epochs of those files by 6.6% (2-core box, 2026-12-06; each unmapping flushes
+# TLB entries, a likely cause, not measured). None: not tried yet; False: refused here (older kernel, seccomp).
 _CACHESTAT_NR = 451 if os.uname().machine in ("x86_64", "aarch64") else None
 _cachestat_ok: bool | None = None
 
