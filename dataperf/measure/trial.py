@@ -99,8 +99,14 @@ class Arrival:
     @classmethod
     def of(cls, b: dict[str, Any], t0: float, asked: float, now: float) -> Arrival:
         """A batch the consumer asked for at `asked` and held at `now` (perf_counter; t0: the repeat's start)."""
-        done = b.get("done_s")
-        return cls(now - t0, int(b.get("worker", -1)), b["n"], b.get("nbytes", 0), b.get("stage_s"),
+        return cls.at(t0, asked, now, b.get("worker", -1), b["n"], b.get("nbytes", 0), b.get("stage_s"),
+                      b.get("done_s"))
+
+    @classmethod
+    def at(cls, t0: float, asked: float, now: float, worker: Any, samples: int, nbytes: int,
+           stage_s: dict[str, float] | None, done: Any) -> Arrival:
+        """The same from a batch's books kept as numbers (time_repeat's, built once its window has closed)."""
+        return cls(now - t0, int(worker), samples, nbytes, stage_s,
                    now - max(done, asked) if isinstance(done, float) else None, now - asked)
 
 
@@ -292,8 +298,8 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
         _close(it)  # now: a failed iterator kept alive by the traceback must not reach the next trial's workers
         raise
     it = None  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
-    arrivals = [Arrival(h - t0, int(w), k, nb, st, h - max(d, a) if isinstance(d, float) else None, h - a)
-                for a, h, w, k, nb, st, d in zip(asked, held, workers, sizes, sizes_bytes, books, dones, strict=True)]
+    arrivals = [Arrival.at(t0, *row)
+                for row in zip(asked, held, workers, sizes, sizes_bytes, books, dones, strict=True)]
     return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, [a.wait_s for a in arrivals],
                   cache.tree_read_bytes() - read0, arrivals, watch_s, corrupt=corrupt, ended=ended,
                   input_bytes_per_sample=input_b, tokens=tokens)
