@@ -257,9 +257,10 @@ def resident_bytes(paths: list[Path]) -> int | None:
         libc = _libc()
     except OSError:
         return None
-    total = 0
+    total = stored = 0
     for p in paths:
         size = p.stat().st_size
+        stored += size
         if size == 0:
             continue
         fd = os.open(p, os.O_RDONLY)
@@ -272,4 +273,4 @@ def resident_bytes(paths: list[Path]) -> int | None:
             total += pages * PAGE
         finally:
             os.close(fd)
-    return min(total, file_bytes(paths))
+    return min(total, stored)  # the last page counts whole: no more than the files hold
