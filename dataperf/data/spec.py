@@ -42,6 +42,7 @@ class Data:
     notes: list[str] = field(default_factory=list)  # what resolving found worth saying in every trial's record
     left_out: list[str] = field(default_factory=list)  # what DATA holds that is not read: other splits, stray files
     row_groups: list[list[int]] = field(default_factory=list)  # hf-parquet: rows of each row group, file by file
+    _paths: tuple[Path, ...] | None = field(default=None, init=False, repr=False, compare=False)  # local_paths'
 
     @property
     def root(self) -> Path:
@@ -56,7 +57,9 @@ class Data:
         """Files whose pages the cache control drops or pre-reads: none for remote data or a user's Dataset."""
         if self.remote or self.format == "user-dataset":
             return []
-        return [Path(f.path) for f in self.files]
+        if self._paths is None:  # once: 2,000 new Paths a trial pushed the collector into full collections
+            self._paths = tuple(Path(f.path) for f in self.files)
+        return list(self._paths)
 
     @property
     def cache_managed(self) -> bool:
