@@ -6,13 +6,14 @@
 # follow from them moved a process's reading by 2-3 points on the 2-core box (2026-12-06). BLOCKS=B
 # takes a round's epochs in paired blocks of B epochs a side, each dataperf block a trial of its own (B=0: each
 # side's epochs in one timing, one trial of many repeats, the issue's own method). .whlcore wheels are installed
-# if present.
-#   OUT=DIR TREES=new=.,old=../old [REPS=2] [ROUNDS=4] [BLOCKS=2] [CPUS=2,3] [ARGS="--decode off --workers 0,1,2"] \
+# if present. FIRST=N numbers the reps (and their seeds) from N [1].
+#   OUT=DIR TREES=new=.,old=../old [REPS=2] [FIRST=1] [ROUNDS=4] [BLOCKS=2] [CPUS=2,3] [ARGS="--decode off --workers 0,1,2"] \
 #     bash benchmarks/harness_trees.sh
 . benchmarks/harness_setup.sh
 bench=$PWD/benchmarks/harness_vs_plain.py
 IFS=, read -ra trees <<< "${TREES:?}"
-for rep in $(seq "${REPS:-2}"); do
+first=${FIRST:-1}
+for rep in $(seq "$first" $((first + ${REPS:-2} - 1))); do
   for t in "${trees[@]}"; do
     name=${t%%=*}; dir=$(cd "${t#*=}" && pwd)
     # shellcheck disable=SC2086
