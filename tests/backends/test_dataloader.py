@@ -36,6 +36,26 @@ def test_a_batch_fetched_whole_is_the_samples_one_by_one(datasets, decode):
     assert books["read"] > 0
 
 
+def test_a_decoded_batch_reads_each_file_right_before_its_decode(datasets, monkeypatch):
+    """Decoded, the batch goes sample by sample (read, decode, transform), as a plain loop's __getitem__ does;
+    reading all the batch's files first and decoding after ran 3-4% faster than a plain loop (issue 30), a speed
+    the user's loop would not have. Raw, the reads are one loop, booked once."""
+    data = resolve(str(datasets["image-files"]))
+    booked: list[str] = []
+    book = stages.book
+
+    def spy(stage: str, t: float) -> float:
+        booked.append(stage)
+        return book(stage, t)
+
+    monkeypatch.setattr(stages, "book", spy)
+    for decode, want in ((True, ["read", "decode", "transform"] * 3), (False, ["read"])):
+        booked.clear()
+        ds = FilesDataset(data, LoaderConfig(backend="files", decode=decode, image_size=32), TrialOptions())
+        ds.__getitems__([2, 7, 1])
+        assert booked == want, (decode, booked)
+
+
 def test_simulated_costs_go_sample_by_sample(datasets):
     """A simulated seek is paid per sample out of storage order, so a batch is not read as one loop."""
     data = resolve(str(datasets["image-files"]))
