@@ -344,17 +344,21 @@ class Grid:
     """The truth grid: probes, then interleaved rounds; every E2EResult appended to truth.jsonl."""
 
     def __init__(self, sc: Scenario, a: argparse.Namespace, out: Path, say: Say) -> None:
-        from dataperf.commands._options import make_config, make_step_options, resolve_data
+        from dataperf.data import resolve, user_dataset
+        from dataperf.data.tokens import windowed
         from dataperf.measure.fed import shape_for_model
+        from dataperf.measure.step import StepOptions
         from dataperf.measure.trial import TrialOptions, worker_cap
         from dataperf.workflows.e2e import run_e2e
 
         self.sc, self.a, self.out, self.say, self.run_e2e = sc, a, out, say, run_e2e
-        self.data = resolve_data(sc.data, sc.factory)[0]
-        self.sopts = make_step_options(sc.model, sc.device, amp=sc.amp, input_kind=sc.input_kind,
-                                       batch_size=sc.batch_size, seq_len=sc.seq_len, image_size=sc.image_size)
-        cfg = make_config(self.data, batch_size=sc.batch_size, image_size=sc.image_size, cache=sc.cache,
-                          device=sc.device, transform=sc.transform, seq_len=sc.seq_len)
+        self.data = user_dataset(sc.factory) if sc.factory else resolve(sc.data)
+        self.sopts = StepOptions(model=sc.model, device=sc.device, amp=sc.amp, input=sc.input_kind,
+                                 batch_size=sc.batch_size, seq_len=sc.seq_len, image_size=sc.image_size)
+        # the DataLoader of the data's own storage format, decoded, at the scenario's batch (`bench`'s defaults)
+        cfg = LoaderConfig(backend=self.data.format, batch_size=sc.batch_size, decode=True, image_size=sc.image_size,
+                           cache=sc.cache, transform=sc.transform,
+                           seq_len=sc.seq_len if windowed(self.data) else None)
         self.base, self.sopts = shape_for_model(self.data, cfg, self.sopts)
         self.topts = TrialOptions(drop_caches=sc.drop_caches, collect=False)
         self.cap = worker_cap(self.data, sc.batch_size)

@@ -37,7 +37,7 @@ from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.data.manifest import MANIFEST, read_manifest
 from dataperf.measure.trial import TrialOptions, run_trial, worker_ladder
 from dataperf.results import LoaderConfig, LoaderResult
-from dataperf.workflows.sweep import Grid, plan, run_grid
+from dataperf.workflows.sweep import Grid, grid_trials, run_grid
 from dataperf.workflows.tune import Tuner
 
 GOAL_QUALITY, GOAL_COST = 0.95, 0.30
@@ -80,7 +80,7 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
     opts = TrialOptions(repeats=a.repeats, max_batches=a.max_batches, collect=False)
     grid = Grid(num_workers=worker_ladder(), prefetch_factor=[int(x) for x in a.prefetch.split(",")],
                 batch_size=[int(x) for x in a.batch_sizes.split(",")], decode=[True], image_size=128)
-    trials = plan([a.data], grid)
+    trials = grid_trials([a.data], grid)
     say(f"grid: workers {grid.num_workers}, prefetch {grid.prefetch_factor}, batch sizes {grid.batch_size}: "
         f"{len(trials)} trials, {a.repeats} repeats each")
 

@@ -8,8 +8,8 @@ import sys
 import click
 
 from dataperf.commands import COMMANDS
-from dataperf.commands.sweep import mark_started
 from dataperf.errors import error_line
+from dataperf.workflows.clock import mark_started
 
 
 class ContractGroup(click.Group):

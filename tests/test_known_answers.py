@@ -160,9 +160,9 @@ def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread,
     assert d.binding_limit == "workers" and set(d.effects) <= {"epoch_restarts"}
     assert d.sentence.startswith("bottleneck: workers: 2 ")
 
-    trials = sw.plan([fed_data], sw.Grid(num_workers=[w], prefetch_factor=[2], batch_size=[b], decode=[True],
+    trials = sw.grid_trials([fed_data], sw.Grid(num_workers=[w], prefetch_factor=[2], batch_size=[b], decode=[True],
                                          image_size=16))
-    rec = sw.run(trials, topts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS).recommendation
+    rec = sw.run(sw.SweepPlan(trials, topts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS)).recommendation
     assert rec.outcome == "input_bound" and 1 - rec.ratio == pytest.approx(analytic, abs=0.05), rec
     assert rec.binding_limit == "workers" and set(effect_names(rec.effects)) <= {"epoch_restarts"}
 
@@ -179,8 +179,8 @@ def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thr
     cfg = LoaderConfig(backend="user-dataset", batch_size=b, num_workers=w)
     sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
-    out = sw.run([(data, replace(cfg, decode=True))], topts, tmp_path / "s.jsonl", step=sopts,
-                 lopts=FAST_LIMITS)
+    out = sw.run(sw.SweepPlan([(data, replace(cfg, decode=True))], topts, tmp_path / "s.jsonl", step=sopts,
+                              lopts=FAST_LIMITS))
     rec = out.recommendation
     # the verdict pays the restarts (predicted_fed's start-up phase): input-bound, and the effect says why
     assert rec.outcome == "input_bound" and effect_names(rec.effects) == ["epoch_restarts"], rec.effects
@@ -219,8 +219,8 @@ def test_idle_workers_bind_and_all_three_name_them(one_shard, one_thread, tmp_pa
     sopts = StepOptions(model=FIXED_STEP, batch_size=b, image_size=16, steps=4, repeats=3, warmup=1)
     topts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=4, collect=False,
                          sample_cost_s=cost)
-    out = sw.run([(resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
-                 step=sopts, lopts=FAST_LIMITS)
+    out = sw.run(sw.SweepPlan([(resolve(str(one_shard)), replace(cfg, decode=True))], topts, tmp_path / "s.jsonl",
+                              step=sopts, lopts=FAST_LIMITS))
     rec = out.recommendation
     assert rec.outcome == "input_bound" and 1 - rec.ratio == pytest.approx(analytic, abs=0.05)
     assert rec.binding_limit == "workers" and out.limits.active_workers == 1

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,23 +22,7 @@ from dataperf.commands._options import (
     trial_options,
 )
 from dataperf.errors import UserError
-
-BUDGET_START_ENV = "DATAPERF_BUDGET_START"  # --nproc: when the launching command started (time.monotonic())
-_main_started: float | None = None  # cli.main() sets it (mark_started): when this command's process started
-
-
-def process_start() -> float:
-    """When this process started, on the time.monotonic() clock: a budget counts the interpreter's start and
-    imports too (on the H200 a 5-minute sweep ended 16 s past its budget, counted from the command's body)."""
-    import psutil
-
-    return time.monotonic() - max(0.0, time.time() - psutil.Process().create_time())
-
-
-def mark_started() -> None:
-    """Called by the command's own process only (cli.main): a caller that imports the CLI keeps its clock."""
-    global _main_started
-    _main_started = process_start()
+from dataperf.workflows import clock
 
 
 @click.command()
@@ -69,74 +52,87 @@ def mark_started() -> None:
                    "and time left at the end runs what was cut; with --model the step is measured first and the "
                    "grid gets what the step, the limits and --confirm leave [5m with --model; none: no budget]")
 @trial_options
-def sweep(data, config_file, out, resume, overwrite, verbose, plot, model_batch_size, headroom, confirm_k,
-          confirm_steps, nproc, budget_text, **kw) -> None:
+def sweep(data, verbose, plot, **kw) -> None:
     """Grid over loader settings; a table fastest first, a rates plot, a recommendation (and a verdict)."""
-    # --budget counts from the process's start (main()), or under --nproc from the launching command (one host:
-    # one monotonic clock), or, called in-process (tests), from here
-    started = float(os.environ.get(BUDGET_START_ENV) or _main_started or time.monotonic())
-    from dataperf.measure import distributed, preflight
-    from dataperf.workflows import budget
+    from dataperf.measure import distributed
     from dataperf.workflows import sweep as sw
 
-    loader, step_kw, topts = split(kw, "sweep", "model")
-    model = step_kw["model"]
-    if budget_text is None and model:
-        budget_text = budget.DEFAULT_MODEL_BUDGET
-    budget_s = budget.parse_duration(budget_text) if budget_text not in (None, "none") else None
-    preflight.writable_file(out, "--out")
-    preflight.writable_file(plot, "--plot")
-    if confirm_k and not model:
-        raise UserError(f"--confirm {confirm_k} feeds a model: give --model too (e.g. --model cnn-small)")
-    confirm_k = (2 if model else 0) if confirm_k is None else confirm_k
-    if confirm_k < 0 or confirm_steps < 1:
-        raise UserError(f"--confirm takes a count of configs (0: off) and --confirm-steps a positive count, got "
-                        f"{confirm_k} and {confirm_steps}")
-    datas = resolve_data(sw.unique_datasets(data), loader["dataset_factory"])
-    if loader["decode"] is None:
-        loader["decode"] = default_decode(datas, model)  # a model eats decoded samples: its verdict needs them
-    grid = make_grid(datas, **loader)
+    request, nproc = _request(data, plot, kw)
+    out = request.out
     if nproc is not None:
-        sw.check_ranks(datas, nproc)
+        sw.check_ranks(request.datas, nproc)
         sys.exit(distributed.launch_self(nproc, sys.argv[1:], lambda: interrupted(len(sw.finished_ids(out)), out),
-                                         env={BUDGET_START_ENV: repr(started)}))
-    if config_file:
-        grid, file_opts = sw.load_grid_file(config_file)
-        topts.update(file_opts)
-    opts = make_trial_options(raw_dir=out.parent / "raw", **topts)  # checks the values before any rank starts
-    ladder = loader["num_workers"] is None and not config_file  # the default worker axis: sized by the data
-    trials = sw.plan(datas, grid, ladder=ladder)
-    for d, cfg in trials:
-        preflight.check_loader(d, cfg)
-    sopts = None
-    if model:
-        kinds = {d.kind for d in datas}
-        preflight.check_model(model, kinds.pop() if len(kinds) == 1 else None, step_kw["input_kind"],
-                              seq_len=loader["seq_len"] if "tokens" in kinds else None)
-        sopts = make_step_options(**step_kw, batch_size=model_batch_size or loader["batch_size"][0],
-                                  seq_len=loader["seq_len"], image_size=loader["image_size"])
+                                         env={clock.BUDGET_START_ENV: repr(request.started)}))
+    plan = sw.plan(request)
     ctx = distributed.init_from_env()
-    confirm = sw.ConfirmOptions(confirm_k, steps=confirm_steps) if confirm_k else None
-    plan = sw.make_plan(trials, opts, out, resume and not overwrite, budget_s, model=model is not None,
-                        fed_runs=confirm.k * confirm.rounds if confirm else 0)
     if ctx.rank == 0:
-        print_plan(plan)
-        _render.print_data(datas)
+        print_plan(plan.estimate)
+        _render.print_data(request.datas)
     with _render.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
                               eta=True) as advance:
-        outcome = sw.run(plan.trials, plan.opts, out, ctx, resume, overwrite, sopts, on_result=lambda r: advance(1),
-                         headroom=headroom, confirm_opts=confirm, bar=_render.progress_bar,
-                         deadline=None if budget_s is None else started + budget_s, spare=plan.spare,
-                         extend=ladder, budget_s=budget_s)
+        outcome = sw.run(plan, ctx=ctx, on_result=lambda r: advance(1), bar=_render.progress_bar)
     if outcome.interrupted:
         if ctx.rank == 0:
             interrupted(outcome.kept, out)
         sys.exit(130)
     if ctx.rank != 0:
         return
-    render(plan, outcome, out, plot or out.with_suffix(".png"), headroom, verbose)
+    render(plan.estimate, outcome, out, plot or out.with_suffix(".png"), request.headroom, verbose)
     if outcome.all_failed:
         raise UserError(f"every trial failed ({len(outcome.results)}); the first: {outcome.results[0].error}")
+
+
+def _request(data: tuple[str, ...], plot: Path | None, kw: dict[str, Any]):
+    """The sweep's options parsed and checked into a SweepRequest (and --nproc): the budget counts from the
+    process's start (cli.main), or under --nproc from the launching command (one host: one monotonic clock)."""
+    from dataperf.measure import preflight
+    from dataperf.workflows import budget
+    from dataperf.workflows import sweep as sw
+
+    started = clock.started()
+    own = {k: kw.pop(k) for k in OWN}
+    loader, step_kw, topts = split(kw, "sweep", "model")
+    model, out = step_kw["model"], own["out"]
+    budget_text = own["budget_text"]
+    if budget_text is None and model:
+        budget_text = budget.DEFAULT_MODEL_BUDGET
+    budget_s = budget.parse_duration(budget_text) if budget_text not in (None, "none") else None
+    preflight.writable_file(out, "--out")
+    preflight.writable_file(plot, "--plot")
+    confirm = _confirm_options(own["confirm_k"], own["confirm_steps"], model)
+    datas = resolve_data(sw.unique_datasets(data), loader["dataset_factory"])
+    if loader["decode"] is None:
+        loader["decode"] = default_decode(datas, model)  # a model eats decoded samples: its verdict needs them
+    grid = make_grid(datas, **loader)
+    if own["config_file"]:
+        grid, file_opts = sw.load_grid_file(own["config_file"])
+        topts.update(file_opts)
+    opts = make_trial_options(raw_dir=out.parent / "raw", **topts)  # checks the values before any rank starts
+    sopts = None
+    if model:
+        sopts = make_step_options(**step_kw, batch_size=own["model_batch_size"] or loader["batch_size"][0],
+                                  seq_len=loader["seq_len"], image_size=loader["image_size"])
+    request = sw.SweepRequest(datas, grid, opts, out, step=sopts, headroom=own["headroom"], confirm=confirm,
+                              ladder=loader["num_workers"] is None and not own["config_file"], resume=own["resume"],
+                              overwrite=own["overwrite"], budget_s=budget_s, started=started)
+    return request, own["nproc"]
+
+
+OWN = ("config_file", "out", "resume", "overwrite", "model_batch_size", "headroom", "confirm_k", "confirm_steps",
+       "nproc", "budget_text")  # sweep's own options, beside the shared loader, model and trial options
+
+
+def _confirm_options(k: int | None, steps: int, model: str | None):
+    """--confirm K (2 with --model, else off) and --confirm-steps, checked."""
+    from dataperf.workflows.sweep import ConfirmOptions
+
+    if k and not model:
+        raise UserError(f"--confirm {k} feeds a model: give --model too (e.g. --model cnn-small)")
+    k = (2 if model else 0) if k is None else k
+    if k < 0 or steps < 1:
+        raise UserError(f"--confirm takes a count of configs (0: off) and --confirm-steps a positive count, got "
+                        f"{k} and {steps}")
+    return ConfirmOptions(k, steps=steps) if k else None
 
 
 def interrupted(kept: int, out: Path) -> None:

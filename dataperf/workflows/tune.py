@@ -34,7 +34,7 @@ from dataperf.measure.limits import LimitsOptions, measure_limits
 from dataperf.measure.step import StepOptions, measure_step
 from dataperf.measure.trial import TrialOptions, run_trial, worker_cap, worker_ladder
 from dataperf.results import DecisionResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
-from dataperf.workflows.sweep import Bar, no_bar
+from dataperf.workflows.progress import Bar, no_bar
 
 SEARCH_REPEATS = 3  # repeats of a search trial (at most; the confirmation uses the full trial options)
 BATCHES_PER_WORKER = 4  # a search repeat's batches per worker: each worker's steady window has 3 intervals
@@ -504,12 +504,13 @@ class Tuner:
         in interleaved rounds, so the pick is the cheapest within 2% of the best fed rate, as sweep's is. Each is
         fed as a GPU script runs it (pinned on CUDA, persistent where the epoch's start counts), not beside each
         variant: what pinning and persistence gain fed is `sweep --confirm`'s to show, at twice the runs."""
-        from dataperf.workflows.sweep import ConfirmOptions, confirm
+        from dataperf.workflows.sweep import ConfirmOptions, SweepState, confirm
 
         recs: list[Record] = [*self.trials(), res.limits, res.step]
         if self.out is not None and self.fed_k and isinstance(self.data, Data):
-            runs, _ = confirm(recs, res.step, self.sopts, self.headroom, ConfirmOptions(self.fed_k, fullest_only=True),
-                              {self.data.spec: self.data}, self.opts, self.out, self.bar)
+            state = SweepState(self.out, self.opts, datas={self.data.spec: self.data}, step_opts=self.sopts,
+                               headroom=self.headroom, written=list(recs), step=res.step, bar=self.bar)
+            runs, _ = confirm(state, ConfirmOptions(self.fed_k, fullest_only=True))
             recs += runs
         res.recommendation = verdict.recommend(recs, res.step, self.headroom)
         res.records = recs

@@ -7,15 +7,15 @@ from dataperf.errors import UserError
 from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
 from dataperf.results import LoaderConfig, LoaderResult, StepResult
-from dataperf.workflows import budget
-from dataperf.workflows.sweep import Grid, plan
+from dataperf.workflows import budget, sweep
 
 DATA = Data(spec="x", location="/x", kind="image", format="files")
 OPTS = TrialOptions(repeats=5, repeat_seconds=5.0)
 
 
 def grid_trials(**axes):
-    return plan([DATA], Grid(**{"num_workers": [0, 1, 2, 4, 8, 16], "prefetch_factor": [2, 4, 8], **axes}))
+    axes = {"num_workers": [0, 1, 2, 4, 8, 16], "prefetch_factor": [2, 4, 8], **axes}
+    return sweep.grid_trials([DATA], sweep.Grid(**axes))
 
 
 def test_durations_parse_with_units_and_refuse_nonsense():
@@ -81,7 +81,8 @@ def test_finished_trials_replace_the_guess():
 
 
 def test_batch_sizes_thin_from_the_largest_down():
-    trials = plan([DATA], Grid(num_workers=[4], prefetch_factor=[2], batch_size=[32, 64, 128, 256]))
+    grid = sweep.Grid(num_workers=[4], prefetch_factor=[2], batch_size=[32, 64, 128, 256])
+    trials = sweep.grid_trials([DATA], grid)
     kept = budget.thin(trials, "batch_size")
     assert [c.batch_size for _, c in kept] == [64, 256]
     assert budget.thin(kept[:1], "batch_size") == kept[:1]

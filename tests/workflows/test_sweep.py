@@ -15,6 +15,7 @@ from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
 from dataperf.results import LoaderConfig, LoaderResult, StepResult
 from dataperf.workflows import sweep as sw
+from dataperf.workflows.sweep import edge, stages
 
 
 def test_grid_skips_prefetch_without_workers():
@@ -115,7 +116,7 @@ def test_sweep_refuses_to_clobber_and_resume_skips_finished(tmp_path, datasets, 
 
 def interrupt_on_trial(monkeypatch, n: int):
     """Make the sweep's n-th trial raise KeyboardInterrupt (Ctrl-C); returns the real run_trial."""
-    real = sw.run_trial
+    real = stages.run_trial
     calls = []
 
     def interrupted(data, cfg, opts):
@@ -124,20 +125,20 @@ def interrupt_on_trial(monkeypatch, n: int):
             raise KeyboardInterrupt
         return real(data, cfg, opts)
 
-    monkeypatch.setattr(sw, "run_trial", interrupted)
+    monkeypatch.setattr(stages, "run_trial", interrupted)
     return real
 
 
 def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch):
     out = tmp_path / "s.jsonl"
     grid = sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8])
-    trials = sw.plan([datasets["image-files"]], grid)
+    trials = sw.grid_trials([datasets["image-files"]], grid)
     real = interrupt_on_trial(monkeypatch, 3)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False)
     with pytest.raises(KeyboardInterrupt):
         sw.run_grid(trials, opts, out)
     assert len(results.load(out)) == 2
-    monkeypatch.setattr(sw, "run_trial", real)
+    monkeypatch.setattr(stages, "run_trial", real)
     done = sw.finished_ids(out)
     run = sw.run_grid(trials, opts, out, skip=done)
     new = run.results
@@ -174,10 +175,10 @@ def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
     fails before the grid), what a resume skips."""
     out = tmp_path / "s.jsonl"
     grid = sw.Grid(num_workers=[0, 1], prefetch_factor=[2], batch_size=[8], decode=[True], image_size=16)
-    trials = sw.plan([datasets["image-files"]], grid)
+    trials = sw.grid_trials([datasets["image-files"]], grid)
     sopts = StepOptions(model="tiny_models:tiny", batch_size=8, image_size=16, steps=2, repeats=1, warmup=1)
     seen = []
-    outcome = sw.run(trials, FAST_OPTS, out, step=sopts, on_result=seen.append, lopts=FAST_LIMITS)
+    outcome = sw.run(sw.SweepPlan(trials, FAST_OPTS, out, step=sopts, lopts=FAST_LIMITS), on_result=seen.append)
     assert not outcome.interrupted and not outcome.all_failed and len(outcome.results) == len(seen) == 2
     assert outcome.step.status == "ok" and outcome.step.model == "tiny_models:tiny"
     assert [r.kind for r in outcome.records] == ["step", "loader", "loader", "limits"]
@@ -186,19 +187,20 @@ def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
     assert outcome.limits.config_key == (rec.pick or rec.best).config_key and rec.limits.kind == "limits"
     assert rec.binding_limit == outcome.limits.binding_limit != ""
     with pytest.raises(UserError, match="--resume"):
-        sw.run(trials, FAST_OPTS, out)
-    again = sw.run(trials, FAST_OPTS, out, resume=True, on_result=seen.append)
+        sw.run(sw.SweepPlan(trials, FAST_OPTS, out))
+    again = sw.run(sw.SweepPlan(trials, FAST_OPTS, out, resume=True), on_result=seen.append)
     assert again.results == [] and seen[2:] == [None, None] and again.step is None
     assert len(again.records) == 5  # the old trials, step, limits and decision, reloaded from --out
-    fresh = sw.run(trials[:1], FAST_OPTS, out, overwrite=True)
+    fresh = sw.run(sw.SweepPlan(trials[:1], FAST_OPTS, out, overwrite=True))
     assert len(fresh.results) == 1 and [r.kind for r in results.load(out)] == ["loader", "decision"]
 
 
 def test_run_on_ctrl_c_says_how_many_trials_are_kept(tmp_path, datasets, monkeypatch):
     out = tmp_path / "s.jsonl"
-    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8]))
+    grid = sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8])
+    trials = sw.grid_trials([datasets["image-files"]], grid)
     interrupt_on_trial(monkeypatch, 3)
-    outcome = sw.run(trials, FAST_OPTS, out)
+    outcome = sw.run(sw.SweepPlan(trials, FAST_OPTS, out))
     assert outcome.interrupted and outcome.kept == 2 and len(results.load(out)) == 2
     assert outcome.records == []  # nothing to report: the command says how to resume instead
 
@@ -226,8 +228,8 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread,
     sopts = StepOptions(model="paced:fixed_step_model", batch_size=b, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
     out = tmp_path / "s.jsonl"
-    outcome = sw.run(sw.plan([data], grid), opts, out, step=sopts, lopts=FAST_LIMITS,
-                     confirm_opts=sw.ConfirmOptions(3, rounds=2, steps=6, repeats=3, warmup=3))
+    outcome = sw.run(sw.SweepPlan(sw.grid_trials([data], grid), opts, out, step=sopts, lopts=FAST_LIMITS,
+                                  confirm=sw.ConfirmOptions(3, rounds=2, steps=6, repeats=3, warmup=3)))
     model = b / step_s
     runs = outcome.confirmations
     assert [r.confirm_round for r in runs] == [1, 1, 1, 2, 2, 2]
@@ -262,7 +264,8 @@ def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
                    image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:tiny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
-    outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS)
+    outcome = sw.run(sw.SweepPlan(sw.grid_trials([data], grid), opts, tmp_path / "s.jsonl", step=sopts,
+                                  lopts=FAST_LIMITS))
     rec = outcome.recommendation
     assert rec.outcome == "input_bound" and rec.binding_limit == "decode", limit_rows(outcome.limits)
     assert outcome.limits.decode_cpu_ms_per_sample >= SPIN_CPU_S * 1000
@@ -278,8 +281,9 @@ def test_confirm_names_a_training_process_starved_of_cpu(tmp_path, one_thread):
                    image_size=8, persistent_workers=[True])
     sopts = StepOptions(model="tiny_models:spinny", batch_size=4, image_size=8, steps=4, repeats=3, warmup=1)
     opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, max_batches=24, collect=False)
-    outcome = sw.run(sw.plan([data], grid), opts, tmp_path / "s.jsonl", step=sopts, lopts=FAST_LIMITS,
-                     confirm_opts=sw.ConfirmOptions(1, rounds=2, steps=4, repeats=2, warmup=3))
+    outcome = sw.run(sw.SweepPlan(sw.grid_trials([data], grid), opts, tmp_path / "s.jsonl", step=sopts,
+                                  lopts=FAST_LIMITS, confirm=sw.ConfirmOptions(1, rounds=2, steps=4, repeats=2,
+                                                                                warmup=3)))
     rec = outcome.recommendation
     assert rec.confirmed and rec.fed[0].effects == ["shared_cpu"], [r.notes for r in outcome.confirmations]
     for run in outcome.confirmations:
@@ -301,7 +305,7 @@ def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
     grid the first trial runs (one always does), the other three are not started and no spare runs; with no
     limit a spare trial (one the budget cut) runs after the plan's. Load only makes trials slower, which cannot
     change either answer."""
-    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 12, 16, 24]))
+    trials = sw.grid_trials([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 12, 16, 24]))
     opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None,
                         sample_cost_s=0.01, footprint=False)
     run = sw.run_grid(trials, opts, tmp_path / "a.jsonl", grid_s=1.0, spare=trials[1:])
@@ -313,7 +317,7 @@ def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
 
 def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
     """Under torchrun every rank must run the same trials (they meet at barriers): rank 0's clock decides."""
-    trials = sw.plan([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 16]))
+    trials = sw.grid_trials([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 16]))
     opts = TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None,
                         sample_cost_s=0.01, footprint=False)
     asked = []
@@ -377,7 +381,7 @@ def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, data
     """--nproc hands its ranks the monotonic time the command started (one host, one clock): a rank that starts
     late still owes its verdict budget seconds after the command. Here the command "started" 1,199 s before a
     --budget 20m sweep, so after its first trial no time is left for the second (load cannot add time)."""
-    from dataperf.commands.sweep import BUDGET_START_ENV
+    from dataperf.workflows.clock import BUDGET_START_ENV
 
     monkeypatch.setenv(BUDGET_START_ENV, repr(time.monotonic() - 1199))
     out = tmp_path / "s.jsonl"
@@ -427,10 +431,10 @@ def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
                      training_samples_per_s=100.0)
     slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
                         training_samples_per_s=50.0)
-    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    nxt, why = edge.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
     assert nxt is not None and nxt[1].num_workers == 4 and why == ""
     t.config = {**cfg.__dict__, "num_workers": 4}
-    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    nxt, why = edge.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
     assert nxt is None and "cannot each get 3 batches" in why and "(at most 4)" in why
 
 
@@ -445,9 +449,9 @@ def test_the_edge_is_settled_when_the_best_kept_every_core_busy(datasets):
                      training_samples_per_s=100.0, cpu_cores_busy_median=1.9, env=env)
     slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
                         training_samples_per_s=50.0, env=env)
-    assert sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2) == (None, "")
+    assert edge.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2) == (None, "")
     t.cpu_cores_busy_median = 1.2
-    nxt, why = sw.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
+    nxt, why = edge.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
     assert nxt is not None and nxt[1].num_workers == 4 and why == ""
 
 
@@ -470,9 +474,9 @@ def test_the_edge_is_settled_when_its_workers_take_every_core_with_cpu_bound_sam
     lim = LimitsResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), usable_cores=16,
                        decode_cpu_ms_per_sample=5.95, decode_wall_ms_per_sample=6.09)
     step = StepResult(samples_per_s=2186.0)
-    assert sw.edge_trial([top, below, lim], [(data, cfg)], step, 1.2) == (None, "")
+    assert edge.edge_trial([top, below, lim], [(data, cfg)], step, 1.2) == (None, "")
     lim.decode_cpu_ms_per_sample = 1.0
-    nxt, why = sw.edge_trial([top, below, lim], [(data, cfg)], step, 1.2)
+    nxt, why = edge.edge_trial([top, below, lim], [(data, cfg)], step, 1.2)
     assert nxt is not None and nxt[1].num_workers > 16 and why == ""
 
 
@@ -487,9 +491,9 @@ def test_a_plateau_at_the_top_of_the_ladder_is_settled_with_a_model(datasets):
     below = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 2}, samples_per_s_median=1903.0,
                          training_samples_per_s=1903.0, steady_valid=True)
     step = StepResult(samples_per_s=2200.0)
-    assert sw.edge_trial([top, below], [(data, cfg)], step, 1.2) == (None, "")
+    assert edge.edge_trial([top, below], [(data, cfg)], step, 1.2) == (None, "")
     below.training_samples_per_s = below.samples_per_s_median = 1456.0
-    nxt, why = sw.edge_trial([top, below], [(data, cfg)], step, 1.2)
+    nxt, why = edge.edge_trial([top, below], [(data, cfg)], step, 1.2)
     assert nxt is not None and nxt[1].num_workers > 4 and why == ""
 
 
@@ -528,17 +532,23 @@ def test_a_fed_best_below_the_largest_count_tried_is_settled(datasets):
     step = StepResult(samples_per_s=1000.0)
     trials = [(data, base), (data, c1)]
     rec = verdict.recommend([w0, w1], step, 1.2)
-    assert "try 2 and more" in sw.lower_bound([w0, w1], trials, step, 1.2, False, rec)
+    assert "try 2 and more" in edge.lower_bound([w0, w1], trials, step, 1.2, False, rec)
     runs = [E2EResult(data=data.spec, config=t.config, config_key=t.config_key, samples_per_s=sps,
                       data_stall_fraction=stall, confirm_round=k, batch_size=8, steps_per_repeat=20, repeats=3)
             for t, sps, stall in [(w0, 517.0, 0.2), (w1, 231.0, 0.3)] for k in (1, 2)]
     rec = verdict.recommend([w0, w1, *runs], step, 1.2)
     assert rec.confirmed and rec.input_bound and rec.pick.config["num_workers"] == 0
-    assert sw.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec) == ""
+    assert edge.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec) == ""
     runs = [replace(r, samples_per_s=900.0 - r.samples_per_s) for r in runs]  # fed, 1 worker is best: the edge
     rec = verdict.recommend([w0, w1, *runs], step, 1.2)
     assert rec.pick.config["num_workers"] == 1
-    assert "try 2 and more" in sw.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec)
+    assert "try 2 and more" in edge.lower_bound([w0, w1, *runs], trials, step, 1.2, False, rec)
+
+
+def fed_state(recs: list, step: StepResult, data, tmp_path) -> sw.SweepState:
+    """A sweep's state holding these records and step, ready to feed a tiny model on CUDA (stand-in runs)."""
+    return sw.SweepState(tmp_path / "c.jsonl", TrialOptions(), datas={data.spec: data}, written=list(recs), step=step,
+                         step_opts=StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8))
 
 
 def test_on_cuda_the_pinned_persistent_variant_is_fed_first(datasets, tmp_path, monkeypatch):
@@ -552,9 +562,8 @@ def test_on_cuda_the_pinned_persistent_variant_is_fed_first(datasets, tmp_path, 
     fed = []
     monkeypatch.setattr("dataperf.workflows.e2e.run_e2e", lambda d, c, *a, **k: fed.append(c) or (_ for _ in ()).throw(
         RuntimeError("not run here")))
-    sw.confirm([t], StepResult(samples_per_s=50.0, batch_size=8, device="cuda"),
-               StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8), 1.2, sw.ConfirmOptions(1, rounds=1),
-               {data.spec: data}, TrialOptions(), tmp_path / "c.jsonl")
+    sw.confirm(fed_state([t], StepResult(samples_per_s=50.0, batch_size=8, device="cuda"), data, tmp_path),
+               sw.ConfirmOptions(1, rounds=1))
     assert [(c.pin_memory, c.persistent_workers) for c in fed] == [(True, True), (True, False), (False, False)]
 
 
@@ -577,8 +586,7 @@ def test_a_cut_confirmation_compares_worker_counts_fullest_before_the_leaders_kn
         RuntimeError("not run here")))
     step = StepResult(samples_per_s=2000.0, batch_size=8, device="cuda")
     assert [r.config["num_workers"] for r in verdict.confirm_candidates(trials, step, 1.2, 2)] == [12, 16]
-    sw.confirm(trials, step, StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8), 1.2,
-               sw.ConfirmOptions(2, rounds=1), {data.spec: data}, TrialOptions(), tmp_path / "c.jsonl")
+    sw.confirm(fed_state(trials, step, data, tmp_path), sw.ConfirmOptions(2, rounds=1))
     assert [(c.num_workers, c.pin_memory, c.persistent_workers) for c in fed] == \
         [(12, True, True), (16, True, True), (12, True, False), (12, False, False)]
 
@@ -596,10 +604,8 @@ def test_fullest_only_feeds_each_candidate_once_as_a_gpu_script_runs_it(datasets
     fed = []
     monkeypatch.setattr("dataperf.workflows.e2e.run_e2e", lambda d, c, *a, **k: fed.append(c) or (_ for _ in ()).throw(
         RuntimeError("not run here")))
-    sw.confirm(trials, StepResult(samples_per_s=50.0, batch_size=8, device="cuda"),
-               StepOptions(model="tiny_models:tiny", device="cuda", batch_size=8), 1.2,
-               sw.ConfirmOptions(2, rounds=2, fullest_only=True), {data.spec: data}, TrialOptions(),
-               tmp_path / "c.jsonl")
+    sw.confirm(fed_state(trials, StepResult(samples_per_s=50.0, batch_size=8, device="cuda"), data, tmp_path),
+               sw.ConfirmOptions(2, rounds=2, fullest_only=True))
     assert sorted((c.num_workers, c.pin_memory, c.persistent_workers) for c in fed) == \
         [(2, True, True), (2, True, True), (4, True, True), (4, True, True)]
 
@@ -607,7 +613,7 @@ def test_fullest_only_feeds_each_candidate_once_as_a_gpu_script_runs_it(datasets
 def test_a_budget_counts_from_the_process_start():
     import psutil
 
-    from dataperf.commands.sweep import process_start
+    from dataperf.workflows.clock import process_start
 
     started = process_start()
     assert started <= time.monotonic() - (time.time() - psutil.Process().create_time()) + 0.5
@@ -620,14 +626,51 @@ def test_a_worker_count_past_the_ladder_starts_only_with_the_fill_margin_left(mo
     length left; trial time and the trial itself are stand-ins here (nothing timed)."""
     cfg = LoaderConfig(num_workers=20)
     ran: list[LoaderConfig] = []
-    monkeypatch.setattr(sw, "edge_trial", lambda *a, **k: ((None, cfg), "") if not ran else (None, ""))
-    monkeypatch.setattr(sw.budget, "trial_seconds", lambda *a, **k: 100.0)
-    monkeypatch.setattr(sw, "run_trial", lambda d, c, o: ran.append(c) or LoaderResult(config=asdict(c),
-                                                                                        config_key=c.key()))
+    monkeypatch.setattr(stages, "edge_trial", lambda *a, **k: ((None, cfg), "") if not ran else (None, ""))
+    monkeypatch.setattr(stages.budget, "trial_seconds", lambda *a, **k: 100.0)
+    monkeypatch.setattr(stages, "run_trial", lambda d, c, o: ran.append(c) or LoaderResult(config=asdict(c),
+                                                                                            config_key=c.key()))
     out = tmp_path / "r.jsonl"
-    out.touch()
-    outcome = sw.SweepOutcome()
-    sw._extend(outcome, [], TrialOptions(), out, 1.2, None, time.monotonic() + 0.99 * sw.FILL_MARGIN * 100, 0.0)
-    assert ran == [] and outcome.extended == []
-    sw._extend(outcome, [], TrialOptions(), out, 1.2, None, time.monotonic() + 1.2 * sw.FILL_MARGIN * 100, 0.0)
-    assert ran == [cfg] and outcome.extended == [20]
+    state = sw.SweepState(out, TrialOptions())
+    stages.extend(state, sw.SweepPlan([], TrialOptions(), out, deadline=time.monotonic() + 0.99 * stages.FILL_MARGIN
+                                      * 100), 0.0)
+    assert ran == [] and state.outcome.extended == []
+    stages.extend(state, sw.SweepPlan([], TrialOptions(), out, deadline=time.monotonic() + 1.2 * stages.FILL_MARGIN
+                                      * 100), 0.0)
+    assert ran == [cfg] and state.outcome.extended == [20]
+
+
+def test_the_records_in_memory_are_the_records_in_the_file(tmp_path, datasets):
+    """A whole sweep with a model, --confirm and limits: what the state judged (outcome.records) is what `report`
+    reads back from --out, record for record (the decision, written last, aside)."""
+    out = tmp_path / "s.jsonl"
+    grid = sw.Grid(num_workers=[0, 1], prefetch_factor=[2], batch_size=[8], decode=[True], image_size=16)
+    sopts = StepOptions(model="tiny_models:tiny", batch_size=8, image_size=16, steps=2, repeats=1, warmup=1)
+    plan = sw.SweepPlan(sw.grid_trials([datasets["image-files"]], grid), FAST_OPTS, out, step=sopts,
+                        lopts=FAST_LIMITS, confirm=sw.ConfirmOptions(1, rounds=1, steps=2, repeats=1, warmup=1))
+    outcome = sw.run(plan)
+    on_disk = results.current(results.load(out))
+    assert [r.kind for r in on_disk] == ["step", "loader", "loader", "e2e", "limits", "decision"]
+    as_json = [results.jsonl.to_json(r) for r in outcome.records + [outcome.decision]]  # NaN != NaN; JSON: null
+    assert as_json == [results.jsonl.to_json(r) for r in on_disk]
+
+
+def test_a_sweep_reads_its_results_file_once(tmp_path, datasets, monkeypatch):
+    """--out is the sweep's output, not its memory: planned from a request with --resume it is read once, by
+    plan(), and run() reads it no more; a plan made by hand is read once, by run()."""
+    from dataperf.results import jsonl
+
+    out = tmp_path / "s.jsonl"
+    data = as_data(datasets["image-files"])
+    grid = sw.Grid(num_workers=[0, 1], prefetch_factor=[2], batch_size=[8])
+    sw.run(sw.SweepPlan(sw.grid_trials([data], grid)[:1], FAST_OPTS, out))
+    reads = []
+    real = jsonl.load
+    monkeypatch.setattr(jsonl, "load", lambda p: reads.append(p) or real(p))
+    plan = sw.plan(sw.SweepRequest([data], grid, FAST_OPTS, out, resume=True))
+    assert len(plan.trials) == 1 and reads == [out]  # the finished trial is not planned again
+    outcome = sw.run(plan)
+    assert reads == [out] and len(outcome.results) == 1 and len(outcome.records) == 3
+    reads.clear()
+    sw.run(sw.SweepPlan(sw.grid_trials([data], grid), FAST_OPTS, out, resume=True))
+    assert reads == [out]
