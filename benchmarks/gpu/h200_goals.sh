@@ -10,7 +10,7 @@
 #      (>= 3 batches a worker at 32 workers) so the grid fits the lease.
 # Start it under setsid so it outlives the device call that starts it; later calls poll OUT/job.log and
 # OUT/DONE. Run from the repo root; .whlcore (webdataset, braceexpand wheels) is carried for step 2.
-#     mkdir -p /tmp/goals; setsid nohup bash benchmarks/h200_goals.sh >/tmp/goals/job.log 2>&1 </dev/null &
+#     mkdir -p /tmp/goals; setsid nohup bash benchmarks/gpu/h200_goals.sh >/tmp/goals/job.log 2>&1 </dev/null &
 # A poll call must not `pkill -f` a name its own command line holds: it ends that call (2026-12-03).
 # STEPS="20 13" (the default) runs both, STEPS=13 tune_vs_grid alone (2026-12-03: step 1 took 26 min of a
 # 30-minute lease, 8.5 of them generating 200,000 images). Env overrides for a dry run elsewhere: OUT, DATA20,

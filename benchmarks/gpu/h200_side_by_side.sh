@@ -3,14 +3,14 @@
 # (CPU and GPU decode), torchdata.nodes (thread and process workers), SPDL (threads) and LitData, each with
 # 4, 8 and 16 workers (DALI: threads), on one JPEG dataset generated here with 16 shards (every worker gets a
 # shard), decoded and resized, same timer and footprint meter. Run from the repo root:
-#     bash benchmarks/h200_side_by_side.sh          # OUT= where the log and JSONL go (default results/)
+#     bash benchmarks/gpu/h200_side_by_side.sh          # OUT= where the log and JSONL go (default results/)
 # What the machine lacks travels with the calls (one call carries at most 64 MiB):
 #   .whl/      webdataset, braceexpand, torchdata, spdl_core, litdata, lightning_utilities, boto3, botocore,
 #              jmespath, s3transfer (litdata imports boto3), astunparse, gast, optree (DALI imports them): 18 MiB
 #   .dali/pN/  dali.tar.xz.part-* and dali.tar.xz.sha256: DALI 2.4.0's site folder with nvimgcodec and nvjpeg
 #              (CUDA 12), xz-packed (199 MiB), split in 59 MiB parts, one folder per call
-#     bash benchmarks/h200_side_by_side.sh stage     # carry .dali/p1, then p2, p3: parts kept in /tmp/dali-parts
-#     bash benchmarks/h200_side_by_side.sh           # carry .whl and .dali/p4: stages p4, unpacks, runs
+#     bash benchmarks/gpu/h200_side_by_side.sh stage     # carry .dali/p1, then p2, p3: parts kept in /tmp/dali-parts
+#     bash benchmarks/gpu/h200_side_by_side.sh           # carry .whl and .dali/p4: stages p4, unpacks, runs
 # (calls back to back: the machine keeps /tmp only while it stays warm). Missing parts: DALI is skipped.
 # Env: SITE (/tmp/site), WHL (.whl), DATA (/tmp/bench-backends), WORKERS (4,8,16), COUNT (2048), SOURCE (512 px
 # stored), SIZE (224 px decoded), BACKENDS, BUDGET_S (450: the run stops there, keeping the trials done).

@@ -1,4 +1,4 @@
-# Sourced by the harness scripts run on a lent machine (harness_pinned.sh, harness_controls.sh): OUT made,
+# Sourced by benchmarks/harness_trees.sh (on the 2-core box or a lent machine): OUT made,
 # webdataset and braceexpand from .whlcore's wheels into $site (where present), and $OUT/machine.txt (cores,
 # torch and Python versions, commit, CPU model).
 set -u

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU memory of optimizer choices for gpt-1.3b on the lent H200 (issue 19). Needs the wheels in .whl installed
-# into /tmp/site first (see benchmarks/README.md). Usage: bash benchmarks/memory_h200.sh table|maxbatch
+# into /tmp/site first (see benchmarks/gpu/README.md). Usage: bash benchmarks/gpu/memory_h200.sh table|maxbatch
 # table:    every choice at one batch size (one process each), ~5-8 min (first offload trial JIT-builds cpu_adam)
 # maxbatch: largest batch for the choices whose point is a larger batch, doubling from 8 then bisecting to 10%
 set -euo pipefail

@@ -9,7 +9,7 @@
 #      DataLoader loop, and the stage clock's own cost.
 # Everything lands in $OUT/stages.tar.gz (the device returns few files). About 12 minutes on the H200; start it
 # under setsid and poll, as h200_pick_quality.sh says (carry .whlcore only if shards are wanted; this reads files):
-#   mkdir -p /tmp/st; OUT=/tmp/st setsid nohup bash benchmarks/h200_stages.sh >/tmp/st/job.log 2>&1 </dev/null &
+#   mkdir -p /tmp/st; OUT=/tmp/st setsid nohup bash benchmarks/gpu/h200_stages.sh >/tmp/st/job.log 2>&1 </dev/null &
 #   sleep 560; tail -c 3000 /tmp/st/job.log
 #   then: for i in $(seq 57); do [ -f /tmp/st/DONE ] && break; sleep 10; done; cp /tmp/st/stages.tar.gz $OUT/
 # Env overrides: OUT (/tmp/st), COUNT (16000), WORKERS ("12 16"), HARNESS_WORKERS (0,4,16), HARNESS_ROUNDS (5),

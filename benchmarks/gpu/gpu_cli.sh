@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CLI on a CUDA machine, end to end (what RESULTS.md records): e2e with pinned/pageable memory and
 # persistent workers, DALI GPU decode feeding the model, profile, diagnose, and a sweep with the verdict.
-#   benchmarks/gpu_cli.sh DATA OUTDIR
+#   benchmarks/gpu/gpu_cli.sh DATA OUTDIR
 # DATA is made if missing, with 32 shards: at least the 16 workers used below, so no worker sits idle (H2).
 set -uo pipefail
 D=$1

@@ -14,7 +14,7 @@
 #
 # Start it under setsid so it outlives the device call that starts it; later calls poll $OUT/job.log and
 # $OUT/DONE (a poll must not `pkill -f` a word its own command line holds: that ends the call):
-#   call 1 (carry .whlcore): mkdir -p /tmp/pq; OUT=/tmp/pq setsid nohup bash benchmarks/h200_pick_quality.sh \
+#   call 1 (carry .whlcore): mkdir -p /tmp/pq; OUT=/tmp/pq setsid nohup bash benchmarks/gpu/h200_pick_quality.sh \
 #           >/tmp/pq/job.log 2>&1 </dev/null & sleep 570; tail -c 3000 /tmp/pq/job.log
 #   call 2, 3: for i in $(seq 57); do [ -f /tmp/pq/DONE ] && break; sleep 10; done; tail -c 3000 /tmp/pq/job.log;
 #           cp /tmp/pq/*.tar.gz $OUT/ 2>/dev/null
