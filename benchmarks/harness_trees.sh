@@ -9,7 +9,7 @@
 # if present. FIRST=N numbers the reps (and their seeds) from N [1].
 #   OUT=DIR TREES=new=.,old=../old [REPS=2] [FIRST=1] [ROUNDS=4] [BLOCKS=2] [CPUS=2,3] [ARGS="--decode off --workers 0,1,2"] \
 #     bash benchmarks/harness_trees.sh
-. benchmarks/harness_setup.sh
+. benchmarks/gpu/harness_setup.sh
 bench=$PWD/benchmarks/harness_vs_plain.py
 IFS=, read -ra trees <<< "${TREES:?}"
 first=${FIRST:-1}

@@ -158,8 +158,8 @@ def clock_cost_us() -> float:
 
 
 def make_data(root: Path, count: int) -> None:
-    """COUNT small JPEG files (64 px, quality 85) in one folder, unless already there: the data both benchmarks
-    of dataperf's own cost read (this one and harness_fresh.py)."""
+    """COUNT small JPEG files (64 px, quality 85) in one folder, unless already there: the data this benchmark
+    of dataperf's own cost reads (also through harness_trees.sh)."""
     if not (root / "manifest.json").exists():
         write_dataset(root, "image", "files", count, seed=0, image=ImageSpec(64, 64, 85), overwrite=True)
 
