@@ -144,6 +144,83 @@ def test_an_upward_import_is_caught(tmp_path, monkeypatch):
         test_no_import_runs_up_a_layer()
 
 
+# Inside a folder, each file or sub-folder is one room, and the rooms have an order of their own, bottom up (a
+# room imports only rooms below it: a folder drawn as a house keeps its floors). A room left out of its folder's
+# list fails the test, so a new module is placed on purpose. The package module (`__init__`) sits on top.
+INNER: dict[str, list[set[str]]] = {
+    "dataperf.measure": [
+        {"guards", "models", "zero", "footprint", "breakdown", "collectors", "distributed"},
+        {"cache", "preflight", "step"},
+        {"trial"},
+        {"fed", "limits"},
+    ],
+    "dataperf.workflows": [
+        {"progress", "clock", "inspect", "e2e", "compare", "diagnose", "memory", "profile", "watch"},
+        {"budget", "lengths"},
+        {"sweep"},
+        {"tune"},
+    ],
+    "dataperf.workflows.sweep": [{"grid"}, {"plan"}, {"state"}, {"confirm", "edge"}, {"stages"}],
+    "dataperf.workflows.watch": [{"launch"}, {"results"}],
+    "dataperf.measure.collectors": [{"base"}, {"nvml", "proc", "ebpf"}, {"sysstat"}],
+}
+
+
+def room(pkg: str, name: str) -> str | None:
+    """The room of module `name` inside package `pkg` (its first part below pkg; `__init__` for pkg itself), or
+    None when it lies outside pkg."""
+    if name == pkg:
+        return "__init__"
+    return name[len(pkg) + 1:].split(".")[0] if name.startswith(pkg + ".") else None
+
+
+def inner_level(pkg: str, r: str) -> int:
+    levels = INNER[pkg]
+    if r == "__init__":
+        return len(levels)
+    found = [i for i, rooms in enumerate(levels) if r in rooms]
+    if not found:
+        raise AssertionError(f"{pkg}.{r} is in no room order: add it to tests/test_layers.py INNER[{pkg!r}]")
+    return found[0]
+
+
+def inner_violations(g: dict[str, set[str]]) -> list[str]:
+    """Imports between rooms of one folder that run up its order, or sideways between two rooms of one floor."""
+    out = []
+    for pkg in INNER:
+        for a, deps in g.items():
+            ra = room(pkg, a)
+            if ra is None:
+                continue
+            for b in deps:
+                rb = room(pkg, b)
+                if rb is None or rb == ra:
+                    continue
+                la, lb = inner_level(pkg, ra), inner_level(pkg, rb)
+                if lb >= la:
+                    out.append(f"{a} -> {b} ({ra} on floor {la} of {pkg}, {rb} on floor {lb})")
+    return sorted(out)
+
+
+def test_rooms_inside_a_folder_import_only_rooms_below():
+    assert not inner_violations(graph()), "\n".join(inner_violations(graph()))
+
+
+def test_every_room_inside_an_ordered_folder_is_placed():
+    for name in modules():
+        for pkg in INNER:
+            r = room(pkg, name)
+            if r is not None:
+                inner_level(pkg, r)
+
+
+def test_a_room_importing_up_its_folder_is_caught():
+    """The check itself on a made-up graph: budget importing sweep runs up workflows' floors."""
+    g = {"dataperf.workflows.budget": {"dataperf.workflows.sweep.plan"}, "dataperf.workflows.sweep.plan": set()}
+    assert inner_violations(g) == ["dataperf.workflows.budget -> dataperf.workflows.sweep.plan (budget on floor 1 "
+                                   "of dataperf.workflows, sweep on floor 2)"]
+
+
 # Where a backend other than the DataLoader's may be named outside backends/, and why: the record schema declares
 # each backend's own knobs (results.config.own_knob) and which shuffle is a buffer; provenance records, and report
 # prints, the versions of the software installed; data/ recognises another loader's folder by its package.
