@@ -373,7 +373,7 @@ def print_limits(res: LimitsResult, trial: LoaderResult | None = None) -> None:
     """The limits table (limit_rows) and the sentence naming the binding one; given the trial the limits are of,
     beside each ceiling the stages that spend its resource (ms a sample) and the share of the ceiling the trial's
     rate uses."""
-    from dataperf.verdict.stages import STAGE_LIMITS
+    from dataperf.verdict.attack import STAGE_LIMITS
 
     cfg = LoaderConfig(**res.config)
     t = Table(title=f"limits of {cfg.short()} ({res.usable_cores} usable cores, {res.device})")
@@ -432,8 +432,8 @@ def _named(r: LoaderResult) -> str:
 
 def stage_line(r: LoaderResult | E2EResult | WatchResult) -> str | None:
     """Where a sample's time goes, in one line: each stage's ms a sample (dataperf.measure.breakdown) and the
-    consumer's wait; for a loader trial, the stage to attack (verdict.stages)."""
-    from dataperf.verdict.stages import exposed
+    consumer's wait; for a loader trial, the stage to attack (verdict.attack)."""
+    from dataperf.verdict.attack import exposed
 
     ms = r.stage_ms_per_sample
     if not ms:

@@ -7,7 +7,7 @@ benchmarks and the tests read the decision itself instead of parsing a printed l
 - recommend.py: the pick (judged trials, --confirm's candidates, fed rates, the Recommendation);
 - answer.py: the decision in the user's terms;
 - findings.py: what a table of trials cannot show by itself (idle workers, the verdict's caveats);
-- stages.py: the stage of a trial's breakdown to attack.
+- attack.py: the stage of a trial's breakdown to attack (named apart from dataperf.stages, the stage clock).
 Importers keep writing `from dataperf import verdict` / `verdict.recommend(...)`: the names are re-exported here.
 """
 

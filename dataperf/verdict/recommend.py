@@ -9,6 +9,7 @@ from typing import Literal
 
 from dataperf.backends import ONE_STREAM
 from dataperf.results import DecisionResult, E2EResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.verdict.attack import exposed
 from dataperf.verdict.effects import Effect, loader_effects
 from dataperf.verdict.rates import (
     FED_STALL,
@@ -27,7 +28,6 @@ from dataperf.verdict.rates import (
     run_wall_s,
     sorted_by_rate,
 )
-from dataperf.verdict.stages import exposed
 
 Outcome = Literal["no_trials", "no_decoded", "input_bound", "feeds", "best_without_model"]
 Basis = Literal["all", "verified_cold", "unverified_cold_as_warm"]
@@ -118,7 +118,7 @@ class Recommendation:
     # the pick is the largest worker count tried, it does not feed the model, and more could run: a lower bound
     lower_bound: bool = False
     lower_bound_why: str = ""
-    # input-bound (or no model): the stage of the judged config's breakdown to attack, and how (verdict.stages)
+    # input-bound (or no model): the stage of the judged config's breakdown to attack, and how (verdict.attack)
     attack: str = ""
 
 
