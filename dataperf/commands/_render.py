@@ -1,7 +1,9 @@
 """What several commands print: the console, progress bars, figure tables, notes, histograms, the loader table
 and its warnings, the recommendation (fed runs and limits table included) and the collectors; the pictures are
-commands/_plots.py's. Each command's own record is rendered in its module (commands/e2e.py ...). Takes records,
-never measures."""
+commands/_plots.py's; the answer sweep and report print, composed of these, is commands/_answer.py's. Each
+command's own record is rendered in its module (commands/e2e.py ...). Takes records and the verdict over them
+(a Recommendation: each row's TrialFit, the findings; the limits rows from dataperf.verdict); never measures
+nor judges (stage_line asks verdict.attack for the stage to attack), and imports nothing of dataperf.measure."""
 
 from __future__ import annotations
 

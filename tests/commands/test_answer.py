@@ -37,7 +37,7 @@ def test_sweep_and_report_print_the_same_answer(tmp_path, datasets, one_thread):
     sweep = CliRunner().invoke(cli, [
         "sweep", str(datasets["image-webdataset"]), "--num-workers", "0,1", "--prefetch-factor", "2",
         "--batch-size", "8", "--image-size", "32", "--no-collect", "--model", "cnn-small", "--repeats", "3",
-        "--min-batches", "3", "--warmup-batches", "1", "--confirm-steps", "3", "--out", str(out)])
+        "--min-batches", "3", "--warmup-batches", "1", "--confirm-steps", "3", "--budget", "none", "--out", str(out)])
     assert sweep.exit_code == 0, sweep.output
     report = CliRunner().invoke(cli, ["report", str(out)])
     assert report.exit_code == 0, report.output
