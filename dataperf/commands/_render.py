@@ -1,7 +1,9 @@
 """What several commands print: the console, progress bars, figure tables, notes, histograms, the loader table
 and its warnings, the recommendation (fed runs and limits table included) and the collectors; the pictures are
-commands/_plots.py's. Each command's own record is rendered in its module (commands/e2e.py ...). Takes records,
-never measures."""
+commands/_plots.py's; the answer sweep and report print, composed of these, is commands/_answer.py's. Each
+command's own record is rendered in its module (commands/e2e.py ...). Takes records and the verdict over them
+(a Recommendation: each row's TrialFit, the findings; the limits rows from dataperf.verdict); never measures
+nor judges (stage_line asks verdict.attack for the stage to attack), and imports nothing of dataperf.measure."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import math
 import os
 import statistics
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
 
 from rich.console import Console
@@ -27,7 +29,6 @@ from rich.table import Table
 
 from dataperf import verdict
 from dataperf.data.spec import Data
-from dataperf.measure import collectors
 from dataperf.results import (
     HIGH_SPREAD_PCT,
     E2EResult,
@@ -35,11 +36,11 @@ from dataperf.results import (
     LoaderConfig,
     LoaderResult,
     Record,
-    StepResult,
     WatchResult,
     fmt,
 )
-from dataperf.verdict import ok_loaders, rank_rate, sorted_by_rate
+from dataperf.verdict import observed, ok_loaders, rank_rate, sorted_by_rate
+from dataperf.verdict.limits import limit_rows  # the limits table's rows (tests import it from here too)
 
 console = Console()
 if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
@@ -113,14 +114,16 @@ def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
     console.print(t)
 
 
-def loader_table(results: list[Record], step: StepResult | None = None, headroom: float = 1.2,
-                 title: str = "loader trials", verbose: bool = False) -> Table:
-    """Every trial, fastest first, failed trials last; with a step record, each against the model. Short by
-    default (a 100-column terminal cut the numbers of the full table, about 240 columns wide): the config, what a
-    training epoch gets with the repeats' spread, tokens/s for token data, against the model, and a flag where a
-    row is not to be read at face value; `verbose` gives every column."""
+def loader_table(results: list[Record], rec: verdict.Recommendation | None = None, title: str = "loader trials",
+                 verbose: bool = False) -> Table:
+    """Every trial, fastest first, failed trials last; with a verdict over a step record, each against the model
+    as the verdict judged it (rec.fits). Short by default (a 100-column terminal cut the numbers of the full
+    table, about 240 columns wide): the config, what a training epoch gets with the repeats' spread, tokens/s for
+    token data, against the model, and a flag where a row is not to be read at face value; `verbose` gives every
+    column."""
     if verbose:
-        return full_loader_table(results, step, headroom, title)
+        return full_loader_table(results, rec, title)
+    step = rec.step if rec is not None else None
     t = Table(title=title)
     tokens = any(getattr(r, "tokens_per_sample", None) for r in ok_loaders(results))
     t.add_column("config", overflow="fold")
@@ -137,7 +140,7 @@ def loader_table(results: list[Record], step: StepResult | None = None, headroom
         if tokens:
             row.append(fmt(rate * r.tokens_per_sample) if r.tokens_per_sample else "-")
         if step is not None:
-            row.append(fed_short(r, step, headroom) if cfg.decode else "no verdict (raw bytes)")
+            row.append(fed_short(rec.fit_of(r)) if cfg.decode else "no verdict (raw bytes)")
         row.append(", ".join(flags(r)))
         t.add_row(*row)
     for r in results:
@@ -189,10 +192,11 @@ def trial_table(r: LoaderResult, title: str) -> Table:
     return figure_table(title, rows)
 
 
-def full_loader_table(results: list[Record], step: StepResult | None = None, headroom: float = 1.2,
+def full_loader_table(results: list[Record], rec: verdict.Recommendation | None = None,
                       title: str = "loader trials") -> Table:
     """Every column (--verbose): steady and training rates, MiB/s, time to first batch, waits, workers, per core
-    and per GiB, cache."""
+    and per GiB, cache; with a verdict over a step record, each against the model."""
+    step = rec.step if rec is not None else None
     t = Table(title=title)
     for col in FULL_COLUMNS:
         t.add_column(col, justify="left" if col in ("backend", "config") else "right")
@@ -205,7 +209,7 @@ def full_loader_table(results: list[Record], step: StepResult | None = None, hea
     for r in sorted_by_rate(results):
         row = full_cells(r)
         if step is not None:
-            row.append(fed_short(r, step, headroom) if r.loader_config.decode else "no verdict (raw bytes)")
+            row.append(fed_short(rec.fit_of(r)) if r.loader_config.decode else "no verdict (raw bytes)")
         if multi:
             ranks = ", ".join(fmt(x) for x in r.per_rank_samples_per_s)
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
@@ -227,11 +231,11 @@ def workers_cell(r: LoaderResult) -> str:
     return cell + (f" ({r.shards} sh)" if r.shards is not None else "")
 
 
-def print_warnings(results: list[Record], step: StepResult | None) -> None:
-    """Under a loader table (sweep, report): idle workers, and what the loader-vs-step verdict cannot see."""
-    for line in [verdict.idle_warning(results), *verdict.verdict_caveats(results, step)]:
-        if line:
-            console.print(line)
+def print_warnings(rec: verdict.Recommendation) -> None:
+    """Under a loader table (sweep, report): idle workers, and what the loader-vs-step verdict cannot see, as the
+    verdict found them (rec.findings)."""
+    for line in rec.findings:
+        console.print(line)
 
 
 def backend_label(r: LoaderResult) -> str:
@@ -266,26 +270,23 @@ def print_failures(results: list[Record]) -> None:
             console.print(f"[red]failed[/red] {r.loader_config.short()}: {r.error}")
 
 
-def verdict_text(loader_sps: float, step_sps: float, headroom: float = 1.2) -> str:
-    """How one loader rate compares with the model's consumption rate."""
-    f = verdict.fit(loader_sps, step_sps, headroom)
+def verdict_text(f: verdict.Fit) -> str:
+    """How one loader rate compares with the model's consumption rate (verdict.fit)."""
     if f.input_bound:
         return (f"input-bound by {f.idle_fraction * 100:.0f}% (loader gives {f.ratio * 100:.0f}% of the step rate; "
                 f"model idle {f.idle_fraction * 100:.0f}% of the time)")
-    tag = "" if f.has_headroom else f", below the {headroom:g}x headroom"
+    tag = "" if f.has_headroom else f", below the {f.headroom:g}x headroom"
     return f"loader has {f.ratio:.2f}x headroom{tag}"
 
 
-def fed_short(r: LoaderResult, step: StepResult, headroom: float) -> str:
-    """A table cell: the fed rate predicted for this config and what it leaves the model idle."""
-    fed = verdict.predicted_fed(r, step)
-    if fed != fed:
+def fed_short(f: verdict.TrialFit | None) -> str:
+    """A table cell: the fed rate predicted for this config and what it leaves the model idle (verdict.fits)."""
+    if f is None or not f.predicted:
         return "-"
-    idle = max(0.0, 1 - fed / verdict.model_rate(step, r.config, r.input_mib_per_sample))
-    cell = f"fed ~{fmt(fed)}"
-    if verdict.feeds(r, step, headroom):
+    cell = f"fed ~{fmt(f.fed_samples_per_s)}"
+    if f.feeds:
         return cell + " (feeds)"
-    return cell + (f" [red](idle {idle * 100:.0f}%)[/red]" if idle > verdict.FED_STALL else f" (< {headroom:g}x)")
+    return cell + (f" [red](idle {f.idle_fraction * 100:.0f}%)[/red]" if f.stalls else f" (< {f.headroom:g}x)")
 
 
 def recommendation_line(rec: verdict.Recommendation) -> str:
@@ -373,43 +374,23 @@ def print_limits(res: LimitsResult, trial: LoaderResult | None = None) -> None:
     """The limits table (limit_rows) and the sentence naming the binding one; given the trial the limits are of,
     beside each ceiling the stages that spend its resource (ms a sample) and the share of the ceiling the trial's
     rate uses."""
-    from dataperf.verdict.stages import STAGE_LIMITS
-
     cfg = LoaderConfig(**res.config)
     t = Table(title=f"limits of {cfg.short()} ({res.usable_cores} usable cores, {res.device})")
     staged = trial is not None and bool(trial.stage_ms_per_sample)
     cols = ["limit", "ceiling samples/s"] + (["stages, ms a sample", "used"] if staged else []) + ["how measured"]
     for col in cols:
         t.add_column(col, justify="right" if col.startswith(("ceiling", "used")) else "left")
-    for row in limit_rows(res):
+    for row in limit_rows(res, trial):
         name = f"[bold]{row.limit} (binding)[/bold]" if row.binding else row.limit
         extra = []
         if staged:
-            ms = trial.stage_ms_per_sample
-            mine = [f"{k} {v:.3g}" for k, v in ms.items() if STAGE_LIMITS.get(k) == row.limit]
-            used = trial.samples_per_s_median / row.samples_per_s * 100 if row.samples_per_s > 0 else float("nan")
-            extra = [", ".join(mine) or "-", f"{used:.0f}%" if used == used else "-"]
+            used = row.used_fraction * 100
+            extra = [", ".join(f"{k} {v:.3g}" for k, v in row.stages_ms.items()) or "-",
+                     f"{used:.0f}%" if used == used else "-"]
         t.add_row(name, fmt(row.samples_per_s), *extra, row.how)
     console.print(t)
     console.print(describe_limits(res))
     print_notes(res.notes)
-
-
-@dataclass
-class LimitRow:
-    """One row of the limits table."""
-
-    limit: str
-    samples_per_s: float
-    how: str
-    binding: bool
-
-
-def limit_rows(res: LimitsResult) -> list[LimitRow]:
-    """The limits table: limit, ceiling samples/s (NaN: not measured), how measured, binding or not."""
-    from dataperf.measure.limits import ceilings  # loads torch: only when a limits record is shown
-
-    return [LimitRow(c.limit, c.samples_per_s, c.how, c.limit == res.binding_limit) for c in ceilings(res)]
 
 
 def describe_limits(res: LimitsResult) -> str:
@@ -432,8 +413,8 @@ def _named(r: LoaderResult) -> str:
 
 def stage_line(r: LoaderResult | E2EResult | WatchResult) -> str | None:
     """Where a sample's time goes, in one line: each stage's ms a sample (dataperf.measure.breakdown) and the
-    consumer's wait; for a loader trial, the stage to attack (verdict.stages)."""
-    from dataperf.verdict.stages import exposed
+    consumer's wait; for a loader trial, the stage to attack (verdict.attack)."""
+    from dataperf.verdict.attack import exposed
 
     ms = r.stage_ms_per_sample
     if not ms:
@@ -448,19 +429,19 @@ def stage_line(r: LoaderResult | E2EResult | WatchResult) -> str | None:
 
 
 def print_collectors(c: dict[str, Any], verbose: bool = False) -> None:
-    """What the collectors saw, each in its own words (collectors.describe); those that could not run here (no
+    """What the collectors saw, each in its own words (verdict.observed.describe); those that could not run here (no
     sysstat, no root for eBPF, no GPU) only with verbose: on most machines they are the same lines every
     command (the record keeps why, for `report`)."""
     ran = c if verbose else {k: v for k, v in c.items() if not (isinstance(v, dict) and v.get("available") is False)}
-    for item in collectors.describe(ran):
-        if isinstance(item, collectors.Table):
+    for item in observed.describe(ran):
+        if isinstance(item, observed.Table):
             t = Table(title=item.title)
             for col in item.columns:
                 t.add_column(col, justify="right")
             for row in item.rows:
                 t.add_row(*row)
             console.print(t)
-        elif isinstance(item, collectors.Histogram):
+        elif isinstance(item, observed.Histogram):
             print_histogram(item.title, item.bins)
         else:
             console.print(item)

@@ -8,8 +8,7 @@ from pathlib import Path
 import click
 
 from dataperf import verdict
-from dataperf.commands import _plots, _render, diagnose, e2e, lengths, memory, profile, watch
-from dataperf.commands import step as step_command
+from dataperf.commands import _answer, _plots, _render, diagnose, e2e, lengths, profile, watch
 from dataperf.commands._options import HEADROOM
 from dataperf.errors import UserError
 from dataperf.results import Record
@@ -38,13 +37,13 @@ def report(results, headroom, plot, verbose) -> None:
 
 
 def render(recs: list[Record], headroom: float, plot: Path | None, verbose: bool = False) -> None:
-    """Every record of a file: provenance first, then each kind, the loader table, its warnings, the step, the
-    rates plot and the recommendation. A confirmation and the recommendation's own limits record are shown inside
-    the verdict, not twice."""
-    console = _render.console
-    step = verdict.latest_step(recs)
+    """Every record of a file: provenance first, then each kind, then the answer `sweep` printed after its
+    trials (_answer.print_answer: the loader table, its warnings, the step, the rates plot and the
+    recommendation). A confirmation and the recommendation's own limits record are shown inside the verdict, not
+    twice. The verdict is the sweep's: judged again from the same records, with the lower bound the sweep's plan
+    decided read back from its decision record (verdict.saved_bound)."""
     print_env(recs)
-    rec = verdict.recommend(recs, step, headroom)
+    rec = verdict.recommend(recs, verdict.latest_step(recs), headroom)
     verdict.saved_bound(rec, recs)
     for r in recs:
         confirmation = r.kind == "e2e" and r.confirm_round is not None  # shown in the verdict's fed table
@@ -54,22 +53,11 @@ def render(recs: list[Record], headroom: float, plot: Path | None, verbose: bool
             _render.print_limits(r)
     if any(r.kind == "watch" for r in recs):
         watch.render(recs)
-    loaders = [r for r in recs if r.kind == "loader"]
-    if loaders:
-        console.print(_render.loader_table(recs, step, headroom, verbose=verbose))
-    _render.print_failures(recs)
-    _render.print_trial_notes(recs)
-    _render.print_warnings(recs, step)
-    if step is not None:
-        step_command.render(step)
-    mem = [r for r in recs if r.kind == "memory"]
-    if mem:
-        memory.render(mem)
+    pictures = []
     if plot:
-        png = _plots.rates(recs, step, rec, plot, headroom)
-        console.print(f"plot: {png}" if png else "no plot: no loader trial succeeded")
-    if loaders:
-        _render.print_recommendation(rec)
+        png = _plots.rates(recs, rec.step, rec, plot, headroom)
+        pictures.append(f"plot: {png}" if png else "no plot: no loader trial succeeded")
+    _answer.print_answer(recs, rec, verbose, pictures)
 
 
 def print_env(recs: list[Record]) -> None:

@@ -149,25 +149,23 @@ def print_plan(plan) -> None:
 
 
 def render(plan, outcome, out: Path, plot: Path, headroom: float, verbose: bool = False) -> None:
-    """After the grid: the trials fastest first, what the verdict cannot see, the rates plot, the recommendation,
-    the time taken and where the records are."""
-    console = _render.console
-    recs, step = outcome.records, outcome.step
-    console.print(_render.loader_table(recs, step, headroom, verbose=verbose))
-    _render.print_failures(recs)
-    _render.print_trial_notes(recs)
-    _render.print_warnings(recs, step)
-    rec = outcome.recommendation
-    png = _plots.rates(recs, step, rec, plot, headroom)
+    """After the grid: the answer `report` prints from the same records (_answer.print_answer: the trials fastest
+    first, what the verdict cannot see, the step, the rates plot and the stage waterfall, the recommendation),
+    then the time taken and where the records are."""
+    from dataperf.commands import _answer
+
+    recs, rec = outcome.records, outcome.recommendation
+    pictures = []
+    png = _plots.rates(recs, rec.step, rec, plot, headroom)
     if png:
-        console.print(f"plot: {png} (samples/s against workers, the model's rate, the fed configs, the pick)")
+        pictures.append(f"plot: {png} (samples/s against workers, the model's rate, the fed configs, the pick)")
     chosen = rec.pick or rec.best
     stages_png = _plots.waterfall(chosen, plot.with_name(plot.stem + "-stages.png")) if chosen and plot else None
     if stages_png:
-        console.print(f"stage waterfall of {'the pick' if rec.pick else 'the fastest'}: {stages_png}")
-    _render.print_recommendation(rec)
+        pictures.append(f"stage waterfall of {'the pick' if rec.pick else 'the fastest'}: {stages_png}")
+    _answer.print_answer(recs, rec, verbose, pictures)
     print_duration(plan, outcome)
-    console.print(f"results: {out} ({len(outcome.results)} new trials)")
+    _render.console.print(f"results: {out} ({len(outcome.results)} new trials)")
 
 
 def print_duration(plan, outcome) -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from dataperf import verdict
-from dataperf.commands import _render
+from dataperf.commands import _answer, _render
 from dataperf.commands._options import (
     HEADROOM,
     loader_options,
@@ -94,7 +93,8 @@ def print_prediction(p, probe: LimitsResult) -> None:
 
 
 def render(outcome) -> None:
-    """Where the search stopped, its confirmations and pick, how good its predictions were, and the answer."""
+    """Where the search stopped, its confirmations and pick, how good its predictions were, and the answer (the
+    decision lines sweep and report end with: _answer.print_decision)."""
     console = _render.console
     console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
     if outcome.pick is None:
@@ -109,10 +109,4 @@ def render(outcome) -> None:
             as_ = f" {p['measured_as']}" if p.get("measured_as") else ""
             console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])}{as_} "
                           f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
-    if outcome.recommendation is not None:
-        _render.print_recommendation(outcome.recommendation)
-    else:
-        if outcome.limits is not None:
-            _render.print_limits(outcome.limits)
-        console.print(f"answer: {verdict.dataloader_args(outcome.pick_config or outcome.pick.loader_config)}",
-                      soft_wrap=True)
+    _answer.print_decision(outcome.recommendation, outcome.limits, outcome.pick_config or outcome.pick.loader_config)

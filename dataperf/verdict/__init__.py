@@ -7,7 +7,10 @@ benchmarks and the tests read the decision itself instead of parsing a printed l
 - recommend.py: the pick (judged trials, --confirm's candidates, fed rates, the Recommendation);
 - answer.py: the decision in the user's terms;
 - findings.py: what a table of trials cannot show by itself (idle workers, the verdict's caveats);
-- stages.py: the stage of a trial's breakdown to attack.
+- fits.py: each trial of the loader table against the model (its predicted fed rate, idle share, whether it feeds);
+- limits.py: the limits table a limits record holds (its ceilings, the binding one, the stages spending each);
+- observed.py: what the collectors saw, as a person reads it (lines, tables, histograms);
+- attack.py: the stage of a trial's breakdown to attack (named apart from dataperf.stages, the stage clock).
 Importers keep writing `from dataperf import verdict` / `verdict.recommend(...)`: the names are re-exported here.
 """
 
@@ -29,7 +32,9 @@ from dataperf.verdict.effects import (
     shared_cpu,
     shared_gpu,
 )
-from dataperf.verdict.findings import idle_warning, verdict_caveats
+from dataperf.verdict.findings import idle_warning, table_findings, verdict_caveats
+from dataperf.verdict.fits import TrialFit, trial_fit, trial_fits
+from dataperf.verdict.limits import LimitRow, limit_rows
 from dataperf.verdict.rates import (
     FED_STALL,
     NEAR_BEST,
@@ -78,7 +83,7 @@ from dataperf.verdict.recommend import (
 )
 
 __all__ = [
-    "Basis", "CORES_FULL", "CPU_BOUND", "Effect", "EffectName", "FED_STALL", "FedRate", "Fit", "Judged",
+    "Basis", "CORES_FULL", "CPU_BOUND", "Effect", "EffectName", "FED_STALL", "FedRate", "Fit", "Judged", "LimitRow",
     "NEAR_BEST", "NEAR_CONFIRMED", "Outcome", "Recommendation", "SPLIT_POINTS", "STARVED", "answer", "by_prediction",
     "confirm_candidates", "cores_full", "cores_taken", "cost_key", "cpu_bound", "cpu_cap", "dataloader_args",
     "epoch_restarts",
@@ -86,5 +91,6 @@ __all__ = [
     "idle_warning", "idle_workers", "judged", "latest_limits", "latest_step", "loader_effects", "machine_cores",
     "model_rate", "ok_loaders", "outshone", "predicted_fed", "rank_rate", "recommend", "restart_stall",
     "run_samples", "run_wall_s", "saved_bound", "shared_cpu", "shared_gpu", "sorted_by_rate", "stream_rate",
+    "table_findings", "TrialFit", "trial_fit", "trial_fits", "limit_rows",
     "variant_gains", "variants", "verdict_caveats", "workers_of",
 ]

@@ -37,3 +37,8 @@ def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]
         out.append(f"note: the step was measured at batch {step.batch_size}; loader trials at batch {sizes} are "
                    "compared per sample with it, which assumes the step's per-sample cost does not change")
     return out
+
+
+def table_findings(results: list[Record], step: StepResult | None) -> list[str]:
+    """The lines under a loader table (sweep, report): the idle workers' warning, then the verdict's caveats."""
+    return [line for line in [idle_warning(results), *verdict_caveats(results, step)] if line]

@@ -9,7 +9,10 @@ from typing import Literal
 
 from dataperf.backends import ONE_STREAM
 from dataperf.results import DecisionResult, E2EResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.verdict.attack import exposed
 from dataperf.verdict.effects import Effect, loader_effects
+from dataperf.verdict.findings import table_findings
+from dataperf.verdict.fits import TrialFit, trial_fits
 from dataperf.verdict.rates import (
     FED_STALL,
     NEAR_BEST,
@@ -27,7 +30,6 @@ from dataperf.verdict.rates import (
     run_wall_s,
     sorted_by_rate,
 )
-from dataperf.verdict.stages import exposed
 
 Outcome = Literal["no_trials", "no_decoded", "input_bound", "feeds", "best_without_model"]
 Basis = Literal["all", "verified_cold", "unverified_cold_as_warm"]
@@ -118,8 +120,18 @@ class Recommendation:
     # the pick is the largest worker count tried, it does not feed the model, and more could run: a lower bound
     lower_bound: bool = False
     lower_bound_why: str = ""
-    # input-bound (or no model): the stage of the judged config's breakdown to attack, and how (verdict.stages)
+    # input-bound (or no model): the stage of the judged config's breakdown to attack, and how (verdict.attack)
     attack: str = ""
+    # what the answer shows beside the pick, judged here so that a renderer only formats it: the step judged
+    # against (None without a model), each decoded trial against it (the loader table's "vs model" cells), and
+    # what the table cannot show by itself (idle workers, the verdict's caveats)
+    step: StepResult | None = None
+    fits: list[TrialFit] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+
+    def fit_of(self, trial: LoaderResult) -> TrialFit | None:
+        """The trial's row against the model; None without a model, for an undecoded or a failed trial."""
+        return next((f for f in self.fits if f.trial is trial), None)
 
 
 @dataclass
@@ -237,9 +249,11 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     cold trial is never judged as cold."""
     j = judged(results)
     ok = j.trials
+    shown = {"step": step, "fits": trial_fits(results, step, headroom), "findings": table_findings(results, step)}
     if not ok:
-        return Recommendation("no_trials", headroom=headroom)
-    rec = Recommendation("best_without_model", basis=j.basis, unverified_cold=j.unverified_cold, headroom=headroom)
+        return Recommendation("no_trials", headroom=headroom, **shown)
+    rec = Recommendation("best_without_model", basis=j.basis, unverified_cold=j.unverified_cold, headroom=headroom,
+                         **shown)
     if step is None:
         rec.best = ok[0]
         near = [r for r in ok if rank_rate(r) >= NEAR_BEST * rank_rate(rec.best)]

@@ -10,9 +10,9 @@ def loader(sps, workers, pf=None, cache="warm", decode=True, verified=True):
 
 
 def test_verdict_text():
-    assert _render.verdict_text(60, 100).startswith("input-bound by 40%")
-    assert "1.50x headroom" in _render.verdict_text(150, 100)
-    assert "below the 1.2x headroom" in _render.verdict_text(110, 100)
+    assert _render.verdict_text(verdict.fit(60, 100)).startswith("input-bound by 40%")
+    assert "1.50x headroom" in _render.verdict_text(verdict.fit(150, 100))
+    assert "below the 1.2x headroom" in _render.verdict_text(verdict.fit(110, 100))
 
 
 def test_recommendation_line_formats_each_outcome():
@@ -87,13 +87,14 @@ def test_the_short_table_fits_100_columns_and_flags_rows_not_to_read_at_face_val
     noisy.active_workers = 6
     for r in (calm, noisy):
         r.tokens_per_sample = 1024.0
-    text = _text(_render.loader_table([calm, noisy], StepResult(samples_per_s=20000.0)), 100)
+    rec = verdict.recommend([calm, noisy], StepResult(samples_per_s=20000.0))
+    text = _text(_render.loader_table([calm, noisy], rec), 100)
     assert max(len(line) for line in text.splitlines()) <= 100
     assert "12,346" in text and "23,457 (±13%)" in text
     assert f"{23456.7 * 1024:,.0f}" in text and "tokens/s" in text
     assert _render.flags(noisy) == ["[yellow]noisy: repeats 26% apart[/yellow]", "[red]2 of 8 workers idle[/red]"]
     assert _render.flags(calm) == []
-    wide = _text(_render.loader_table([calm, noisy], StepResult(samples_per_s=20000.0)), 200)
+    wide = _text(_render.loader_table([calm, noisy], rec), 200)
     assert "noisy: repeats 26% apart, 2 of 8 workers idle" in wide
     full = _text(_render.loader_table([calm, noisy], verbose=True), 300)
     assert "MiB/s payload/storage" in full and "per GiB PSS" in full

@@ -17,7 +17,7 @@ from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.measure.breakdown import repeat_stages, steady
 from dataperf.measure.trial import Arrival, TrialOptions, run_trial
 from dataperf.results import MIB, LoaderConfig, LoaderResult
-from dataperf.verdict.stages import exposed
+from dataperf.verdict.attack import exposed
 
 DELAY_S = 0.02
 SHARE_POINTS = 0.05  # the bound: a planted delay's share within 5 points of its known share

@@ -1,16 +1,17 @@
 """What is observed while a trial runs. Each collector has start() and stop() -> dict of figures (stored in
 records as plain JSON), and a describe(dict) that says what those figures mean to a person: lines, tables
-and histograms as plain data, which report renders without knowing any collector's keys."""
+and histograms as plain data, which report renders without knowing any collector's keys. A record's whole
+description, read back from a results file, is dataperf.verdict.observed.describe (below the measuring layer, so
+the renderers read it without importing this one)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from dataperf.measure.collectors.base import Collector, Description, Histogram, Table
 
-__all__ = ["Collector", "Description", "Histogram", "Running", "Table", "default_collectors", "describe", "describers"]
+__all__ = ["Collector", "Description", "Histogram", "Running", "Table", "default_collectors"]
 
 
 def default_collectors(data: Path | None, raw_dir: Path | None, tag: str, ebpf: bool = False) -> list[Collector]:
@@ -52,30 +53,3 @@ class Running:
     def stop(self) -> dict[str, Any]:
         self.results = {c.name: c.stop() for c in self.collectors}
         return self.results
-
-
-def describers() -> dict[str, Callable[[dict[str, Any]], Description]]:
-    """Each collector's describe, by the name its figures are stored under, in the order they are shown."""
-    from dataperf.measure.collectors.ebpf import EbpfReadCollector
-    from dataperf.measure.collectors.nvml import NvmlMemoryCollector
-    from dataperf.measure.collectors.proc import DiskCollector, ProcessCollector
-    from dataperf.measure.collectors.sysstat import IostatCollector, PidstatCollector
-
-    order = (DiskCollector, ProcessCollector, IostatCollector, PidstatCollector, EbpfReadCollector,
-             NvmlMemoryCollector)
-    return {c.name: c.describe for c in order}
-
-
-def describe(results: dict[str, Any]) -> Description:
-    """What every collector of a record saw, as a person reads it (a collector that could not run says why)."""
-    out: Description = []
-    for name, describe_one in describers().items():
-        d = results.get(name)
-        if not d:
-            continue
-        if "available" in d and not d["available"]:
-            stand_in = f"; {d['fallback']} stand in" if d.get("fallback") else ""
-            out.append(f"{name}: unavailable: {d.get('why')}{stand_in}")
-        else:
-            out += describe_one(d)
-    return out

@@ -1,8 +1,14 @@
-"""Each collector describes its own stored figures; report renders them without knowing any collector's keys."""
+"""Each collector describes its own stored figures; report renders them without knowing any collector's keys.
+The description read back from a record is verdict.observed's (below the measuring layer, so the renderers need
+not import it)."""
+
+from dataclasses import astuple
+
+import pytest
 
 from dataperf.commands import _render
-from dataperf.measure import collectors
-from dataperf.measure.collectors import Histogram, Table
+from dataperf.verdict import observed as collectors
+from dataperf.verdict.observed import Histogram, Table
 
 STORED = {  # figures as a record holds them (plain JSON), in an order other than the one shown
     "ebpf": {"available": True, "backend": "bpftrace", "skipped": "bcc: no kernel headers",
@@ -63,3 +69,23 @@ def test_collectors_that_could_not_run_are_printed_only_when_asked(capsys):
     assert "disk sda: 12.3 MiB/s read" in out and "unavailable" not in out
     _render.print_collectors(STORED, verbose=True)
     assert "iostat: unavailable: not installed (apt-get install sysstat)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(collectors.DESCRIBERS))
+def test_the_record_description_says_what_each_collector_says_of_its_figures(name):
+    """verdict.observed reads back what each collector of dataperf.measure.collectors describes (a copy of each
+    one's describe, so that the renderers import nothing of the measuring layer): both say the same of the
+    same figures, while both exist."""
+    from dataperf.measure.collectors.ebpf import EbpfReadCollector
+    from dataperf.measure.collectors.nvml import NvmlMemoryCollector
+    from dataperf.measure.collectors.proc import DiskCollector, ProcessCollector
+    from dataperf.measure.collectors.sysstat import IostatCollector, PidstatCollector
+
+    by_name = {c.name: c for c in (DiskCollector, ProcessCollector, IostatCollector, PidstatCollector,
+                                   EbpfReadCollector, NvmlMemoryCollector)}
+    assert set(by_name) == set(collectors.DESCRIBERS)
+    figures = STORED[name] if STORED[name].get("available", True) else {"device": "sdb", "intervals": 2}
+    def plain(items):
+        return [i if isinstance(i, str) else (type(i).__name__, astuple(i)) for i in items]
+
+    assert plain(collectors.DESCRIBERS[name](figures)) == plain(by_name[name].describe(figures))
