@@ -1,17 +1,16 @@
-"""What is observed while a trial runs. Each collector has start() and stop() -> dict of figures (stored in
-records as plain JSON), and a describe(dict) that says what those figures mean to a person: lines, tables
-and histograms as plain data, which report renders without knowing any collector's keys. A record's whole
-description, read back from a results file, is dataperf.verdict.observed.describe (below the measuring layer, so
-the renderers read it without importing this one)."""
+"""What is observed while a trial runs. Each collector has start() and stop() -> dict of figures, stored in records
+as plain JSON under its name. What those figures mean to a person (lines, tables, histograms) is said once, by
+dataperf.verdict.observed, which reads them back from a record: a new collector is its module here plus its
+describer there."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from dataperf.measure.collectors.base import Collector, Description, Histogram, Table
+from dataperf.measure.collectors.base import Collector
 
-__all__ = ["Collector", "Description", "Histogram", "Running", "Table", "default_collectors"]
+__all__ = ["Collector", "Running", "default_collectors"]
 
 
 def default_collectors(data: Path | None, raw_dir: Path | None, tag: str, ebpf: bool = False) -> list[Collector]:

@@ -1,28 +1,9 @@
-"""The contract every collector keeps, and the plain data its description is made of (lines, tables and
-histograms that a renderer draws without knowing any collector's keys)."""
+"""The contract every collector keeps: start() and stop() -> its figures, stored in a record under its name as
+plain JSON. What the figures mean to a person is said where records are read back (dataperf.verdict.observed)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Protocol
-
-
-@dataclass
-class Table:
-    """Rows a person reads as a table; cells already formatted, every column right-aligned."""
-
-    title: str
-    columns: list[str]
-    rows: list[list[str]]
-
-
-@dataclass
-class Histogram:
-    title: str
-    bins: list[tuple[int, int, int]]  # (low, high, count)
-
-
-Description = list[str | Table | Histogram]
 
 
 class Collector(Protocol):
@@ -31,6 +12,3 @@ class Collector(Protocol):
     def start(self) -> None: ...
 
     def stop(self) -> dict[str, Any]: ...
-
-    @staticmethod
-    def describe(figures: dict[str, Any]) -> Description: ...

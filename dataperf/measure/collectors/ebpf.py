@@ -20,8 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dataperf.measure.collectors.base import Description, Histogram, Table
-from dataperf.results import MIB, fmt
+from dataperf.results import MIB
 
 DEBIAN_DIST = "/usr/lib/python3/dist-packages"
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -265,17 +264,4 @@ class EbpfReadCollector:
         out = self.active.stop()
         if getattr(self, "note", None):
             out["skipped"] = self.note
-        return out
-
-    @staticmethod
-    def describe(d: dict[str, Any]) -> Description:
-        rows = [[str(p["pid"]), p["comm"], str(p["reads"]), fmt(p["read_mib"], 2)] for p in d.get("per_process", [])]
-        out: Description = [Table(f"eBPF read syscalls by process (via {d.get('backend')})",
-                                  ["pid", "comm", "reads", "read_mib"], rows)]
-        if d.get("skipped"):
-            out.append(f"note: eBPF first choice skipped: {d['skipped']}")
-        hist = d.get("read_size_histogram_bytes") or {}
-        if hist:
-            out.append(Histogram("read() sizes (bytes)", [(int(k.split("-")[0]), int(k.split("-")[1]), v)
-                                                         for k, v in hist.items()]))
         return out

@@ -8,7 +8,6 @@ import threading
 import time
 from typing import Any
 
-from dataperf.measure.collectors.base import Description
 from dataperf.results import MIB
 
 
@@ -80,8 +79,3 @@ class NvmlMemoryCollector:
                          "total_mib": total / MIB, "peak_used_mib": max(w, default=0) / MIB,
                          "used_mib_windows": [round(v / MIB, 1) for v in w]})
         return {"available": True, "window_s": self.window_s, "gpus": gpus}
-
-    @staticmethod
-    def describe(d: dict[str, Any]) -> Description:
-        return [f"GPU {g['index']} {g['name']}: peak {g['peak_used_mib']:,.0f} of {g['total_mib']:,.0f} MiB used "
-                f"(NVML, {len(g['used_mib_windows'])} x {d['window_s']:g} s windows)" for g in d["gpus"]]

@@ -10,8 +10,7 @@ from typing import Any
 
 import psutil
 
-from dataperf.measure.collectors.base import Description, Table
-from dataperf.results import MIB, fmt
+from dataperf.results import MIB
 
 
 def device_of(path: Path | None) -> str | None:
@@ -61,13 +60,6 @@ class DiskCollector:
         if busy is not None:
             out["util_pct"] = min(100.0, (busy - c0.busy_time) / (dt * 1000) * 100)
         return out
-
-    @staticmethod
-    def describe(d: dict[str, Any]) -> Description:
-        line = f"disk {d['device']}: {d['read_mib_s']:.1f} MiB/s read, {d['read_iops']:.0f} IOPS"
-        if "util_pct" in d:
-            line += f", {d['util_pct']:.0f}% util"
-        return [line]
 
 
 class ProcessCollector:
@@ -177,22 +169,6 @@ class ProcessCollector:
             "rss_peak_mib_sum": sum(r["rss_peak_mib"] for r in rows),
             "workers_seen": sum(r["role"] == "worker" for r in rows),
         }
-
-    @staticmethod
-    def describe(d: dict[str, Any]) -> Description:
-        rows = [[str(p["pid"]), p["role"] + (" (exited)" if p["exited"] else ""), str(p["read_syscalls"]),
-                 fmt(p["storage_read_mib"], 2), fmt(p["cpu_pct_mean"], 0), fmt(p["rss_peak_mib"], 0)]
-                for p in d["per_process"]]
-        out: Description = [
-            Table("processes (/proc/PID/io)", ["pid", "role", "read_syscalls", "storage_read_mib", "cpu_pct_mean",
-                                               "rss_peak_mib"], rows),
-            "note: read_syscalls count every read(), worker result pipes and the collectors' own /proc reads "
-            "included, not only dataset reads; exited workers' rows hold their last sample (totals are right via "
-            "main)"]
-        if d.get("main_includes_exited_workers"):
-            out.append("note: the main row includes exited workers' counts (the kernel folds a reaped child's I/O "
-                       "into its parent)")
-        return out
 
     def _children(self) -> list[psutil.Process]:
         try:

@@ -13,9 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dataperf.measure.collectors.base import Description
 from dataperf.measure.collectors.proc import device_of
-from dataperf.results import fmt
 
 
 def parse_table(text: str, header_first: str) -> list[dict[str, str]]:
@@ -146,11 +144,6 @@ class IostatCollector(_SysstatTool):
             out["read_mib_s_mean"] = out.pop("read_kib_s_mean") / 1024
         return out
 
-    @staticmethod
-    def describe(d: dict[str, Any]) -> Description:
-        return [f"iostat {d.get('device')}: {d.get('intervals')} intervals, {fmt(d.get('read_mib_s_mean'), 1)} MiB/s, "
-                f"{fmt(d.get('read_iops_mean'))} r/s, {fmt(d.get('util_pct_mean'), 0)}% util (log {d.get('raw_log')})"]
-
 
 class PidstatCollector(_SysstatTool):
     """pidstat -u -d for every active process; parsed down to this process tree."""
@@ -205,10 +198,3 @@ class PidstatCollector(_SysstatTool):
         others = [r for r in summary if not r["ours"]][: max(0, 20 - len(ours))]
         return {"available": True, "raw_log": str(self.log), "intervals": len({r["Time"] for r in rows}),
                 "processes": sorted(ours + others, key=lambda r: -(r["cpu_pct_mean"] or 0))}
-
-    @staticmethod
-    def describe(d: dict[str, Any]) -> Description:
-        ours = [p for p in d.get("processes", []) if p["ours"]]
-        return [f"pidstat: {d.get('intervals')} intervals, our processes "
-                + ", ".join(f"{p['pid']} {fmt(p['cpu_pct_mean'])}% CPU" for p in ours)
-                + f" (log {d.get('raw_log')})"]

@@ -2,10 +2,6 @@
 The description read back from a record is verdict.observed's (below the measuring layer, so the renderers need
 not import it)."""
 
-from dataclasses import astuple
-
-import pytest
-
 from dataperf.commands import _render
 from dataperf.verdict import observed as collectors
 from dataperf.verdict.observed import Histogram, Table
@@ -71,21 +67,16 @@ def test_collectors_that_could_not_run_are_printed_only_when_asked(capsys):
     assert "iostat: unavailable: not installed (apt-get install sysstat)" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name", sorted(collectors.DESCRIBERS))
-def test_the_record_description_says_what_each_collector_says_of_its_figures(name):
-    """verdict.observed reads back what each collector of dataperf.measure.collectors describes (a copy of each
-    one's describe, so that the renderers import nothing of the measuring layer): both say the same of the
-    same figures, while both exist."""
+def test_every_collector_has_one_describer():
+    """A collector's figures are said in one place, verdict.observed, keyed by the collector's name: each collector
+    of dataperf.measure.collectors has its describer there, and no describer is left without its collector."""
     from dataperf.measure.collectors.ebpf import EbpfReadCollector
     from dataperf.measure.collectors.nvml import NvmlMemoryCollector
     from dataperf.measure.collectors.proc import DiskCollector, ProcessCollector
     from dataperf.measure.collectors.sysstat import IostatCollector, PidstatCollector
 
-    by_name = {c.name: c for c in (DiskCollector, ProcessCollector, IostatCollector, PidstatCollector,
-                                   EbpfReadCollector, NvmlMemoryCollector)}
-    assert set(by_name) == set(collectors.DESCRIBERS)
-    figures = STORED[name] if STORED[name].get("available", True) else {"device": "sdb", "intervals": 2}
-    def plain(items):
-        return [i if isinstance(i, str) else (type(i).__name__, astuple(i)) for i in items]
-
-    assert plain(collectors.DESCRIBERS[name](figures)) == plain(by_name[name].describe(figures))
+    names = {c.name for c in (DiskCollector, ProcessCollector, IostatCollector, PidstatCollector,
+                              EbpfReadCollector, NvmlMemoryCollector)}
+    assert names == set(collectors.DESCRIBERS)
+    assert not any(hasattr(c, "describe") for c in (DiskCollector, ProcessCollector, IostatCollector,
+                                                    PidstatCollector, EbpfReadCollector, NvmlMemoryCollector))
