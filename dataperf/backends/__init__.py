@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable, Iterable
-from dataclasses import Field, dataclass, field, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from dataperf.data import SOURCE_FORMATS, Data
 from dataperf.errors import TrialError
-from dataperf.results import LoaderConfig, option_flag, own_knobs
+from dataperf.results import WORKERS, LoaderConfig, loader_knobs, option_flag, own_knobs
 
-# knobs of LoaderConfig a backend may or may not express (decode/batch_size/cache every backend has)
 TITLES = {"dali": "DALI", "spdl": "SPDL", "litdata": "LitData", "streaming": "Mosaic Streaming"}
-KNOBS = ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "shuffle")
-OFF = {"num_workers": 0, "prefetch_factor": None, "pin_memory": False, "persistent_workers": False, "shuffle": False}
+# knobs of LoaderConfig a backend may or may not express (decode/batch_size/cache every backend has), and the value
+# a backend that cannot keeps: from their declarations (results.config.loader_knob: optional, off)
+KNOBS = tuple(f.name for f in fields(LoaderConfig) if f.metadata.get("optional"))
+OFF = {k.name: k.metadata["off"] for k in loader_knobs() if k.name in KNOBS}
 # formats the torch DataLoader backend reads: dataperf's own two, and what dataperf.data resolves
 # (token files, a user's Dataset); every other backend reads local image files or shards only
 DATALOADER = ("files", "webdataset", *SOURCE_FORMATS)
@@ -59,7 +60,7 @@ class Backend:
     own_pipeline: bool = False
     # the LoaderConfig fields that count its parallel workers and the batches it holds ahead (one queue for the
     # whole pipeline, or one per worker), and the (knob, value) with which it decodes on the GPU
-    workers_knob: str = "num_workers"
+    workers_knob: str = WORKERS
     prefetch_knob: str = "prefetch_factor"
     prefetch_per_worker: bool = True
     gpu_decode_setting: tuple[str, str] | None = None
@@ -82,6 +83,16 @@ class Backend:
 
     def prefetch(self, c: dict[str, Any]) -> int:
         return c.get(self.prefetch_knob) or 0
+
+    def counted(self, c: dict[str, Any], knob: str) -> Any:
+        """A DataLoader knob's value in a config (a dict) as this backend counts it: the workers and prefetch as
+        its own knobs have them (DALI: threads, queue); any other as it is (its off value where missing, 0 for a
+        knob every backend has)."""
+        if knob == WORKERS:
+            return self.workers(c)
+        if knob == "prefetch_factor":  # the DataLoader's prefetch, whatever field this backend holds it in
+            return self.prefetch(c)
+        return c.get(knob, OFF.get(knob, 0))
 
     def in_flight(self, cfg: LoaderConfig) -> int:
         """Samples it may already hold when a repeat starts: its prefetched batches, per worker or in all."""

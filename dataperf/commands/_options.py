@@ -1,12 +1,22 @@
 """The options the commands share, written once: the loader's, the model step's and how a trial measures,
-with every command's defaults in one table (DEFAULTS). A new option is one row of DEFAULTS and one spec in
-`loader_options`/`model_options`; `make_config`, `make_grid` and `make_step_options` turn the parsed values
-into a LoaderConfig, a sweep Grid and StepOptions. Parsing only: nothing here measures."""
+with every command's defaults in one table (DEFAULTS); `make_config`, `make_grid` and `make_step_options` turn
+the parsed values into a LoaderConfig, a sweep Grid and StepOptions. Parsing only: nothing here measures.
+
+What a new option takes:
+- a DataLoader knob: its declaration in `results/config.py` (`loader_knob`) and nothing here: its flag, help,
+  place in --help, defaults per command, spec, sweep axis and its way into `make_config`/`make_grid` are read
+  from it (KNOB, `_knob_row`, `_knob_spec`, `_placed`);
+- a backend's own knob: its declaration (`own_knob`), likewise (OWN, `_own_row`, `_own_spec`);
+- any other loader option: a row of ROWS, its name in LOADER, a spec in SPECS, and a parameter of
+  `make_config` and `make_grid` (with what it sets in LoaderConfig and the Grid);
+- a model option: a row of ROWS, its name in MODEL, its `click.option` in `model_options`, and a field of
+  StepOptions (`make_step_options`);
+- a trial option: its `click.option` in `trial_options` and a parameter of `make_trial_options`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import Field
+from dataclasses import MISSING, Field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,7 +26,7 @@ from dataperf import watchdog
 from dataperf.backends import REGISTRY
 from dataperf.commands import _render
 from dataperf.errors import UserError
-from dataperf.results import LoaderConfig, option_flag, own_knobs
+from dataperf.results import WORKERS, LoaderConfig, loader_knobs, option_flag, own_knobs, ranked
 from dataperf.watchdog import DEFAULT_STALL_S
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -31,6 +41,9 @@ OPTIMIZERS = ["adamw", "adam8bit", "adamw-cpu-offload", "zero", "zero2", "zero2-
 TUNE_BACKENDS = ["auto", "files", "webdataset"]  # backends whose workers and prefetch tune can search
 NO = object()  # the command has no such option
 OWN: list[Field] = own_knobs()  # every backend's own knobs (results.config.own_knob)
+# the DataLoader's knobs (results.config.loader_knob) by option name, in the order of their options
+KNOB: dict[str, Field] = {k.name: k for k in loader_knobs()}
+FLAG_AXIS = {"off": [False], "on": [True], "both": [False, True]}  # a sweep's off/on/both, as a Grid axis
 
 
 def _own_row(k: Field) -> tuple[Any, ...]:
@@ -40,21 +53,54 @@ def _own_row(k: Field) -> tuple[Any, ...]:
     return (one, axis, NO, one, one, one, NO)
 
 
+def _axis_text(k: Field) -> str | None:
+    """A DataLoader knob's sweep default as the text click parses: off/on/both for a flag, else a comma list (None:
+    the Grid's own default, as the worker ladder)."""
+    axis = k.metadata["axis"]
+    if k.metadata["kind"] == "flag":
+        return next(t for t, v in FLAG_AXIS.items() if tuple(v) == axis)
+    return None if axis in (None, (None,)) else ",".join(map(str, axis))
+
+
+def _parsed_axis(k: Field) -> Any:
+    """A DataLoader knob's sweep default as its option's callback leaves it (off/on/both stays text)."""
+    text = _axis_text(k)
+    return text if text is None or k.metadata["kind"] == "flag" else list(k.metadata["axis"])
+
+
+def _knob_row(k: Field) -> tuple[Any, ...]:
+    """A DataLoader knob's defaults, from its declaration: one run's (bench, tune unless tune searches it), the
+    sweep's axis, `fed` in the commands that feed a model, and step's own batch (step has no loader)."""
+    one, m = k.default, k.metadata
+    fed = one if m["fed"] is MISSING else m["fed"]
+    return (one, _axis_text(k), NO if m["searched"] else one, fed, fed, fed, NO if m["step"] is None else m["step"])
+
+
+def _placed(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Option names with each DataLoader knob right after the option it follows (loader_knob's `after`)."""
+    out: list[str] = []
+
+    def put(name: str) -> None:
+        out.append(name)
+        for k in KNOB.values():
+            if k.metadata["after"] == name:
+                put(k.name)
+
+    for name in names:
+        put(name)
+    return tuple(out)
+
+
 # One row per option, one column per command: its default there, or NO. sweep's loader options are comma
 # lists (its axes), given as the text click parses; e2e, profile and diagnose feed the model (decode implied);
-# step has no loader, so its batch shape comes with the model options.
+# step has no loader, so its batch shape comes with the model options. The DataLoader's knobs' rows come from
+# their declarations (_knob_row), the backends' own knobs' from theirs (_own_row).
 COMMANDS = ("bench", "sweep", "tune", "e2e", "profile", "diagnose", "step")
-DEFAULTS: dict[str, tuple[Any, ...]] = {
+ROWS: dict[str, tuple[Any, ...]] = {
     # option             bench    sweep    tune     e2e      profile  diagnose step
     "dataset_factory":   (None,   None,    None,    None,    None,    None,    NO),
     "transform":         (None,   None,    None,    None,    None,    None,    NO),
     "backend":           ("auto", "auto",  "auto",  "auto",  "auto",  "auto",  NO),
-    "batch_size":        (32,     "32",    32,      32,      32,      32,      8),
-    "num_workers":       (0,      None,    NO,      2,       2,       2,       NO),
-    "worker_type":       (None,   None,    None,    None,    None,    None,    NO),
-    "prefetch_factor":   (None,   "2,4,8", NO,      None,    None,    None,    NO),
-    "pin_memory":        (False,  "off",   False,   None,    None,    None,    NO),
-    "persistent_workers": (False, "off",   False,   False,   False,   False,   NO),
     "decode":            (None,   None,    True,    NO,      NO,      NO,      NO),
     "image_size":        (224,    224,     224,     224,     224,     224,     224),
     "cap_tokens":        (None,   None,    None,    None,    None,    None,    NO),
@@ -62,7 +108,6 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     "cache":             ("warm", "warm",  "cold",  "warm",  "warm",  "warm",  NO),
     **{k.metadata["option"]: _own_row(k) for k in OWN},
     "on_corrupt":        ("fail", "fail",  "fail",  "fail",  "fail",  "fail",  NO),
-    "shuffle":           (True,   "on",    True,    True,    True,    True,    NO),
     "no_shuffle":        (NO,     False,   NO,      NO,      NO,      NO,      NO),
     "shuffle_buffer":    (None,   None,    None,    None,    None,    None,    NO),
     "model":             (NO,     None,    None,    "gpt-small", "gpt-small", "gpt-small", "gpt-small"),
@@ -72,10 +117,11 @@ DEFAULTS: dict[str, tuple[Any, ...]] = {
     "input_kind":        (NO,     None,    None,    None,    None,    None,    None),
     "deterministic":     (NO,     False,   False,   False,   False,   False,   False),
 }
-LOADER = ("dataset_factory", "transform", "backend", "batch_size", "num_workers", "worker_type", "prefetch_factor",
-          "pin_memory", "persistent_workers", "decode", "image_size", "cap_tokens", "seq_len", "cache",
-          *(k.metadata["option"] for k in OWN), "on_corrupt", "shuffle", "no_shuffle", "shuffle_buffer")
+# the loader options in --help order, each DataLoader knob placed after the option its declaration names
+LOADER = _placed(("dataset_factory", "transform", "backend", "decode", "image_size", "cap_tokens", "seq_len", "cache",
+                  *(k.metadata["option"] for k in OWN), "on_corrupt", "no_shuffle", "shuffle_buffer"))
 MODEL = ("model", "device", "optimizer", "amp", "input_kind", "deterministic")
+DEFAULTS: dict[str, tuple[Any, ...]] = {n: _knob_row(KNOB[n]) if n in KNOB else ROWS[n] for n in (*LOADER, *MODEL)}
 MODEL_HELP = {
     "sweep": "also measure this model's step and give the verdict",
     "tune": "target = this model's step rate x --headroom",
@@ -129,9 +175,6 @@ def _apply(fn: F, opts: list) -> F:
     return fn
 
 
-ONE_OR_BOTH = click.Choice(["off", "on", "both"])
-
-
 def _same(**settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return settings, settings
 
@@ -152,8 +195,22 @@ def _own_spec(k: Field) -> tuple[str, dict[str, Any], dict[str, Any]]:
     return flag, {"type": int}, {"callback": int_list}
 
 
+def _knob_spec(k: Field) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A DataLoader knob as an option, from its declaration: an integer (sweep: a comma list), one of its values
+    (sweep: a comma list of them), or a flag (sweep: off/on/both, under the flag's first name)."""
+    m = k.metadata
+    one = {"help": m["help"]} if m["help"] else {}
+    many = {"help": m["sweep_help"]} if m["sweep_help"] else {}
+    if m["kind"] == "flag":
+        return m["flag"], one, {"decl": m["flag"].split("/")[0],
+                                "type": click.Choice(list(m["values"] or FLAG_AXIS)), **many}
+    if m["kind"] == "choice":
+        return m["flag"], {"type": click.Choice(list(m["values"])), **one}, {"callback": str_list, **many}
+    return m["flag"], {"type": int, **one}, {"callback": int_list, **many}
+
+
 # option -> (declaration, click settings for one value, for sweep's comma lists); defaults come from DEFAULTS
-LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "dataset_factory": ("--dataset", *_same(metavar="MODULE:FACTORY",
                                             help="your own torch Dataset/IterableDataset (DATA is then left out)")),
     "transform": ("--transform", *_same(metavar="PRESET|MODULE:FACTORY",
@@ -164,21 +221,6 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
                 {"callback": str_list, "help": "comma list of backends: auto (the DataLoader reading the data's "
                                                "own storage format), all (it and every installed backend that "
                                                f"reads it), {','.join(BACKENDS)}"}),
-    "batch_size": ("--batch-size", {"type": int}, {"callback": int_list, "help": "comma list"}),
-    "num_workers": ("--num-workers", {"type": int},
-                    {"callback": int_list, "help": "comma list [0,1,2,3,4,6,8,12,.. up to the cores, as many as the "
-                                                     "data can give 3 batches each]"}),
-    "worker_type": ("--worker-type", {"type": click.Choice(["process", "thread"]),
-                                      "help": "where the backend offers both [its own kind]"},
-                    {"callback": str_list, "help": "comma list: process,thread (each backend runs those it "
-                                                   "offers) [each backend's own kind]"}),
-    "prefetch_factor": ("--prefetch-factor", {"type": int, "help": "batches each worker keeps ready [2]"},
-                        {"callback": int_list, "help": "comma list"}),
-    "pin_memory": ("--pin-memory/--no-pin-memory", {"help": "page-locked batches [e2e, profile, diagnose: on with "
-                                                            "CUDA]"},
-                   {"decl": "--pin-memory", "type": ONE_OR_BOTH}),
-    "persistent_workers": ("--persistent-workers/--no-persistent-workers", {},
-                           {"decl": "--persistent-workers", "type": ONE_OR_BOTH}),
     "decode": ("--decode/--no-decode", {"help": "decode samples (else move raw bytes)"},
                {"help": "decode samples (else move raw bytes) [on for image data or with --model, else off]"}),
     "image_size": ("--image-size", *_same(type=int, help="decoded image side")),
@@ -190,17 +232,13 @@ LOADER_SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "on_corrupt": ("--on-corrupt", *_same(type=click.Choice(["fail", "skip"]),
                                           help="a sample that does not decode fails the trial (naming it), or is "
                                                "skipped and counted (corrupt_samples)")),
-    "shuffle": ("--shuffle/--no-shuffle", {"help": "read in a seeded random order, as training does; --no-shuffle: "
-                                                   "storage order"},
-                {"decl": "--shuffle", "type": click.Choice(["on", "off", "both"]),
-                 "help": "on: a seeded random order, as training reads; off: storage order; both: each config "
-                         "both ways"}),
     # sweep's --shuffle is an axis (on/off/both); --no-shuffle is its short form of off, as in every command
     "no_shuffle": ("--no-shuffle", {}, {"is_flag": True, "help": "storage order (the same as --shuffle off)"}),
     "shuffle_buffer": ("--shuffle-buffer", *_same(type=int, metavar="N",
                                                   help="webdataset: samples in each worker's shuffle buffer; "
                                                        "dali: the reader's initial fill [1000]")),
 }
+LOADER_SPECS = {n: _knob_spec(KNOB[n]) if n in KNOB else SPECS[n] for n in LOADER}
 
 
 class HiddenAlias(click.Option):
@@ -361,19 +399,27 @@ def default_decode(datas: list, model: str | None = None) -> bool:
 
 
 
-def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: int = 0,
-                prefetch_factor: int | None = None, pin_memory: bool | None = False, persistent_workers: bool = False,
-                image_size: int = 224, cap_tokens: int | None = None, cache: str = "warm", device: str = "cpu",
-                decode: bool = True, on_corrupt: str = "fail", worker_type: str | None = None,
+def _knobs(given: dict[str, Any], default: Callable[[Field], Any]) -> dict[str, Any]:
+    """The DataLoader knobs' values, popped from `given` by name, `default(knob)` where not given."""
+    return {name: given.pop(name) if name in given else default(k) for name, k in KNOB.items()}
+
+
+def make_config(data, backend: str = "auto", image_size: int = 224, cap_tokens: int | None = None,
+                cache: str = "warm", device: str = "cpu", decode: bool = True, on_corrupt: str = "fail",
                 transform: str | None = None, seq_len: int | None = None, dataset_factory: str | None = None,
-                shuffle: bool = True, shuffle_buffer: int | None = None, **own: Any):
+                shuffle_buffer: int | None = None, **given: Any):
     """One LoaderConfig from the options; `data` is the resolved data.Data (its storage format is what
-    auto means); `own`: the backends' own knobs by option name (--dali-threads: dali_threads), each the
-    declared value when not given. A backend with knobs of its own leaves the DataLoader's at their off values."""
+    auto means); `given`: the DataLoader's knobs by name (num_workers, pin_memory: None = on with CUDA, ...),
+    each its declared default when not given, and the backends' own knobs by option name (--dali-threads:
+    dali_threads), each the declared value when not given. A backend with knobs of its own leaves the
+    DataLoader's workers, and the knobs that need them, at their off values."""
     from dataperf.data.tokens import windowed
 
+    knobs = _knobs(given, lambda k: k.default)
+    own = given
     _check_own(own)
     check_transform(transform)
+    shuffle = knobs["shuffle"]
     check_shuffle_buffer(shuffle_buffer, shuffle)
     if backend == "auto":
         backend = data.format  # the DataLoader backend of the data's storage format
@@ -383,14 +429,16 @@ def make_config(data, backend: str = "auto", batch_size: int = 32, num_workers: 
     if any(values[k.name] < 1 for k in counts):
         raise UserError(" and ".join(option_flag(k) for k in counts)
                         + " must be at least 1, got " + " and ".join(str(values[k.name]) for k in counts))
-    return LoaderConfig(backend=backend, batch_size=batch_size, num_workers=0 if mine else num_workers,
-                        prefetch_factor=None if mine else prefetch_factor,
-                        pin_memory=str(device).startswith("cuda") if pin_memory is None else pin_memory,
-                        persistent_workers=persistent_workers and not mine, decode=decode, cache=cache,
+    if knobs["pin_memory"] is None:
+        knobs["pin_memory"] = str(device).startswith("cuda")
+    if mine:  # no DataLoader workers: the worker count and what needs workers off
+        knobs.update({n: k.metadata["off"] for n, k in KNOB.items()
+                      if k.metadata["optional"] and (n == WORKERS or k.metadata["with_workers"])})
+    return LoaderConfig(backend=backend, **knobs, decode=decode, cache=cache,
                         image_size=image_size, cap_tokens=cap_tokens, transform=transform,
                         seq_len=seq_len if windowed(data) else None, **values,
-                        on_corrupt=None if on_corrupt == "fail" else on_corrupt, worker_type=worker_type,
-                        shuffle=shuffle, shuffle_buffer=shuffle_buffer if shuffle else None)
+                        on_corrupt=None if on_corrupt == "fail" else on_corrupt,
+                        shuffle_buffer=shuffle_buffer if shuffle else None)
 
 
 def check_shuffle_buffer(shuffle_buffer: int | None, shuffle: bool) -> None:
@@ -402,43 +450,42 @@ def check_shuffle_buffer(shuffle_buffer: int | None, shuffle: bool) -> None:
         raise UserError("--shuffle-buffer sizes the shuffle, and --no-shuffle turns it off; pass one of the two")
 
 
-def make_grid(datas: list, backend: list[str], batch_size: list[int], num_workers: list[int] | None,
-              worker_type: list[str] | None, prefetch_factor: list[int], pin_memory: str, persistent_workers: str,
-              decode: bool, image_size: int, cap_tokens: int | None, seq_len: int, cache: str, on_corrupt: str,
-              transform: str | None, dataset_factory: str | None = None, shuffle: str = "on",
-              no_shuffle: bool = False, shuffle_buffer: int | None = None, **own: list | None):
-    """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both); `own`: the
-    backends' own knobs' lists by option name (--dali-threads: dali_threads)."""
+def make_grid(datas: list, backend: list[str], decode: bool, image_size: int, cap_tokens: int | None, seq_len: int,
+              cache: str, on_corrupt: str, transform: str | None, dataset_factory: str | None = None,
+              no_shuffle: bool = False, shuffle_buffer: int | None = None, **given: Any):
+    """The sweep's Grid from sweep's loader options (comma lists; off/on/both; warm/cold/both); `given`: the
+    DataLoader's knobs by name (a flag as off/on/both; each the sweep's declared default when not given) and
+    the backends' own knobs' lists by option name (--dali-threads: dali_threads)."""
     from dataperf.data.tokens import windowed
     from dataperf.measure import preflight
-    from dataperf.measure.trial import worker_ladder
     from dataperf.workflows import sweep as sw
 
+    knobs = _knobs(given, _parsed_axis)
+    own = given
     _check_own(own)
-    given = {k.name: own.get(k.metadata["option"]) for k in OWN}
-    for name, axis_ in (("--num-workers", num_workers), ("--prefetch-factor", prefetch_factor),
-                        ("--batch-size", batch_size), ("--backend", backend),
-                        *((option_flag(k), given[k.name]) for k in OWN)):
+    mine = {k.name: own.get(k.metadata["option"]) for k in OWN}
+    counts = [k for k in ranked("cost") if k.metadata["kind"] == "int"]  # in cost order, as the options were
+    for name, axis_ in (*((k.metadata["flag"], knobs[k.name]) for k in counts), ("--backend", backend),
+                        *((option_flag(k), mine[k.name]) for k in OWN)):
         if axis_ is not None and not axis_:
             raise UserError(f"{name} got no values; give a comma list such as 0,1,2, or leave it out")
-    for w in num_workers or []:  # the grid would leave a negative count out, and then say it is empty
+    for w in knobs[WORKERS] or []:  # the grid would leave a negative count out, and then say it is empty
         preflight.check_workers(w)
     check_transform(transform)
-    if no_shuffle and shuffle != "on":
-        raise UserError(f"--no-shuffle and --shuffle {shuffle} disagree; pass one of the two")
-    shuffle = "off" if no_shuffle else shuffle
-    check_shuffle_buffer(shuffle_buffer, shuffle != "off")
-    both = {"off": [False], "on": [True], "both": [False, True]}
-    return sw.Grid(backends=backend, num_workers=num_workers or worker_ladder(),
-                   worker_types=worker_type or [None],
-                   prefetch_factor=prefetch_factor, batch_size=batch_size, pin_memory=both[pin_memory],
-                   persistent_workers=both[persistent_workers], decode=[decode],
+    if no_shuffle and knobs["shuffle"] != "on":
+        raise UserError(f"--no-shuffle and --shuffle {knobs['shuffle']} disagree; pass one of the two")
+    if no_shuffle:
+        knobs["shuffle"] = "off"
+    check_shuffle_buffer(shuffle_buffer, knobs["shuffle"] != "off")
+    # each knob's axis under its Grid field's name; one left empty (workers, worker types) is the Grid's default
+    axes = {k.metadata["grid"] or n: FLAG_AXIS[knobs[n]] if k.metadata["kind"] == "flag" else knobs[n]
+            for n, k in KNOB.items()}
+    return sw.Grid(backends=backend, **{a: v for a, v in axes.items() if v}, decode=[decode],
                    cache=["warm", "cold"] if cache == "both" else [cache], image_size=image_size,
                    cap_tokens=cap_tokens, transform=transform,
                    seq_len=seq_len if any(windowed(d) for d in datas) else None,
-                   own={k: v for k, v in given.items() if v is not None},
-                   on_corrupt=None if on_corrupt == "fail" else on_corrupt,
-                   shuffle=both[shuffle], shuffle_buffer=shuffle_buffer)
+                   own={k: v for k, v in mine.items() if v is not None},
+                   on_corrupt=None if on_corrupt == "fail" else on_corrupt, shuffle_buffer=shuffle_buffer)
 
 
 def make_step_options(model: str, device: str = "cpu", optimizer: str = "adamw", amp: str | None = None,

@@ -14,6 +14,40 @@ DEFAULT_SHUFFLE_BUFFER = 1000
 BUFFER_BACKENDS = ("webdataset", "dali")  # backends whose sample shuffle is a buffer (the rest: a full permutation)
 
 
+WORKERS = "num_workers"  # the DataLoader's worker count: a knob declared `with_workers` applies only when it is > 0
+
+
+def loader_knob(default: Any, flag: str, after: str, *, kind: str = "int", help: str = "", sweep_help: str = "",
+                values: tuple[str, ...] = (), off: Any = None, optional: bool = True, axis: tuple[Any, ...] | None,
+                grid: str = "", with_workers: bool = False, fed: Any = dataclasses.MISSING, searched: bool = False,
+                step: Any = None, label: tuple[str, str] | None = None, thin: int | None = None, one: bool = False,
+                keep: Any = None, cost: int | None = None, answer: tuple[int, str] | None = None) -> Any:
+    """A DataLoader knob, declared once, here, with everything the layers above derive from it (plain data: the
+    commands build the click options, the sweep its axis):
+
+    - its option: `flag` (the click declaration of one run: "--num-workers", "--pin-memory/--no-pin-memory"),
+      placed in --help (and in `short()`) `after` that loader option; `kind`: "int", "flag" (on/off; a sweep
+      takes off/on/both, in the order of `values` when given) or "choice" (one of `values`); `help` and
+      `sweep_help` (sweep's comma list);
+    - its defaults: `default` in one run (bench, and where not said otherwise), `fed` where a model eats the
+      batches (e2e, profile, diagnose; "None" of pin_memory: on with CUDA), none where tune `searched` it, `step`
+      in step's synthetic batch (None: step has no such option), `axis` in a sweep (None: the Grid's own default);
+    - what a backend that cannot express it keeps: `off` (`optional`: a backend may lack it, `backends.KNOBS`/
+      `OFF`; `off` is also its value without workers when `with_workers`);
+    - its sweep axis: the `workflows.sweep.Grid` field `grid` (default: the knob's name) and, in a sweep file, its
+      type from `kind`;
+    - `label` in `short()`: (format, "set": written when not None/False | "workers": with workers only);
+    - under --budget (`workflows.budget.THINNING`): `thin`, its rank (lowest thinned first), `one` (thinned to one
+      value: `keep` where planned, else the smallest) or every other value from the largest;
+    - `cost`: its rank in `verdict.rates.cost_key` (cheapest first: fewer, smaller, off);
+    - `answer`: (rank, "always" | "workers") as a keyword argument of the DataLoader in the answer."""
+    return field(default=default, metadata={
+        "loader": True, "flag": flag, "after": after, "kind": kind, "help": help, "sweep_help": sweep_help,
+        "values": values, "off": off, "optional": optional, "axis": axis, "grid": grid, "with_workers": with_workers,
+        "fed": fed, "searched": searched, "step": step, "label": label, "thin": thin, "one": one, "keep": keep,
+        "cost": cost, "answer": answer})
+
+
 def own_knob(backend: str, option: str, label: str, single: Any, axis: tuple[Any, ...], answer: str,
              choices: tuple[str, ...] = ()) -> Any:
     """A knob only one backend reads, declared once, here, with everything the layers above derive from it: the
@@ -30,11 +64,23 @@ class LoaderConfig:
     """One point of the sweep grid: everything that changes how samples reach the model."""
 
     backend: str = "files"  # the loader that reads (dataperf.backends): files | webdataset | dali | spdl | ...
-    batch_size: int = 32
-    num_workers: int = 0
-    prefetch_factor: int | None = None
-    pin_memory: bool = False
-    persistent_workers: bool = False
+    batch_size: int = loader_knob(32, "--batch-size", "backend", optional=False, sweep_help="comma list",
+                                  axis=(32,), step=8, label=("bs={}", "set"), thin=5, cost=3, answer=(1, "always"))
+    num_workers: int = loader_knob(0, "--num-workers", "batch_size", off=0, fed=2, searched=True, axis=None,
+                                   sweep_help="comma list [0,1,2,3,4,6,8,12,.. up to the cores, as many as the data "
+                                              "can give 3 batches each]",
+                                   label=("w={}", "set"), thin=7, cost=1, answer=(2, "always"))
+    prefetch_factor: int | None = loader_knob(None, "--prefetch-factor", "worker_type", off=None, with_workers=True,
+                                              help="batches each worker keeps ready [2]", sweep_help="comma list",
+                                              searched=True, axis=(2, 4, 8), label=("pf={}", "workers"), thin=1,
+                                              one=True, keep=TORCH_PREFETCH_FACTOR, cost=2, answer=(3, "workers"))
+    pin_memory: bool = loader_knob(False, "--pin-memory/--no-pin-memory", "prefetch_factor", kind="flag", off=False,
+                                   help="page-locked batches [e2e, profile, diagnose: on with CUDA]", fed=None,
+                                   axis=(False,), label=("pin", "set"), thin=2, one=True, cost=4,
+                                   answer=(5, "always"))
+    persistent_workers: bool = loader_knob(False, "--persistent-workers/--no-persistent-workers", "pin_memory",
+                                           kind="flag", off=False, with_workers=True, axis=(False,),
+                                           label=("persist", "set"), thin=3, one=True, cost=5, answer=(4, "workers"))
     decode: bool = False
     cache: str = "warm"  # warm | cold
     image_size: int = 224
@@ -45,10 +91,21 @@ class LoaderConfig:
     dali_decode_device: str | None = own_knob("dali", "dali_decode", "decode", "cpu", ("cpu",), "decode on {}",
                                               ("cpu", "mixed"))
     on_corrupt: str | None = None  # None (= fail: the trial fails naming the sample) | skip (counted)
-    worker_type: str | None = None  # process | thread; None = the backend's own kind
+    # process | thread; None = the backend's own kind (a backend runs those of its `worker_types`)
+    worker_type: str | None = loader_knob(None, "--worker-type", "num_workers", kind="choice",
+                                          values=("process", "thread"), optional=False, with_workers=True,
+                                          help="where the backend offers both [its own kind]",
+                                          sweep_help="comma list: process,thread (each backend runs those it "
+                                                     "offers) [each backend's own kind]",
+                                          axis=(None,), grid="worker_types", label=("{}", "set"))
     transform: str | None = None  # None/resize = square resize; imagenet-train | imagenet-val | MODULE:FACTORY
     seq_len: int | None = None  # tokens per window cut from a flat token stream (.bin / 1-d .npy)
-    shuffle: bool = True  # read in a seeded random order, as training does; False = storage order
+    # read in a seeded random order, as training does; False = storage order (`access()` writes it in `short()`)
+    shuffle: bool = loader_knob(True, "--shuffle/--no-shuffle", "on_corrupt", kind="flag", values=("on", "off", "both"),
+                                off=False, help="read in a seeded random order, as training does; --no-shuffle: "
+                                                "storage order",
+                                sweep_help="on: a seeded random order, as training reads; off: storage order; both: "
+                                           "each config both ways", axis=(True,))
     shuffle_buffer: int | None = None  # webdataset: samples per worker's shuffle buffer; dali: initial_fill
 
     def explicit(self) -> LoaderConfig:
@@ -79,21 +136,46 @@ class LoaderConfig:
             parts = [f"{self.backend} bs={self.batch_size}"] + [f"{k.metadata['label']}={getattr(self, k.name)}"
                                                                 for k in own]
             return " ".join(parts) + f" {self.access()} {self.cache}"
-        s = f"{self.backend} bs={self.batch_size} w={self.num_workers}"
-        if self.worker_type:
-            s += f" {self.worker_type}"
-        if self.num_workers:
-            s += f" pf={self.explicit().prefetch_factor}"  # torch's default written out where none was given
-        if self.pin_memory:
-            s += " pin"
-        if self.persistent_workers:
-            s += " persist"
+        s, written = self.backend, self.explicit()  # torch's default prefetch written out where none was given
+        for k in loader_knobs():  # each knob's label (loader_knob), in the order of the options
+            fmt, when = k.metadata["label"] or ("", "")
+            value = getattr(written, k.name)
+            if fmt and value is not None and value is not False and (when != "workers" or getattr(self, WORKERS)):
+                s += " " + fmt.format(value)
         if self.decode:
             s += " decode"
         elif self.backend != "user-dataset":  # a user's Dataset returns what its own code makes
             s += " raw"
         return s + f" {self.access()} {self.cache}"
 
+
+
+def loader_knobs() -> list[Field]:
+    """The DataLoader's knobs (the LoaderConfig fields declared with loader_knob) in the order of their options:
+    each right after the option it follows (`after`), a chain from an option that is not a knob."""
+    knobs = [f for f in fields(LoaderConfig) if "loader" in f.metadata]
+    names, out = {k.name for k in knobs}, []
+
+    def chain(anchor: str) -> None:
+        for k in knobs:
+            if k.metadata["after"] == anchor:
+                out.append(k)
+                chain(k.name)
+
+    for k in knobs:
+        if k.metadata["after"] not in names:
+            out.append(k)
+            chain(k.name)
+    return out
+
+
+def ranked(use: str) -> list[Field]:
+    """The DataLoader knobs that take part in `use` ("thin", "cost", "answer"), in the order of their rank."""
+    def rank(k: Field) -> int:
+        r = k.metadata[use]
+        return r[0] if isinstance(r, tuple) else r
+
+    return sorted((k for k in loader_knobs() if k.metadata[use] is not None), key=rank)
 
 
 def own_knobs(backend: str | None = None) -> list[Field]:

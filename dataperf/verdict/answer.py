@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataperf import backends
-from dataperf.results import LoaderConfig
+from dataperf.results import WORKERS, LoaderConfig, ranked
 from dataperf.verdict.rates import finite, rank_rate
 from dataperf.verdict.recommend import Recommendation
 
@@ -13,10 +13,9 @@ def dataloader_args(c: LoaderConfig) -> str:
     be = backends.of(c)
     if be.own:
         return be.args(c)
-    kw = [f"batch_size={c.batch_size}", f"num_workers={c.num_workers}"]
-    if c.num_workers:
-        kw += [f"prefetch_factor={c.prefetch_factor}", f"persistent_workers={c.persistent_workers}"]
-    kw.append(f"pin_memory={c.pin_memory}")
+    # each DataLoader knob of the answer (results.config.loader_knob: answer) in its place; some with workers only
+    kw = [f"{k.name}={getattr(c, k.name)}" for k in ranked("answer")
+          if k.metadata["answer"][1] == "always" or getattr(c, WORKERS)]
     where = "" if c.backend in ("files", "user-dataset") else f"  ({c.backend} backend)"
     return "DataLoader(dataset, " + ", ".join(kw) + ")" + where
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from dataperf import backends
 from dataperf.backends import ONE_STREAM
-from dataperf.results import BUFFER_HID_READS, E2EResult, LoaderConfig, LoaderResult, Record, StepResult
+from dataperf.results import BUFFER_HID_READS, E2EResult, LoaderConfig, LoaderResult, Record, StepResult, ranked
 
 NEAR_BEST = 0.95  # without a model: configs within 5% of the best rate count as equally fast
 NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's candidates): within 2% of the best is as fast
@@ -84,12 +84,14 @@ def workers_of(c: dict | LoaderConfig) -> int:
     return backends.of(d).workers(d)
 
 
+COST = ranked("cost")  # the DataLoader knobs that cost, in their declared order (results.config.loader_knob)
+
+
 def cost_key(r: LoaderResult | LoaderConfig) -> tuple:
-    """Cheapest first: fewest workers (DALI: threads), then smallest prefetch (DALI: its queue), then smallest
-    batch, unpinned, not persistent."""
+    """Cheapest first, knob by knob in COST: fewest workers (DALI: threads), then smallest prefetch (DALI: its
+    queue), then smallest batch, unpinned, not persistent."""
     c = r.config if isinstance(r, LoaderResult) else r.__dict__
-    return (workers_of(c), backends.of(c).prefetch(c), c.get("batch_size", 0), c.get("pin_memory", False),
-            c.get("persistent_workers", False))
+    return tuple(backends.of(c).counted(c, k.name) for k in COST)
 
 
 def fed_epoch_s(loads: list[float], steady: float, startup: float, model_sps: float, first: float = 0.0) -> float:

@@ -20,7 +20,7 @@ from dataperf.data import Data
 from dataperf.errors import UserError
 from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions, estimate_trial_s
-from dataperf.results import TORCH_PREFETCH_FACTOR, LoaderConfig, LoaderResult, StepResult, summarize
+from dataperf.results import WORKERS, LoaderConfig, LoaderResult, StepResult, ranked, summarize
 from dataperf.workflows.e2e import epoch_aligned, in_flight_samples
 
 MIN_REPEATS = 3  # fewer and a median is one repeat's luck
@@ -184,11 +184,14 @@ def _repeat_cost(plan: Plan, finished: list[LoaderResult]) -> tuple[float, float
 
 # the prefetch and worker knobs of the backends that have their own (DALI's queue and threads)
 _OWN_PREFETCH = tuple(b.prefetch_knob for b in backends.REGISTRY.values() if b.prefetch_knob != "prefetch_factor")
-_OWN_WORKERS = tuple(b.workers_knob for b in backends.REGISTRY.values() if b.workers_knob != "num_workers")
-# axes thinned in this order; prefetch and the pin/persistent flags rarely decide the pick (the workers do)
-THINNING = ("prefetch_factor", "pin_memory", "persistent_workers", *_OWN_PREFETCH, "batch_size", *_OWN_WORKERS,
-            "num_workers")
-ONE_VALUE = ("prefetch_factor", "pin_memory", "persistent_workers", *_OWN_PREFETCH)
+_OWN_WORKERS = tuple(b.workers_knob for b in backends.REGISTRY.values() if b.workers_knob != WORKERS)
+# axes thinned in this order, the DataLoader's by their declared rank (results.config.loader_knob: thin); prefetch
+# and the pin/persistent flags rarely decide the pick (the workers do). A backend's own prefetch thins after the
+# DataLoader's one-value axes, its own workers just before the DataLoader's
+_SPREAD = tuple(k.name for k in ranked("thin") if not k.metadata["one"])
+ONE_VALUE = (*(k.name for k in ranked("thin") if k.metadata["one"]), *_OWN_PREFETCH)
+THINNING = (*ONE_VALUE, *_SPREAD[:_SPREAD.index(WORKERS)], *_OWN_WORKERS, *_SPREAD[_SPREAD.index(WORKERS):])
+KEEP = {k.name: k.metadata["keep"] for k in ranked("thin")}  # the value a one-value axis keeps where planned
 
 
 def thin(trials: list[Trial], axis: str) -> list[Trial]:
@@ -198,7 +201,7 @@ def thin(trials: list[Trial], axis: str) -> list[Trial]:
     if len(values) < 2:
         return trials
     if axis in ONE_VALUE:
-        default = TORCH_PREFETCH_FACTOR if axis == "prefetch_factor" else None
+        default = KEEP.get(axis)
         keep = {default if default in values else values[0]}
     else:
         keep = set(values[::-1][::2])

@@ -62,3 +62,26 @@ def test_simulated_costs_go_sample_by_sample(datasets):
     ds = FilesDataset(data, LoaderConfig(backend="files", decode=False), TrialOptions(seek_s=0.001))
     ds.__getitems__([4, 9])
     assert ds.next_i == 10  # the seek bookkeeping ran for each sample
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_dataloader_is_built_with_each_knob_the_answer_names(datasets, workers):
+    """The answer tells the user the DataLoader arguments of its declared knobs (results.config.loader_knob); the
+    DataLoader backend builds its loader with those same values (pinning only where CUDA is), and without
+    workers leaves out those that need them, as the answer does."""
+    from dataperf.backends.dataloader import make_loader
+    from dataperf.results import ranked
+    from dataperf.verdict.answer import dataloader_args
+
+    data = resolve(str(datasets["image-files"]))
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=workers, prefetch_factor=3 if workers else None,
+                       pin_memory=True, persistent_workers=bool(workers))
+    loader = make_loader(data, cfg, TrialOptions())
+    answer = dataloader_args(cfg)
+    for k in ranked("answer"):
+        value = getattr(cfg, k.name)
+        if f"{k.name}={value}" not in answer:  # a knob that needs workers, without them
+            assert not workers and k.metadata["with_workers"]
+            continue
+        built = getattr(loader, k.name)
+        assert built == (value and torch.cuda.is_available() if k.name == "pin_memory" else value), k.name

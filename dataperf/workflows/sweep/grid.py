@@ -3,7 +3,6 @@ LoaderConfig it spans for a storage format."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -12,24 +11,36 @@ from typing import Any
 from dataperf import backends
 from dataperf.errors import UserError
 from dataperf.measure.trial import worker_ladder
-from dataperf.results import BUFFER_BACKENDS, LoaderConfig, own_knobs
+from dataperf.results import BUFFER_BACKENDS, WORKERS, LoaderConfig, loader_knobs, own_knobs
+
+# the DataLoader's knobs (results.config.loader_knob) by the name of their Grid axis
+KNOB_AXES = {k.metadata["grid"] or k.name: k for k in loader_knobs()}
+
+
+def _axis(name: str) -> Any:
+    """A DataLoader knob's axis, by default the values its declaration gives a sweep."""
+    values = KNOB_AXES[name].metadata["axis"]
+    return field(default_factory=lambda: list(values))
 
 
 @dataclass
 class Grid:
     """The axes of a sweep. Prefetch applies only with workers; a backend with knobs of its own (DALI) sweeps
     those instead of the DataLoader's; backends may say auto
-    (the DataLoader backend of the data's storage format) or all (every installed backend that reads it)."""
+    (the DataLoader backend of the data's storage format) or all (every installed backend that reads it).
+    The list fields after `backends` are the axes of the product, outermost first; each DataLoader knob's is
+    named by its declaration (`grid`) and takes its declared values when not given."""
 
     backends: list[str] = field(default_factory=lambda: ["auto"])
-    num_workers: list[int] = field(default_factory=worker_ladder)
-    worker_types: list[str | None] = field(default_factory=lambda: [None])  # None = each backend's own kind
-    prefetch_factor: list[int] = field(default_factory=lambda: [2, 4, 8])
-    batch_size: list[int] = field(default_factory=lambda: [32])
-    pin_memory: list[bool] = field(default_factory=lambda: [False])
-    persistent_workers: list[bool] = field(default_factory=lambda: [False])
+    batch_size: list[int] = _axis("batch_size")
     decode: list[bool] = field(default_factory=lambda: [False])
     cache: list[str] = field(default_factory=lambda: ["warm"])
+    shuffle: list[bool] = _axis("shuffle")  # True: a seeded random order, as training reads
+    num_workers: list[int] = field(default_factory=worker_ladder)
+    pin_memory: list[bool] = _axis("pin_memory")
+    worker_types: list[str | None] = _axis("worker_types")  # None = each backend's own kind
+    prefetch_factor: list[int] = _axis("prefetch_factor")
+    persistent_workers: list[bool] = _axis("persistent_workers")
     image_size: int = 224
     cap_tokens: int | None = None
     transform: str | None = None
@@ -38,7 +49,6 @@ class Grid:
     # values its declaration gives (DALI: threads 1,2,4, queue 2, decode cpu)
     own: dict[str, list] = field(default_factory=dict)
     on_corrupt: str | None = None
-    shuffle: list[bool] = field(default_factory=lambda: [True])  # True: a seeded random order, as training reads
     shuffle_buffer: int | None = None  # a buffered shuffle's size (BUFFER_BACKENDS); None = DEFAULT_SHUFFLE_BUFFER
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
@@ -52,32 +62,45 @@ class Grid:
             bad = [w for w in self.worker_types if w not in (None, "process", "thread")]
             if bad:
                 raise UserError(f"unknown worker type {bad[0]!r}; choose process or thread")
-            wts = [w for w in self.worker_types if w is None or w in be.worker_types]
-            can = set(be.knobs)
-            pins = self.pin_memory if "pin_memory" in can else [False]
-            pfs = self.prefetch_factor if "prefetch_factor" in can else [None]
-            perss = self.persistent_workers if "persistent_workers" in can else [False]
-            shufs = self.shuffle if "shuffle" in can else [False]
-            for bs, dec, cache, shuf in itertools.product(self.batch_size, self.decode, self.cache, shufs):
-                buffer = self.shuffle_buffer if shuf and name in BUFFER_BACKENDS else None
-                common = dict(backend=name, batch_size=bs, decode=dec, cache=cache, image_size=self.image_size,
-                              cap_tokens=self.cap_tokens, on_corrupt=self.on_corrupt, transform=self.transform,
-                              seq_len=self.seq_len, shuffle=shuf, shuffle_buffer=buffer)
-                if be.own:
-                    names = [k.name for k in be.own]
-                    axes = [self.own.get(k.name) or list(k.metadata["axis"]) for k in be.own]
-                    for values in itertools.product(*axes):
-                        yield LoaderConfig(**common, **dict(zip(names, values, strict=True)))
-                    continue
-                for w, pin in itertools.product(self.num_workers, pins):
-                    if w < be.min_workers:
-                        continue
-                    if w == 0:
-                        yield LoaderConfig(**common, num_workers=0, pin_memory=pin)
-                        continue
-                    for wt, pf, pers in itertools.product(wts, pfs, perss):
-                        yield LoaderConfig(**common, num_workers=w, prefetch_factor=pf, pin_memory=pin,
-                                           persistent_workers=pers, worker_type=wt)
+            axes = [(KNOB_AXES[a].name if a in KNOB_AXES else a, self._values(a, be)) for a in PRODUCT]
+            axes += [(k.name, self.own.get(k.name) or list(k.metadata["axis"])) for k in be.own]
+            for point in _points(axes, {}):
+                buffer = self.shuffle_buffer if point["shuffle"] and name in BUFFER_BACKENDS else None
+                yield LoaderConfig(backend=name, image_size=self.image_size, cap_tokens=self.cap_tokens,
+                                   on_corrupt=self.on_corrupt, transform=self.transform, seq_len=self.seq_len,
+                                   shuffle_buffer=buffer, **point)
+
+    def _values(self, axis: str, be: backends.Backend) -> list:
+        """An axis's values for one backend: a knob it cannot express at its off value, the worker types it
+        offers, the worker counts from its minimum."""
+        values, k = getattr(self, axis), KNOB_AXES.get(axis)
+        if k is None:
+            return values
+        if k.name in backends.KNOBS and k.name not in be.knobs:
+            return [k.metadata["off"]]
+        if axis == "worker_types":
+            return [w for w in values if w is None or w in be.worker_types]
+        if k.name == WORKERS:
+            return [w for w in values if w >= be.min_workers]
+        return values
+
+
+def _points(axes: list[tuple[str, list]], point: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every point of the product of `axes` (LoaderConfig field, values), the first outermost; without workers, a
+    knob that needs them (loader_knob's `with_workers`) takes its off value only."""
+    if not axes:
+        yield point
+        return
+    (name, values), rest = axes[0], axes[1:]
+    knob = LoaderConfig.__dataclass_fields__[name].metadata
+    if knob.get("with_workers") and not point[WORKERS]:
+        values = [knob["off"]]
+    for v in values:
+        yield from _points(rest, {**point, name: v})
+
+
+# the Grid's axes in the order of its product (its list fields after `backends`), outermost first
+PRODUCT = tuple(f.name for f in fields(Grid) if f.name != "backends" and str(f.type).startswith("list"))
 
 
 OWN_AXES = {f.name: f for f in own_knobs()}  # the backends' own knobs: a grid file names them as they are
@@ -165,8 +188,10 @@ def _axis_value(path: Path, k: str, v: Any) -> Any:
 
 
 SCALAR_AXES = ("image_size", "cap_tokens", "transform", "seq_len", "shuffle_buffer")
-AXIS_TYPES: dict[str, type] = {"backends": str, "worker_types": str, "pin_memory": bool, "persistent_workers": bool,
-                               "shuffle": bool, "decode": bool, "cache": str}  # the rest: int
+# a file's axis types: the DataLoader knobs' from their declarations (a flag: bool, a choice: str); the rest: int
+AXIS_TYPES: dict[str, type] = {"backends": str, "decode": bool, "cache": str,
+                               **{a: {"flag": bool, "choice": str}[k.metadata["kind"]] for a, k in KNOB_AXES.items()
+                                  if k.metadata["kind"] != "int"}}
 
 
 def _is(t: type, v: Any) -> bool:
