@@ -29,6 +29,7 @@ from dataperf.workflows.sweep.plan import (
     ok_ids,
     plan,
     prepare_out,
+    trial_id,
     unique_datasets,
 )
 from dataperf.workflows.sweep.stages import run_grid
@@ -36,7 +37,7 @@ from dataperf.workflows.sweep.state import SweepOutcome, SweepState
 
 __all__ = ["ConfirmOptions", "Grid", "SweepOutcome", "SweepPlan", "SweepRequest", "SweepState", "check_ranks",
            "confirm", "decision_record", "finished_ids", "grid_trials", "load_grid_file", "plan", "run", "run_grid",
-           "unique_datasets"]
+           "trial_id", "unique_datasets"]
 
 
 def run(plan: SweepPlan, *, ctx: DistContext | None = None,
