@@ -76,7 +76,7 @@ def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
 @click.option("--verify", is_flag=True, help="decode every sample and list the bad ones (exit 2 if any)")
 def shards_inspect(data, verify) -> None:
     """Sample count, sizes and shard count; for tokens the length histogram and p99."""
-    from dataperf.workflows.inspect import inspect_spec
+    from dataperf.workflows.inspect_data import inspect_spec
 
     ins = inspect_spec(data, verify)
     print_inspection(ins)
