@@ -58,7 +58,8 @@ class _Timed:
     reads: list[int] = field(default_factory=list)  # bytes read from storage
     resident: list[int | None] = field(default_factory=list)  # bytes of the data in the page cache at the start
     fed: list[tuple] = field(default_factory=list)  # (arrivals, h2d ms, samples): breakdown.fed_stages
-    waits: list[float] = field(default_factory=list)  # ms, each step from here on
+    # per step from here on: data wait, h2d, compute and host ms, padded lengths
+    waits: list[float] = field(default_factory=list)
     h2ds: list[float] = field(default_factory=list)
     comps: list[float] = field(default_factory=list)
     hosts: list[float] = field(default_factory=list)
