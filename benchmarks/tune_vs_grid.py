@@ -38,7 +38,7 @@ from dataperf.data.manifest import MANIFEST, read_manifest
 from dataperf.measure.trial import TrialOptions, run_trial, worker_ladder
 from dataperf.results import LoaderConfig, LoaderResult
 from dataperf.workflows.sweep import Grid, grid_trials, run_grid
-from dataperf.workflows.tune import Tuner
+from dataperf.workflows.tune import Tuner, TuneRequest
 
 GOAL_QUALITY, GOAL_COST = 0.95, 0.30
 
@@ -111,8 +111,9 @@ def bench(a: argparse.Namespace, say: Callable[[str], None]) -> int:
 
     # as `dataperf tune DATA --batch-size 32 --image-size 128 --out OUT/tune.jsonl` runs it (its defaults)
     t0 = time.perf_counter()
-    out = Tuner(a.data, LoaderConfig(backend=m.format, batch_size=32, decode=True, image_size=128), opts,
-                out=a.out / "tune.jsonl", on_trial=lambda step: show(f"tune {step.phase:<10}", step.result),
+    req = TuneRequest(a.data, LoaderConfig(backend=m.format, batch_size=32, decode=True, image_size=128), opts,
+                      out=a.out / "tune.jsonl")
+    out = Tuner(req, on_trial=lambda step: show(f"tune {step.phase:<10}", step.result),
                 on_prediction=on_prediction).run()
     tune_s = time.perf_counter() - t0
     if out.pick is None:

@@ -16,7 +16,7 @@ What a new option takes:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import MISSING, Field
+from dataclasses import MISSING, Field, dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -343,30 +343,50 @@ def _stall_timeout(ctx, param, value: float) -> float:
     return value
 
 
-def make_trial_options(repeats: int, warmup_batches: int, max_batches: int | None, min_batches: int,
-                       drop_caches: bool, no_collect: bool, ebpf: bool, seed: int, raw_dir: Path | None = None,
-                       repeat_seconds: float | None = DEFAULT_REPEAT_S, stall_timeout: float = DEFAULT_STALL_S,
-                       **dist):
-    """TrialOptions from trial_options' values, refused here when they could only measure nothing."""
+@dataclass(frozen=True)
+class TrialValues:
+    """trial_options' values by their option names (raw_dir aside): what a user asked each trial to do."""
+
+    repeats: int
+    warmup_batches: int
+    max_batches: int | None
+    min_batches: int
+    drop_caches: bool
+    no_collect: bool
+    ebpf: bool
+    seed: int
+    repeat_seconds: float | None = DEFAULT_REPEAT_S
+    stall_timeout: float = DEFAULT_STALL_S
+
+    def check(self) -> None:
+        """Refuse values that could only measure nothing."""
+        if self.repeats < 1:
+            raise UserError(f"--repeats must be at least 1, got {self.repeats}")
+        if self.warmup_batches < 0:
+            raise UserError(f"--warmup-batches must be >= 0, got {self.warmup_batches}")
+        if self.min_batches < 2:
+            raise UserError(f"--min-batches must be at least 2, got {self.min_batches}: a repeat's rate is timed "
+                            "from its second batch on, so one batch measures nothing")
+        if self.repeat_seconds is not None and not self.repeat_seconds >= 0:
+            raise UserError(f"--repeat-seconds must be 0 (whole epochs) or a positive number of seconds, got "
+                            f"{self.repeat_seconds}")
+        if self.max_batches is not None and self.max_batches < self.min_batches:
+            raise UserError(f"--max-batches {self.max_batches} is below --min-batches {self.min_batches}; every "
+                            "repeat would be refused. Raise --max-batches or lower --min-batches")
+
+
+def make_trial_options(raw_dir: Path | None = None, **kw: Any):
+    """TrialOptions from trial_options' values (TrialValues), refused when they could only measure nothing; what
+    else `kw` holds (a rank, a world size) are TrialOptions' own fields."""
     from dataperf.measure.trial import TrialOptions
 
-    if repeats < 1:
-        raise UserError(f"--repeats must be at least 1, got {repeats}")
-    if warmup_batches < 0:
-        raise UserError(f"--warmup-batches must be >= 0, got {warmup_batches}")
-    if min_batches < 2:
-        raise UserError(f"--min-batches must be at least 2, got {min_batches}: a repeat's rate is timed from "
-                        "its second batch on, so one batch measures nothing")
-    if repeat_seconds is not None and not repeat_seconds >= 0:
-        raise UserError(f"--repeat-seconds must be 0 (whole epochs) or a positive number of seconds, got "
-                        f"{repeat_seconds}")
-    if max_batches is not None and max_batches < min_batches:
-        raise UserError(f"--max-batches {max_batches} is below --min-batches {min_batches}; every repeat would "
-                        "be refused. Raise --max-batches or lower --min-batches")
-    return TrialOptions(repeats=repeats, warmup_batches=warmup_batches, max_batches=max_batches,
-                        repeat_seconds=repeat_seconds or None, min_batches=min_batches, drop_caches=drop_caches,
-                        collect=not no_collect, ebpf=ebpf, raw_dir=raw_dir, seed=seed, stall_s=stall_timeout,
-                        **dist)
+    names = {f.name for f in fields(TrialValues)}
+    v = TrialValues(**{k: kw.pop(k) for k in list(kw) if k in names})
+    v.check()
+    return TrialOptions(repeats=v.repeats, warmup_batches=v.warmup_batches, max_batches=v.max_batches,
+                        repeat_seconds=v.repeat_seconds or None, min_batches=v.min_batches,
+                        drop_caches=v.drop_caches, collect=not v.no_collect, ebpf=v.ebpf, raw_dir=raw_dir,
+                        seed=v.seed, stall_s=v.stall_timeout, **kw)
 
 
 def resolve_data(data: str | tuple[str, ...] | None, dataset_factory: str | None):

@@ -26,20 +26,22 @@ from dataperf.results import E2EResult, fmt
 @click.option("--nan-guard", "nan_guard_dir", type=click.Path(path_type=Path), default=None,
               help="check every step for NaN/inf; checkpoint into this folder and stop on the first")
 @OUT
-def e2e(data, steps, repeats, warmup, no_predict, sync_each_step, nan_guard_dir, out, **kw) -> None:
+def e2e(data, nan_guard_dir, out, **kw) -> None:
     """The loader feeding the real step: data-wait vs compute per step, and the data-stall fraction."""
     from dataperf.measure import preflight
     from dataperf.measure.guards import NonFiniteError
     from dataperf.results import jsonl
-    from dataperf.workflows.e2e import run_e2e
+    from dataperf.workflows.e2e import FedPlan, run_fed
 
     preflight.writable_file(out, "--out")
     preflight.writable_dir(nan_guard_dir, "--nan-guard")
-    data, cfg, model, seq_len = fed_config("e2e", data, kw)
+    data, cfg, model, seq_len = fed_config("e2e", data, kw)  # kw keeps e2e's own options
+    plan = FedPlan(kw["steps"], kw["repeats"], kw["warmup"], predict=not kw["no_predict"],
+                   sync_each_step=kw["sync_each_step"])
     sopts = make_step_options(**model, seq_len=seq_len, results_dir=out.parent if out else None,
                               nan_guard_dir=nan_guard_dir)
     try:
-        r = run_e2e(data, cfg, sopts, steps, repeats, warmup, predict=not no_predict, sync_each_step=sync_each_step)
+        r = run_fed(data, cfg, sopts, plan)
     except NonFiniteError as e:
         raise UserError(str(e)) from None
     if out:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
@@ -30,8 +31,7 @@ from dataperf.results import MemoryResult, fmt
 @click.option("--tolerance", type=float, default=10.0, show_default=True,
               help="stop bisecting when the gap is within this % of the fitting batch")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/memory.jsonl"), show_default=True)
-def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, warmup, max_batch, max_batch_limit,
-           tolerance, out) -> None:
+def memory(optimizers, out, **kw) -> None:
     """GPU memory, step time and % saved against AdamW for each optimizer at one batch size, one process each."""
     from dataperf.results import jsonl
     from dataperf.workflows.memory import measure_memory
@@ -39,19 +39,24 @@ def memory(model, optimizers, batch_size, seq_len, device, amp, repeats, steps, 
     bad = [o for o in optimizers if o not in OPTIMIZERS]
     if bad:
         raise UserError(f"unknown optimizer {bad[0]!r} in --optimizers; choose from {', '.join(OPTIMIZERS)}")
-    if not device.startswith("cuda"):
-        raise UserError(f"memory compares GPU memory: --device {device} has none; use --device cuda")
+    if not kw["device"].startswith("cuda"):
+        raise UserError(f"memory compares GPU memory: --device {kw['device']} has none; use --device cuda")
     import torch
 
     if not torch.cuda.is_available():  # one error: line before any trial starts
         raise UserError("memory compares GPU memory, and torch sees no CUDA device here; run it on a GPU machine")
-    base = {"model": model, "batch_size": batch_size, "seq_len": seq_len, "device": device,
-            "amp": None if amp == "none" else amp, "repeats": repeats, "steps": steps, "warmup": warmup,
-            "results_dir": str(out.parent)}
-    rows = measure_memory(base, optimizers, max_batch=max_batch, max_batch_limit=max_batch_limit,
-                          tolerance_pct=tolerance, on_result=lambda r: jsonl.append(out, r))
+    rows = measure_memory(_step_base(kw, out), optimizers, max_batch=kw["max_batch"],
+                          max_batch_limit=kw["max_batch_limit"], tolerance_pct=kw["tolerance"],
+                          on_result=lambda r: jsonl.append(out, r))
     render(rows)
     _render.console.print(f"results: {out}")
+
+
+def _step_base(kw: dict[str, Any], out: Path) -> dict[str, Any]:
+    """What every optimizer's step process is given (workflows.memory), from the command's options."""
+    return {"model": kw["model"], "batch_size": kw["batch_size"], "seq_len": kw["seq_len"], "device": kw["device"],
+            "amp": None if kw["amp"] == "none" else kw["amp"], "repeats": kw["repeats"], "steps": kw["steps"],
+            "warmup": kw["warmup"], "results_dir": str(out.parent)}
 
 
 def render(rows: list[MemoryResult]) -> None:

@@ -38,8 +38,7 @@ def shards() -> None:
 @click.option("--max-len", type=int, default=8192, show_default=True)
 @click.option("--vocab", type=int, default=32000, show_default=True)
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
-def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, like, jobs, image_size, quality, median_len, sigma,
-                min_len, max_len, vocab, overwrite) -> None:
+def shards_make(kind, fmt, count, out, like, image_size, **kw) -> None:
     """Generate a synthetic dataset: JPEG images (fixed-size, or --like imagenet) or token sequences with a
     long-tailed length distribution."""
     from dataperf.data.make.generate import ImageSpec, TokenSpec, generate_dataset
@@ -48,10 +47,11 @@ def shards_make(kind, fmt, count, out, seed, shard_mb, n_shards, like, jobs, ima
         raise UserError(f"--like {like} draws each image's size; drop --image-size")
     side = 256 if image_size is None else image_size  # 0 is a value to refuse, not "the default"
     out = out or Path("shards") / f"{kind}-{fmt}"
+    tokens = TokenSpec(kw["median_len"], kw["sigma"], kw["min_len"], kw["max_len"], kw["vocab"])
     with _render.progress_bar(f"writing {count} {kind} samples", count) as advance:
-        g = generate_dataset(out, kind, fmt, count, seed, ImageSpec(side, side, quality),
-                             TokenSpec(median_len, sigma, min_len, max_len, vocab),
-                             shard_mb, overwrite, advance, shards=n_shards, like=like, jobs=jobs)
+        g = generate_dataset(out, kind, fmt, count, kw["seed"], ImageSpec(side, side, kw["quality"]), tokens,
+                             kw["shard_mb"], kw["overwrite"], advance, shards=kw["n_shards"], like=like,
+                             jobs=kw["jobs"])
     print_made(out, g.manifest, g)
 
 
@@ -76,7 +76,7 @@ def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
 @click.option("--verify", is_flag=True, help="decode every sample and list the bad ones (exit 2 if any)")
 def shards_inspect(data, verify) -> None:
     """Sample count, sizes and shard count; for tokens the length histogram and p99."""
-    from dataperf.workflows.inspect import inspect_spec
+    from dataperf.workflows.inspect_data import inspect_spec
 
     ins = inspect_spec(data, verify)
     print_inspection(ins)

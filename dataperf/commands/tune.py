@@ -41,7 +41,7 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
     """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
     from the limits, their neighbours and a confirmation of the top two or three, without the whole grid."""
     from dataperf.measure import preflight
-    from dataperf.workflows.tune import Tuner
+    from dataperf.workflows.tune import Tuner, TuneRequest
 
     loader, model_kw, topts = split(kw, "tune", "model")
     model = model_kw["model"]
@@ -67,8 +67,9 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
     sopts = make_step_options(**model_kw, batch_size=loader["batch_size"], seq_len=loader["seq_len"],
                               image_size=loader["image_size"]) if model else None
     _render.print_data([data])
-    outcome = Tuner(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
-                    out=out, on_trial=print_trial, on_prediction=print_prediction, bar=_render.progress_bar).run()
+    req = TuneRequest(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
+                      out=out)
+    outcome = Tuner(req, on_trial=print_trial, on_prediction=print_prediction, bar=_render.progress_bar).run()
     render(outcome)
     if outcome.pick is None:  # nothing ran: never "done" (0), nor a target missed by a config that runs (1)
         failed = next((s.result.error for s in outcome.steps if s.result.status != "ok"), None)

@@ -7,7 +7,7 @@ beside it. On CPU the step is synchronous, so the device is idle exactly while t
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from dataperf import backends, verdict
 from dataperf.data import Data, as_data
 from dataperf.errors import UserError
 from dataperf.measure import breakdown, cache
-from dataperf.measure.fed import EpochStream, shape_for_model, train_loop, warm_up
+from dataperf.measure.fed import EpochStream, StepTimes, shape_for_model, train_loop, warm_up
 from dataperf.measure.step import StepOptions, Trainer, is_oom, measure_step, oom_error
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import E2EResult, LoaderConfig, LoaderResult, StepResult, percentile, summarize
@@ -30,11 +30,73 @@ def idle_fraction(busy_ms: list[float], wall_s: float) -> float:
     return min(1.0, max(0.0, 1 - sum(busy_ms) / 1000 / wall_s))
 
 
+@dataclass(frozen=True)
+class FedPlan:
+    """What a fed run times and adds (the e2e command's own options): steps per repeat and repeats, the untimed
+    warm-up steps, whether the loader and the step measured apart predict the stall beside it, and whether a CUDA
+    step is synchronized each time."""
+
+    steps: int = 20
+    repeats: int = 3
+    warmup: int = 3
+    predict: bool = True
+    sync_each_step: bool = False
+
+
+@dataclass
+class _Timed:
+    """What the timed repeats measured: per repeat (the headline's spread, the cache check), per step (medians)."""
+
+    walls: list[float] = field(default_factory=list)  # ms a step, each repeat
+    wall_s: list[float] = field(default_factory=list)
+    sps: list[float] = field(default_factory=list)
+    host: list[float] = field(default_factory=list)  # host wait / wall
+    idle: list[float] = field(default_factory=list)  # CUDA: GPU idle / wall
+    stalls: list[float] = field(default_factory=list)
+    busy_ms: list[float] = field(default_factory=list)  # CUDA: h2d + compute
+    samples: list[int] = field(default_factory=list)
+    reads: list[int] = field(default_factory=list)  # bytes read from storage
+    resident: list[int | None] = field(default_factory=list)  # bytes of the data in the page cache at the start
+    fed: list[tuple] = field(default_factory=list)  # (arrivals, h2d ms, samples): breakdown.fed_stages
+    # per step from here on: data wait, h2d, compute and host ms, padded lengths
+    waits: list[float] = field(default_factory=list)
+    h2ds: list[float] = field(default_factory=list)
+    comps: list[float] = field(default_factory=list)
+    hosts: list[float] = field(default_factory=list)
+    lens: list[int] = field(default_factory=list)
+
+    def add(self, t: StepTimes, wall: float, n_steps: int, read: int, cuda: bool) -> None:
+        """One repeat of n_steps steps over `wall` seconds, having read `read` bytes."""
+        self.reads.append(read)
+        self.samples.append(t.samples)
+        self.fed.append((t.arrivals, sum(t.h2d_ms) if cuda else None, t.samples))
+        self.wall_s.append(wall)
+        self.walls.append(wall / n_steps * 1000)
+        self.host.append(sum(t.wait_s) / wall)
+        if cuda:
+            busy = [h + c for h, c in zip(t.h2d_ms, t.compute_ms, strict=True)]
+            self.busy_ms.append(sum(busy))
+            self.idle.append(idle_fraction(busy, wall))
+        self.stalls.append(self.idle[-1] if cuda else self.host[-1])
+        self.sps.append(t.samples / wall)
+        self.waits += [w * 1000 for w in t.wait_s]
+        self.h2ds += t.h2d_ms
+        self.comps += t.compute_ms
+        self.hosts += t.step_host_ms
+        self.lens += t.padded_lengths
+
+
 def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
-            warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None,
-            sync_each_step: bool = False) -> E2EResult:
-    """Measure the fed loop; with predict, also measure loader and step apart and compare."""
-    if steps <= 0 or repeats <= 0:
+            warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None) -> E2EResult:
+    """`run_fed` with the plan's fields as arguments, as the sweep's confirmation, the benchmarks and the tests
+    call it (no sync each step: that is the e2e command's own option)."""
+    return run_fed(data, cfg, sopts, FedPlan(steps, repeats, warmup, predict), topts)
+
+
+def run_fed(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, plan: FedPlan,
+            topts: TrialOptions | None = None) -> E2EResult:
+    """Measure the fed loop; with plan.predict, also measure loader and step apart and compare."""
+    if plan.steps <= 0 or plan.repeats <= 0:
         raise UserError("--steps and --repeats must be positive")
     data = as_data(data)
     cfg, sopts = shape_for_model(data, cfg, sopts)
@@ -44,78 +106,94 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
         batches, prep = backends.get(cfg.backend).make(data, cfg, topts)
         stream = EpochStream(batches)
         res = E2EResult(data=data.spec, config=asdict(cfg), config_key=cfg.key(), model=sopts.model,
-                        device=str(tr.device), batch_size=cfg.batch_size, repeats=repeats, steps_per_repeat=steps)
-        cuda = tr.device.type == "cuda"
-        res.sync_each_step = sync_each_step and cuda
+                        device=str(tr.device), batch_size=cfg.batch_size, repeats=plan.repeats,
+                        steps_per_repeat=plan.steps, sync_each_step=plan.sync_each_step and tr.device.type == "cuda")
         if not data.cache_managed:
             res.notes.append(data.cache_note())
         elif cfg.cache == "warm":
             cache.prepare(prep.paths, "warm")
-        queued = in_flight_samples(cfg) // cfg.batch_size
-        if queued > warmup:  # else the first timed steps eat the workers' head start and read no stall
-            ran = warm_up(stream, tr, max(warmup, cfg.num_workers), queued)
-            res.notes.append(f"warm-up raised from {warmup} to {ran} steps of at most {queued} (the batches the "
-                             "loader queues ahead: workers x prefetch)"
-                             + (", ended once the steps had waited on data as long as one step computes: "
-                                "nothing was queued any more"
-                                if ran < queued else "") + "; so the timed steps see its steady state")
-        else:
-            train_loop(stream, tr, warmup)
-        stream.restarts = 0
-        epoch = epoch_steps(batches)
-        counts = epoch_aligned(steps, repeats, epoch)
-        if epoch and sum(counts) != steps * repeats:
-            res.notes.append(f"timed steps {steps} x {repeats} -> {'+'.join(map(str, counts))}: {sum(counts)} steps, "
-                             f"{sum(counts) // epoch} whole epoch(s) of {epoch}, so the "
-                             "run pays the epoch starts a training epoch pays, neither more nor fewer")
-        res.steps_repeats, res.repeats = counts, len(counts)
-        walls, stalls, host, idle, sps, waits, h2ds, comps, lens, hosts = [], [], [], [], [], [], [], [], [], []
-        reads, samples, resident, wall_s, busy_ms, fed = [], [], [], [], [], []
-        # warm, small data: residency once before the repeats (asking between them would pause the fed loop)
-        held = cache.warm_resident(prep.paths) if cfg.cache == "warm" and data.cache_managed else None
-        for n_steps in counts:
-            if cfg.cache == "cold" and data.cache_managed:
-                prepared = cache.prepare(prep.paths, "cold", topts.drop_caches)
-                res.notes.extend(n for n in prepared.notes if n not in res.notes)
-                resident.append(prepared.resident_bytes)
-            elif held is not None:
-                resident.append(held)
-            read0 = cache.tree_read_bytes()
-            t, wall = train_loop(stream, tr, n_steps, sync_each_step=res.sync_each_step)
-            reads.append(cache.tree_read_bytes() - read0)
-            samples.append(t.samples)
-            fed.append((t.arrivals, sum(t.h2d_ms) if cuda else None, t.samples))
-            wall_s.append(wall)
-            walls.append(wall / n_steps * 1000)
-            host.append(sum(t.wait_s) / wall)
-            if cuda:
-                busy = [h + c for h, c in zip(t.h2d_ms, t.compute_ms, strict=True)]
-                busy_ms.append(sum(busy))
-                idle.append(idle_fraction(busy, wall))
-            stalls.append(idle[-1] if cuda else host[-1])
-            sps.append(t.samples / wall)
-            waits += [w * 1000 for w in t.wait_s]
-            h2ds += t.h2d_ms
-            comps += t.compute_ms
-            hosts += t.step_host_ms
-            lens += t.padded_lengths
+        _warm(stream, tr, cfg, plan.warmup, res)
+        counts = _timed_counts(batches, plan, res)
+        timed = _time_repeats(stream, tr, data, cfg, prep.paths, counts, topts, res)
     except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
         if is_oom(e):
             raise oom_error(e, sopts) from None
         raise
-    # the headline is pooled over the run (total samples, wait or busy over total wall), as a training run sums
-    # them: a median repeat drops what hits a minority of repeats (an epoch's tail, a restart; audit F5). The
-    # per-repeat lists stay for the spread.
-    total_s = sum(wall_s)
-    res.step_ms_repeats, res.step_ms_median = walls, summarize(walls)["median"]
-    res.samples_per_s_repeats, res.samples_per_s = sps, sum(samples) / total_s
-    res.host_wait_fraction_repeats = host
-    res.host_wait_fraction = sum(waits) / 1000 / total_s
-    res.data_stall_fraction_repeats = stalls
+    _headline(res, timed, cfg)
+    if data.cache_managed:
+        _verify_cache(res, cfg, data, prep.paths, timed.reads, timed.samples, timed.resident)
+    _step_figures(res, timed, stream.restarts, cfg, data)
+    if cfg.pin_memory and tr.device.type != "cuda":
+        res.notes.append("pin_memory only matters with a CUDA device; it was not used")
+    del tr
+    if plan.predict:
+        _predict(data, cfg, sopts, res, topts)
+    return res
+
+
+def _warm(stream: EpochStream, tr: Trainer, cfg: LoaderConfig, warmup: int, res: E2EResult) -> None:
+    """Untimed steps before the repeats; past the batches the loader queues ahead, where those are more."""
+    queued = in_flight_samples(cfg) // cfg.batch_size
+    if queued > warmup:  # else the first timed steps eat the workers' head start and read no stall
+        ran = warm_up(stream, tr, max(warmup, cfg.num_workers), queued)
+        res.notes.append(f"warm-up raised from {warmup} to {ran} steps of at most {queued} (the batches the "
+                         "loader queues ahead: workers x prefetch)"
+                         + (", ended once the steps had waited on data as long as one step computes: "
+                            "nothing was queued any more"
+                            if ran < queued else "") + "; so the timed steps see its steady state")
+    else:
+        train_loop(stream, tr, warmup)
+    stream.restarts = 0
+
+
+def _timed_counts(batches: Any, plan: FedPlan, res: E2EResult) -> list[int]:
+    """Each repeat's timed steps (epoch_aligned), recorded, with a note where they differ from those asked."""
+    epoch = epoch_steps(batches)
+    counts = epoch_aligned(plan.steps, plan.repeats, epoch)
+    if epoch and sum(counts) != plan.steps * plan.repeats:
+        res.notes.append(f"timed steps {plan.steps} x {plan.repeats} -> {'+'.join(map(str, counts))}: "
+                         f"{sum(counts)} steps, {sum(counts) // epoch} whole epoch(s) of {epoch}, so the "
+                         "run pays the epoch starts a training epoch pays, neither more nor fewer")
+    res.steps_repeats, res.repeats = counts, len(counts)
+    return counts
+
+
+def _time_repeats(stream: EpochStream, tr: Trainer, data: Data, cfg: LoaderConfig, paths: list[Path],
+                  counts: list[int], topts: TrialOptions, res: E2EResult) -> _Timed:
+    """The timed repeats, each after the cache is made what cfg.cache asks (cold: evicted), with the bytes read
+    from storage meanwhile."""
+    timed, cuda = _Timed(), tr.device.type == "cuda"
+    # warm, small data: residency once before the repeats (asking between them would pause the fed loop)
+    held = cache.warm_resident(paths) if cfg.cache == "warm" and data.cache_managed else None
+    for n_steps in counts:
+        if cfg.cache == "cold" and data.cache_managed:
+            prepared = cache.prepare(paths, "cold", topts.drop_caches)
+            res.notes.extend(n for n in prepared.notes if n not in res.notes)
+            timed.resident.append(prepared.resident_bytes)
+        elif held is not None:
+            timed.resident.append(held)
+        read0 = cache.tree_read_bytes()
+        t, wall = train_loop(stream, tr, n_steps, sync_each_step=res.sync_each_step)
+        timed.add(t, wall, n_steps, cache.tree_read_bytes() - read0, cuda)
+    return timed
+
+
+def _headline(res: E2EResult, timed: _Timed, cfg: LoaderConfig) -> None:
+    """The rates and stall fractions, with what the stall was computed from.
+
+    The headline is pooled over the run (total samples, wait or busy over total wall), as a training run sums
+    them: a median repeat drops what hits a minority of repeats (an epoch's tail, a restart; audit F5). The
+    per-repeat lists stay for the spread."""
+    total_s = sum(timed.wall_s)
+    res.step_ms_repeats = timed.walls
+    res.samples_per_s_repeats, res.samples_per_s = timed.sps, sum(timed.samples) / total_s
+    res.host_wait_fraction_repeats = timed.host
+    res.host_wait_fraction = sum(timed.waits) / 1000 / total_s
+    res.data_stall_fraction_repeats = timed.stalls
     res.data_stall_fraction = res.host_wait_fraction
-    if idle:
-        res.gpu_idle_fraction_repeats = idle
-        res.gpu_idle_fraction = res.data_stall_fraction = idle_fraction(busy_ms, total_s)
+    if timed.idle:
+        res.gpu_idle_fraction_repeats = timed.idle
+        res.gpu_idle_fraction = res.data_stall_fraction = idle_fraction(timed.busy_ms, total_s)
         res.stall_basis = ("GPU idle: 1 - (h2d + compute CUDA events) / wall, one sync per step" if res.sync_each_step
                            else "GPU idle: 1 - (h2d + compute CUDA events) / wall")
         if (be := backends.of(cfg)).decodes_on_gpu(cfg.__dict__):
@@ -123,26 +201,26 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
                              "idle is the model's idle share, not the whole GPU's")
     else:
         res.stall_basis = "host wait / wall (synchronous CPU step: the device is idle exactly while it waits)"
-    if data.cache_managed:
-        _verify_cache(res, cfg, data, prep.paths, reads, samples, resident)
-    res.data_wait_ms_median = summarize(waits)["median"]
-    res.data_wait_ms_p99 = percentile(waits, 99)
-    res.epoch_restarts = stream.restarts
+
+
+def _step_figures(res: E2EResult, timed: _Timed, restarts: int, cfg: LoaderConfig, data: Data) -> None:
+    """The per-step medians, the wait's tail, the epoch restarts and where a sample's time went."""
+    _medians(res, step_ms_median=timed.walls, data_wait_ms_median=timed.waits, h2d_ms_median=timed.h2ds,
+             compute_ms_median=timed.comps, step_host_ms_median=timed.hosts)
+    res.data_wait_ms_p99 = percentile(timed.waits, 99)
+    res.epoch_restarts = restarts
     res.stage_ms_per_sample, res.main_wait_ms_per_sample, left = breakdown.fed_stages(
-        fed, cfg, data.format == "user-dataset")
+        timed.fed, cfg, data.format == "user-dataset")
     if left:
         res.notes.append("stage breakdown leaves out " + "; ".join(left))
-    res.h2d_ms_median = summarize(h2ds)["median"]
-    res.compute_ms_median = summarize(comps)["median"]
-    res.step_host_ms_median = summarize(hosts)["median"]
-    if lens:
-        res.padded_seq_len_mean = sum(lens) / len(lens)
-    if cfg.pin_memory and tr.device.type != "cuda":
-        res.notes.append("pin_memory only matters with a CUDA device; it was not used")
-    del tr
-    if predict:
-        _predict(data, cfg, sopts, res, topts)
-    return res
+    if timed.lens:
+        res.padded_seq_len_mean = sum(timed.lens) / len(timed.lens)
+
+
+def _medians(res: E2EResult, **values: list[float]) -> None:
+    """Each named field of res set to the median of its values."""
+    for name, xs in values.items():
+        setattr(res, name, summarize(xs)["median"])
 
 
 def epoch_steps(batches: Any) -> int | None:

@@ -28,7 +28,7 @@ def token_lengths(spec: str, seq_len: int | None = None) -> list[int]:
     DATA read as bench reads it with decode on (a flat token stream cut into --seq-len windows, text files
     tokenized, foreign shards' arrays), each sample's real tokens (no padding)."""
     from dataperf.data import resolve
-    from dataperf.workflows.inspect import samples_of
+    from dataperf.workflows.inspect_data import samples_of
 
     path = Path(spec)
     refuse = UserError(f"{spec} holds no token sequences (images, or shards without token arrays); lengths needs a "

@@ -23,7 +23,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dataperf import results, verdict
@@ -35,12 +35,11 @@ from dataperf.measure.step import StepOptions, measure_step
 from dataperf.measure.trial import TrialOptions, run_trial, worker_cap, worker_ladder
 from dataperf.results import DecisionResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
 from dataperf.workflows.progress import Bar, no_bar
+from dataperf.workflows.tune_predict import Prediction, as_pick, predict_batch, predict_workers, same_ceilings
 
 SEARCH_REPEATS = 3  # repeats of a search trial (at most; the confirmation uses the full trial options)
 BATCHES_PER_WORKER = 4  # a search repeat's batches per worker: each worker's steady window has 3 intervals
-MAIN_MARGIN = 1.5  # predict a batch at which the main process takes this multiple of what the workers give
 MAX_BATCH = 256
-INLINE_MARGIN = 1.2  # with a target: no workers when one stream gives this multiple of it
 MAX_PASSES = 3  # passes over the worker and batch axes, each from the best the last one left
 BATCH_PATIENCE = 1  # batch sizes passed over that do not gain before the climb stops
 MAX_CANDIDATES = 3  # configs the confirmation measures at most (without a target)
@@ -50,16 +49,6 @@ MAX_CANDIDATES = 3  # configs the confirmation measures at most (without a targe
 class TuneStep:
     result: LoaderResult
     phase: str  # predict | workers | batch_size | prefetch | confirm
-    why: str
-
-
-@dataclass
-class Prediction:
-    """The config the limits point to, the rate they predict for it, and the arithmetic as a sentence."""
-
-    num_workers: int
-    batch_size: int
-    samples_per_s: float
     why: str
 
 
@@ -84,118 +73,46 @@ class TuneOutcome:
     records: list[Record] = field(default_factory=list)  # with a model: what the verdict judged (fed runs included)
 
 
-def _ok(v: float | None) -> bool:
-    return v is not None and math.isfinite(v) and v > 0
+@dataclass(frozen=True)
+class TuneRequest:
+    """What the user asked tune for: the data and the starting config, how a trial measures, the rate to sustain
+    (a target, or a model's step rate x headroom) and the bounds of the search."""
 
-
-def loader_ceiling(lim: LimitsResult) -> float:
-    """The lowest of the ceilings that no worker count moves: CPU decode and storage (inf when unmeasured)."""
-    return min([v for v in (lim.decode_samples_per_s, lim.storage_samples_per_s) if _ok(v)], default=math.inf)
-
-
-def predict_batch(lim: LimitsResult, start: int, max_batch: int, target: float | None = None) -> tuple[int, str]:
-    """The main process pays per batch (receive, unpickle, pin), so its ceiling grows with the batch: the
-    smallest doubling of the starting batch at which it would take MAIN_MARGIN x what the workers can give
-    (the decode and storage ceilings, or the target when lower), assuming its cost is all per batch."""
-    main, goal = lim.main_process_samples_per_s, min(loader_ceiling(lim), target or math.inf)
-    if not (_ok(main) and math.isfinite(goal)):
-        return start, f"batch {start} kept (main-process or loader ceilings not measured)"
-    if main >= MAIN_MARGIN * goal:
-        return start, (f"batch {start} kept: the main process takes {main:,.0f} samples/s, {main / goal:.1f}x "
-                       f"the {goal:,.0f} the workers need to give")
-    b = start
-    while b * 2 <= max_batch and main * b / start < MAIN_MARGIN * goal:
-        b *= 2
-    return b, (f"batch {b}: at batch {start} the main process takes {main:,.0f} samples/s, under "
-               f"{MAIN_MARGIN:g}x the {goal:,.0f} the workers need to give, and it pays per batch")
-
-
-def predict_workers(lim: LimitsResult, batch: int, start: int, choices: list[int], cap: int | None,
-                    target: float | None = None) -> Prediction:
-    """The fewest workers whose summed rate (active workers x one worker's rate) reaches what the other ceilings
-    allow (decode, storage, the main process scaled to the batch), or the target when lower; no more than
-    have work. Where a sample keeps its core busy (CPU-bound decode), workers past the usable cores share
-    them and add nothing: the H200's probe ran 16 workers at 151 samples/s each, 20 were predicted to reach a
-    target of 2,640 and gave 1,915 (fed, 1,564 against 16 workers' 1,613). When no count reaches the goal,
-    the fewest that give the most. Without a measured worker rate: the cores."""
-    r1 = lim.per_worker_samples_per_s
-    main = lim.main_process_samples_per_s * batch / start if _ok(lim.main_process_samples_per_s) else math.inf
-    ceiling = min(loader_ceiling(lim), main)
-    usable = [w for w in choices if cap is None or w <= max(cap, 1)] or choices[:1]
-    if not _ok(r1):
-        w = min((w for w in usable if w >= verdict.machine_cores()), default=usable[-1])
-        return Prediction(w, batch, math.nan, f"{w} workers (the cores): one worker's rate was not measured")
-    goal = min(ceiling, target or math.inf)
-    cores = lim.usable_cores or verdict.machine_cores()
-    cpu, wall = lim.decode_cpu_ms_per_sample, lim.decode_wall_ms_per_sample
-    cpu_bound = verdict.cpu_bound(lim)
-
-    def gives(w: int) -> float:  # w workers with work (num_workers=0: the main process, one stream)
-        n = min(max(w, 1), cap or max(w, 1))
-        return min(n, cores) * r1 if cpu_bound else n * r1
-
-    if target is not None and 0 in usable and r1 >= INLINE_MARGIN * target:
-        w = 0
-    else:
-        counts = [w for w in usable if w > 0] or usable
-        most = max(gives(w) for w in counts)
-        w = next((w for w in counts if gives(w) >= min(goal, most)), counts[-1])
-    what = f"the target {goal:,.0f}" if target is not None and goal == target else f"the ceiling {goal:,.0f}"
-    rate = min(gives(w), ceiling)
-    if gives(w) >= goal:
-        reach = f"reach {what} samples/s"
-    elif cap is not None and w >= cap:
-        reach = f"fall short of {what} samples/s (only {cap} can have work)"
-    elif cpu_bound and w >= cores:
-        reach = (f"fall short of {what} samples/s (decode keeps a core busy, {cpu:.2f} ms CPU of {wall:.2f} ms a "
-                 f"sample: more workers than the {cores} cores share them)")
-    else:
-        reach = f"fall short of {what} samples/s"
-    return Prediction(w, batch, rate, f"{w} workers x {r1:,.0f} samples/s each {reach}: "
-                                      f"predicted {rate:,.0f} samples/s at batch {batch}")
-
-
-def same_ceilings(probe: LimitsResult, cfg: LoaderConfig) -> bool:
-    """Whether the probe's ceilings are cfg's: the same workers and batch size (storage readers, the worker's rate,
-    the main process's batches and the copies all follow those two; prefetch and persistence move none), the same
-    pinning. The H200's tune measured them twice, 16 s more, for a pick that differed in prefetch alone."""
-    c = probe.config
-    return (c.get("num_workers"), c.get("batch_size"), c.get("pin_memory")) == \
-        (cfg.num_workers, cfg.batch_size, cfg.pin_memory)
-
-
-def as_pick(probe: LimitsResult, cfg: LoaderConfig) -> LimitsResult:
-    """The probe's ceilings recorded for the pick (the verdict finds limits by config), saying where they came
-    from."""
-    was = LoaderConfig(**probe.config).short()
-    return replace(probe, config=asdict(cfg), config_key=cfg.key(),
-                   workers_how=f"{probe.workers_how}; measured on the probe config {was} (the same workers, batch "
-                               "size and pinning: the same ceilings)")
+    data: Data | Path | str
+    base: LoaderConfig
+    opts: TrialOptions
+    target: float | None = None
+    sopts: StepOptions | None = None  # the model, whose step rate x headroom is the target
+    headroom: float = 1.2
+    min_gain: float = 0.05  # the smallest gain that moves the search one more step
+    max_workers: int | None = None  # None: preflight.max_workers()
+    max_batch: int = MAX_BATCH
+    rounds: int = 2  # confirmation rounds (at least 2)
+    out: Path | None = None  # receives every record as it is made
+    lopts: LimitsOptions | None = None
+    fed_k: int = 2  # with a model: configs the fed loop confirms at the end (0: none)
 
 
 class Tuner:
-    """One tuning run; `run()` returns the outcome. trial, limits and step are the measurements (replaceable
-    by tests); out, when given, receives every record as it is made."""
+    """One tuning run of a TuneRequest; `run()` returns the outcome. on_trial and on_prediction are told of each
+    trial and of the prediction as they come, bar shows progress; trial, limits_of and step_of are the
+    measurements (replaceable by tests)."""
 
-    def __init__(self, data: Data | Path | str, base: LoaderConfig, opts: TrialOptions, target: float | None = None,
-                 sopts: StepOptions | None = None, headroom: float = 1.2, min_gain: float = 0.05,
-                 max_workers: int | None = None, max_batch: int = MAX_BATCH, rounds: int = 2,
-                 out: Path | None = None, on_trial: Callable[[TuneStep], None] | None = None,
-                 on_prediction: Callable[[Prediction, LimitsResult], None] | None = None,
+    def __init__(self, req: TuneRequest, *, on_trial: Callable[[TuneStep], None] | None = None,
+                 on_prediction: Callable[[Prediction, LimitsResult], None] | None = None, bar: Bar | None = None,
                  trial: Callable[..., LoaderResult] = run_trial,
                  limits_of: Callable[..., LimitsResult] = measure_limits,
-                 step_of: Callable[[StepOptions], StepResult] = measure_step, lopts: LimitsOptions | None = None,
-                 bar: Bar | None = None, fed_k: int = 2):
+                 step_of: Callable[[StepOptions], StepResult] = measure_step):
         # a real run resolves DATA once; tests that replace the measurements may pass any placeholder
-        self.data = as_data(data) if trial is run_trial else data
-        self.base, self.opts, self.fixed_target, self.sopts = base.explicit(), opts, target, sopts
-        self.headroom, self.min_gain, self.rounds, self.out = headroom, min_gain, max(rounds, 2), out
-        self.max_workers = max_workers if max_workers is not None else preflight.max_workers()
-        self.max_batch = max(max_batch, base.batch_size)
+        self.data = as_data(req.data) if trial is run_trial else req.data
+        self.base, self.opts, self.fixed_target, self.sopts = req.base.explicit(), req.opts, req.target, req.sopts
+        self.headroom, self.min_gain, self.rounds, self.out = req.headroom, req.min_gain, max(req.rounds, 2), req.out
+        self.max_workers = req.max_workers if req.max_workers is not None else preflight.max_workers()
+        self.max_batch = max(req.max_batch, req.base.batch_size)
         self.on_trial, self.on_prediction = on_trial, on_prediction
-        self.trial, self.limits_of, self.step_of, self.lopts = trial, limits_of, step_of, lopts
+        self.trial, self.limits_of, self.step_of, self.lopts = trial, limits_of, step_of, req.lopts
         self.bar = bar or no_bar
-        self.fed_k = fed_k  # with a model: configs the fed loop confirms at the end (0: none)
+        self.fed_k = req.fed_k
         self.res = TuneOutcome()
         self.seen: dict[str, LoaderResult] = {}  # search trials by config key
         self.steps: dict[int, StepResult] = {}  # the model's step by batch size

@@ -67,10 +67,10 @@ def test_n7_an_eoferror_is_an_error_line_not_ctrl_c(tmp_path, monkeypatch):
     is exit 2 with one `error:` line, not 130 "interrupted"."""
     import pickle
 
-    from dataperf.workflows import inspect
+    from dataperf.workflows import inspect_data
 
     (tmp_path / "cut.pkl").write_bytes(b"")
-    monkeypatch.setattr(inspect, "inspect_dataset", lambda *a: pickle.loads((tmp_path / "cut.pkl").read_bytes()))
+    monkeypatch.setattr(inspect_data, "inspect_dataset", lambda *a: pickle.loads((tmp_path / "cut.pkl").read_bytes()))
     r = CliRunner().invoke(cli, ["shards", "inspect", str(tmp_path)])
     assert r.exit_code == 2 and "interrupted" not in r.output, r.output
     errs = [ln for ln in r.output.splitlines() if ln.startswith("error:")]

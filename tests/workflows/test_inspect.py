@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from dataperf.cli import cli
 from dataperf.data.manifest import read_manifest
 from dataperf.errors import UserError
-from dataperf.workflows.inspect import inspect_spec
+from dataperf.workflows.inspect_data import inspect_spec
 from tests.conftest import jpeg
 from tests.data.servers import HttpServer
 

@@ -11,7 +11,8 @@ from dataperf.cli import cli
 from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
 from dataperf.results import DecisionResult, LimitsResult, LoaderConfig, LoaderResult, StepResult
-from dataperf.workflows.tune import Tuner, predict_batch, predict_workers
+from dataperf.workflows.tune import Tuner, TuneRequest
+from dataperf.workflows.tune_predict import predict_batch, predict_workers
 
 OPTS = TrialOptions(repeats=5, min_batches=5)
 CHOICES = [0, 1, 2, 4, 8, 16, 32]
@@ -95,7 +96,7 @@ def test_search_from_the_prediction_finds_the_best_and_confirms_the_top_two():
         return {8: 700, 16: 800, 32: 780}.get(w, 100) * {64: 1.1, 128: 1.0}.get(bs, 1.0) * (0.99 if pf == 4 else 1)
 
     trial, lim = fake_trial(rate), limits_of()
-    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=32,
+    out = Tuner(TuneRequest("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=32),
                 trial=trial, limits_of=lim).run()
     path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"],
              s.result.config["prefetch_factor"]) for s in out.steps]
@@ -121,8 +122,9 @@ def test_a_pick_that_differs_from_the_probe_in_prefetch_alone_keeps_the_probes_c
         return {4: 400, 2: 200}.get(w, 100) * (1.1 if pf == 4 else 1.0)
 
     lim = limits_of()
-    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
-                max_batch=32, trial=fake_trial(rate), limits_of=lim).run()
+    out = Tuner(TuneRequest("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
+                            max_batch=32),
+                trial=fake_trial(rate), limits_of=lim).run()
     assert (out.pick.config["num_workers"], out.pick.config["prefetch_factor"]) == (4, 4)
     assert len(lim.calls) == 1 and lim.calls[0].prefetch_factor == 2  # the probe only
     assert out.limits.config_key == out.pick.config_key and out.limits.best_config_key == out.pick.config_key
@@ -140,7 +142,7 @@ def test_workers_that_tie_at_the_first_batch_are_tried_again_at_the_batch_the_se
     def rate(w, pf, bs, n):
         return table.get((w, bs), 5000) * (0.99 if pf == 4 else 1)
 
-    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=32,
+    out = Tuner(TuneRequest("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=32),
                 trial=fake_trial(rate), limits_of=limits_of(per_worker=633, decode=15800, main=27000)).run()
     path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"]) for s in out.steps
             if s.phase not in ("confirm", "prefetch")]
@@ -158,7 +160,7 @@ def test_a_larger_batch_that_does_not_gain_is_passed_over_once():
     def rate(w, pf, bs, n):
         return table[bs] if w == 2 else 1200
 
-    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
+    out = Tuner(TuneRequest("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4),
                 trial=fake_trial(rate), limits_of=limits_of(per_worker=1225, decode=2681, main=14437)).run()
     path = [(s.phase, s.result.config["num_workers"], s.result.config["batch_size"]) for s in out.steps
             if s.phase not in ("confirm", "prefetch")]
@@ -174,7 +176,7 @@ def test_one_lucky_search_trial_does_not_decide():
             return 1000 if n == 0 else 700
         return {2: 900, 1: 500, 0: 300, 8: 650, 4: 600}[w]
 
-    out = Tuner("d", LoaderConfig(batch_size=32, decode=True), OPTS, max_workers=8, max_batch=32,
+    out = Tuner(TuneRequest("d", LoaderConfig(batch_size=32, decode=True), OPTS, max_workers=8, max_batch=32),
                 trial=fake_trial(rate), limits_of=limits_of(per_worker=300, decode=1000)).run()
     assert out.prediction.num_workers == 4
     assert out.pick.config["num_workers"] == 2 and out.pick_samples_per_s == 900
@@ -200,7 +202,7 @@ def test_configs_a_lucky_search_trial_cannot_be_told_from_are_confirmed_too():
                             samples_per_s_min=min(reps), samples_per_s_max=max(reps))
 
     trial.calls = []
-    out = Tuner("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4,
+    out = Tuner(TuneRequest("d", LoaderConfig(backend="webdataset", batch_size=32, decode=True), OPTS, max_workers=4),
                 trial=trial, limits_of=limits_of(per_worker=1225, decode=2681, main=14437)).run()
     confirmed = [(s.result.config["batch_size"], s.result.config["prefetch_factor"]) for s in out.steps
                  if s.phase == "confirm"]
@@ -212,12 +214,13 @@ def test_with_a_target_the_cheapest_config_that_meets_it():
     """Target 350: predicted w=4 (4 x 100 per worker); w=2 meets it too, w=1 does not; confirmed, w=2. An
     unreachable target: the fastest, not met, and the binding limit named."""
     rates = {0: 80, 1: 190, 2: 380, 4: 760, 8: 760}
-    out = Tuner("d", LoaderConfig(batch_size=32, decode=True), OPTS, target=350, max_workers=8,
+    out = Tuner(TuneRequest("d", LoaderConfig(batch_size=32, decode=True), OPTS, target=350, max_workers=8),
                 trial=fake_trial(lambda w, pf, bs, n: rates[w]), limits_of=limits_of()).run()
     assert [s.result.config["num_workers"] for s in out.steps if s.phase != "confirm"] == [4, 2, 1]
     assert [s.result.config["num_workers"] for s in out.steps if s.phase == "confirm"] == [2, 4, 4, 2]
     assert out.met and out.pick.config["num_workers"] == 2 and "target met" in out.stop_reason
-    out = Tuner("d", LoaderConfig(batch_size=32, decode=True), OPTS, target=5000, max_workers=8, max_batch=32,
+    out = Tuner(TuneRequest("d", LoaderConfig(batch_size=32, decode=True), OPTS, target=5000, max_workers=8,
+                            max_batch=32),
                 trial=fake_trial(lambda w, pf, bs, n: rates[w]), limits_of=limits_of()).run()
     assert not out.met and out.pick.config["num_workers"] == 8 and out.pick.config["prefetch_factor"] == 2
     assert "not met" in out.stop_reason and "binding limit: decode" in out.stop_reason
@@ -233,8 +236,9 @@ def test_a_models_target_is_its_step_at_the_batch_tune_ends_with():
         return StepResult(samples_per_s=sopts.batch_size * 10.0, batch_size=sopts.batch_size)
 
     rates = {4: 400, 8: 800, 16: 800}
-    out = Tuner("d", LoaderConfig(batch_size=32, decode=True), OPTS, sopts=StepOptions(batch_size=32),
-                headroom=1.2, max_workers=16, trial=fake_trial(lambda w, pf, bs, n: rates.get(w, 50)),
+    out = Tuner(TuneRequest("d", LoaderConfig(batch_size=32, decode=True), OPTS, sopts=StepOptions(batch_size=32),
+                            headroom=1.2, max_workers=16),
+                trial=fake_trial(lambda w, pf, bs, n: rates.get(w, 50)),
                 limits_of=limits_of(main=600.0), step_of=step_of).run()
     assert out.prediction.batch_size == 64 and out.prediction.num_workers == 8
     assert out.pick.config["batch_size"] == 64 and out.pick.config["num_workers"] == 8

@@ -212,17 +212,7 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
     busy_s = (sum(ms) - sum(waits)) / 1000
     rec.model_samples_per_s = samples / busy_s if busy_s > 0 else float("nan")
     rec.run_samples_per_s = sum(s["samples"] for s in steps) / (sum(s["step_ms"] for s in steps) / 1000)
-    for b in _blocks(steady, BLOCKS):
-        bms = sum(s["step_ms"] for s in b)
-        rec.step_ms_repeats.append(bms / len(b))
-        rec.samples_per_s_repeats.append(sum(s["samples"] for s in b) / (bms / 1000))
-        rec.data_stall_fraction_repeats.append(sum(s["wait_ms"] for s in b) / bms)
-    hook = [s.get("hook_us", 0.0) for s in steady]
-    rec.hook_us_per_step_median = summarize(hook)["median"]
-    rec.hook_overhead_pct = sum(hook) / 1000 / sum(ms) * 100
-    if rec.hook_overhead_pct >= 1:
-        rec.notes.append(f"the hook cost {rec.hook_overhead_pct:.2f}% of step time (over the 1% budget): steps "
-                         "this short are slowed by the measurement itself")
+    _spread_and_cost(rec, steady)
     if not samples:
         rec.notes.append("no DataLoader batch reached the optimizer steps: the loop reads its data some other way, "
                          "so samples/s and data stall are not known (the figures read 0)")
@@ -239,6 +229,21 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
     if main is None and rec.files_read:
         rec.next_step, rec.next_notes = bench_command(rec.files_read)
     return rec
+
+
+def _spread_and_cost(rec: WatchResult, steady: list[dict[str, Any]]) -> None:
+    """The figures per block of steady steps (their spread, as a bench's repeats), and the hook's own cost."""
+    for b in _blocks(steady, BLOCKS):
+        bms = sum(s["step_ms"] for s in b)
+        rec.step_ms_repeats.append(bms / len(b))
+        rec.samples_per_s_repeats.append(sum(s["samples"] for s in b) / (bms / 1000))
+        rec.data_stall_fraction_repeats.append(sum(s["wait_ms"] for s in b) / bms)
+    hook = [s.get("hook_us", 0.0) for s in steady]
+    rec.hook_us_per_step_median = summarize(hook)["median"]
+    rec.hook_overhead_pct = sum(hook) / 1000 / sum(s["step_ms"] for s in steady) * 100
+    if rec.hook_overhead_pct >= 1:
+        rec.notes.append(f"the hook cost {rec.hook_overhead_pct:.2f}% of step time (over the 1% budget): steps "
+                         "this short are slowed by the measurement itself")
 
 
 def _stages(log: ProcLog, lid: int | None) -> dict[str, float]:
