@@ -155,7 +155,8 @@ INNER: dict[str, list[set[str]]] = {
         {"fed", "limits"},
     ],
     "dataperf.workflows": [
-        {"progress", "clock", "inspect", "e2e", "compare", "diagnose", "memory", "profile", "watch"},
+        {"progress", "clock", "inspect_data", "e2e", "compare", "diagnose", "memory", "profile", "watch",
+         "tune_predict"},
         {"budget", "lengths"},
         {"sweep"},
         {"tune"},
