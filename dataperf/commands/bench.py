@@ -8,16 +8,8 @@ from pathlib import Path
 import click
 
 from dataperf.commands import _plots, _render
-from dataperf.commands._options import (
-    OUT,
-    default_decode,
-    loader_options,
-    make_config,
-    make_trial_options,
-    resolve_data,
-    split,
-    trial_options,
-)
+from dataperf.commands._build import default_decode, make_config, make_trial_options, resolve_data
+from dataperf.commands._options import OUT, loader_options, split, trial_options
 from dataperf.errors import UserError
 from dataperf.results import LoaderResult, fmt
 from dataperf.verdict import rank_rate

@@ -8,7 +8,8 @@ import click
 
 from dataperf import verdict
 from dataperf.commands import _render
-from dataperf.commands._options import OUT, fed_config, loader_options, make_step_options, model_options
+from dataperf.commands._build import fed_config, make_step_options
+from dataperf.commands._options import OUT, loader_options, model_options
 from dataperf.errors import UserError
 from dataperf.results import E2EResult, fmt
 

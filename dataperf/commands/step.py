@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from dataperf.commands import _render
-from dataperf.commands._options import OUT, make_step_options, model_options
+from dataperf.commands._build import make_step_options
+from dataperf.commands._options import OUT, model_options
 from dataperf.data.sizes import check_image_side
 from dataperf.results import StepResult, fmt
 

@@ -9,18 +9,8 @@ from typing import Any
 import click
 
 from dataperf.commands import _plots, _render
-from dataperf.commands._options import (
-    HEADROOM,
-    default_decode,
-    loader_options,
-    make_grid,
-    make_step_options,
-    make_trial_options,
-    model_options,
-    resolve_data,
-    split,
-    trial_options,
-)
+from dataperf.commands._build import default_decode, make_grid, make_step_options, make_trial_options, resolve_data
+from dataperf.commands._options import HEADROOM, loader_options, model_options, split, trial_options
 from dataperf.errors import UserError
 from dataperf.workflows import clock
 

@@ -8,17 +8,8 @@ from pathlib import Path
 import click
 
 from dataperf.commands import _answer, _render
-from dataperf.commands._options import (
-    HEADROOM,
-    loader_options,
-    make_config,
-    make_step_options,
-    make_trial_options,
-    model_options,
-    resolve_data,
-    split,
-    trial_options,
-)
+from dataperf.commands._build import make_config, make_step_options, make_trial_options, resolve_data
+from dataperf.commands._options import HEADROOM, loader_options, model_options, split, trial_options
 from dataperf.data.sizes import check_image_side
 from dataperf.errors import UserError
 from dataperf.results import LimitsResult, fmt

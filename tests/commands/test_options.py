@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from dataperf.cli import cli
-from dataperf.commands import _options
+from dataperf.commands import _build, _options
 from dataperf.data import as_data
 from dataperf.errors import UserError
 
@@ -42,13 +42,13 @@ def test_optimizers_are_the_steps_own():
 
 def test_make_config_keeps_seq_len_to_token_streams_and_pins_with_cuda(datasets, tmp_path):
     img = as_data(datasets["image-files"])
-    assert _options.make_config(img, seq_len=512).seq_len is None  # an image's config key carries no seq_len
+    assert _build.make_config(img, seq_len=512).seq_len is None  # an image's config key carries no seq_len
     stream = tmp_path / "t.bin"
     stream.write_bytes(bytes(4096))
-    assert _options.make_config(as_data(stream), seq_len=128).seq_len == 128
-    assert _options.make_config(img, pin_memory=None, device="cuda:0").pin_memory
-    assert not _options.make_config(img, pin_memory=None).pin_memory
-    dali = _options.make_config(img, backend="dali", num_workers=4, prefetch_factor=4, persistent_workers=True)
+    assert _build.make_config(as_data(stream), seq_len=128).seq_len == 128
+    assert _build.make_config(img, pin_memory=None, device="cuda:0").pin_memory
+    assert not _build.make_config(img, pin_memory=None).pin_memory
+    dali = _build.make_config(img, backend="dali", num_workers=4, prefetch_factor=4, persistent_workers=True)
     assert (dali.num_workers, dali.prefetch_factor, dali.persistent_workers, dali.dali_num_threads) == (0, None,
                                                                                                         False, 2)
 
@@ -57,13 +57,13 @@ def test_a_backends_own_knobs_come_from_their_declaration(datasets):
     """DALI's knobs reach its config by their option names, are refused below 1 with the options named, and a
     misspelt one is a caller's error, not a dropped option."""
     img = as_data(datasets["image-files"])
-    c = _options.make_config(img, backend="dali", dali_threads=3, dali_queue=4, dali_decode="mixed")
+    c = _build.make_config(img, backend="dali", dali_threads=3, dali_queue=4, dali_decode="mixed")
     assert (c.dali_num_threads, c.dali_prefetch_queue_depth, c.dali_decode_device) == (3, 4, "mixed")
-    assert _options.make_config(img, dali_threads=3).dali_num_threads is None  # the files backend has none
+    assert _build.make_config(img, dali_threads=3).dali_num_threads is None  # the files backend has none
     with pytest.raises(UserError, match="--dali-threads and --dali-queue must be at least 1, got 0 and 2"):
-        _options.make_config(img, backend="dali", dali_threads=0)
+        _build.make_config(img, backend="dali", dali_threads=0)
     with pytest.raises(TypeError, match="dali_thread"):
-        _options.make_config(img, backend="dali", dali_thread=3)
+        _build.make_config(img, backend="dali", dali_thread=3)
     assert _options.defaults("sweep")["dali_threads"] == "1,2,4" and "dali_threads" not in _options.defaults("tune")
 
 
@@ -73,11 +73,11 @@ def test_make_grid_maps_off_on_both_and_refuses_empty_axes(datasets):
               pin_memory="both", persistent_workers="off", decode=True, image_size=32, cap_tokens=None,
               seq_len=512, cache="both", dali_threads=[1], dali_queue=[2], dali_decode=["cpu"], on_corrupt="skip",
               transform=None)
-    g = _options.make_grid([img], **kw)
+    g = _build.make_grid([img], **kw)
     assert g.pin_memory == [False, True] and g.cache == ["warm", "cold"] and g.seq_len is None
     assert g.on_corrupt == "skip" and g.worker_types == [None]
     with pytest.raises(UserError, match="--num-workers got no values"):
-        _options.make_grid([img], **{**kw, "num_workers": []})
+        _build.make_grid([img], **{**kw, "num_workers": []})
 
 
 @pytest.mark.parametrize("command", [c for c in _options.COMMANDS if "backend" in _options.defaults(c)])
@@ -121,21 +121,21 @@ def test_repeat_seconds_default_is_the_runners():
 def test_repeat_seconds_zero_is_whole_epochs_and_negative_is_refused():
     kw = dict(repeats=3, warmup_batches=1, max_batches=None, min_batches=3, drop_caches=False, no_collect=True,
               ebpf=False, seed=0)
-    assert _options.make_trial_options(**kw, repeat_seconds=0).repeat_seconds is None
-    assert _options.make_trial_options(**kw, repeat_seconds=2.5).repeat_seconds == 2.5
+    assert _build.make_trial_options(**kw, repeat_seconds=0).repeat_seconds is None
+    assert _build.make_trial_options(**kw, repeat_seconds=2.5).repeat_seconds == 2.5
     with pytest.raises(UserError, match="--repeat-seconds must be 0"):
-        _options.make_trial_options(**kw, repeat_seconds=-1)
+        _build.make_trial_options(**kw, repeat_seconds=-1)
 
 
 def test_shuffle_is_the_default_and_no_shuffle_reads_in_storage_order(datasets):
     img, shards = as_data(datasets["image-files"]), as_data(datasets["image-webdataset"])
-    assert _options.make_config(img).shuffle and _options.make_config(img).shuffle_buffer is None
-    assert not _options.make_config(img, shuffle=False).shuffle
-    assert _options.make_config(shards, shuffle_buffer=64).shuffle_buffer == 64
+    assert _build.make_config(img).shuffle and _build.make_config(img).shuffle_buffer is None
+    assert not _build.make_config(img, shuffle=False).shuffle
+    assert _build.make_config(shards, shuffle_buffer=64).shuffle_buffer == 64
     with pytest.raises(UserError, match="--shuffle-buffer must be at least 1"):
-        _options.make_config(shards, shuffle_buffer=0)
+        _build.make_config(shards, shuffle_buffer=0)
     with pytest.raises(UserError, match="--no-shuffle"):
-        _options.make_config(shards, shuffle=False, shuffle_buffer=64)
+        _build.make_config(shards, shuffle=False, shuffle_buffer=64)
 
 
 def test_sweep_shuffle_axis_off_on_both_and_the_buffer_only_where_a_buffer_is(datasets):
@@ -144,13 +144,13 @@ def test_sweep_shuffle_axis_off_on_both_and_the_buffer_only_where_a_buffer_is(da
               seq_len=512, cache="warm", dali_threads=[1], dali_queue=[2], dali_decode=["cpu"], on_corrupt="fail",
               transform=None)
     img, shards = as_data(datasets["image-files"]), as_data(datasets["image-webdataset"])
-    assert _options.make_grid([img], **kw).shuffle == [True]
-    assert _options.make_grid([img], **kw, no_shuffle=True).shuffle == [False]
-    both = _options.make_grid([shards], **kw, shuffle="both", shuffle_buffer=50)
+    assert _build.make_grid([img], **kw).shuffle == [True]
+    assert _build.make_grid([img], **kw, no_shuffle=True).shuffle == [False]
+    both = _build.make_grid([shards], **kw, shuffle="both", shuffle_buffer=50)
     assert [(c.shuffle, c.shuffle_buffer) for c in both.configs("webdataset")] == [(False, None), (True, 50)]
     assert [(c.shuffle, c.shuffle_buffer) for c in both.configs("files")] == [(False, None), (True, None)]
     with pytest.raises(UserError, match="disagree"):
-        _options.make_grid([img], **kw, shuffle="both", no_shuffle=True)
+        _build.make_grid([img], **kw, shuffle="both", no_shuffle=True)
 
 
 def test_bench_records_the_access_pattern_it_was_asked_for(tmp_path, datasets):
@@ -208,5 +208,5 @@ def test_n4_stall_timeout_must_be_positive_and_reaches_the_trial_options(tmp_pat
     _one_error(r, "--stall-timeout must be a positive number of seconds")
     kw = dict(repeats=3, warmup_batches=1, max_batches=None, min_batches=3, drop_caches=False, no_collect=True,
               ebpf=False, seed=0)
-    assert _options.make_trial_options(**kw, stall_timeout=7.5).stall_s == 7.5
-    assert params("sweep")["stall_timeout"].default == _options.make_trial_options(**kw).stall_s == 120
+    assert _build.make_trial_options(**kw, stall_timeout=7.5).stall_s == 7.5
+    assert params("sweep")["stall_timeout"].default == _build.make_trial_options(**kw).stall_s == 120
