@@ -138,17 +138,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     be = backends.get(cfg.backend)
     if cfg.pin_memory and not torch.cuda.is_available() and not be.own_pipeline:
         res.notes.append("pin_memory asked for but no CUDA device: torch skips pinning")
-    batches, prep = be.make(data, cfg, opts)  # a converting backend converts (once, cached) here
-    ignored = be.knobs_ignored(cfg)
-    res.backend, res.knobs_ignored = prep.info, ignored + prep.ignored
-    if ignored:
-        res.notes.append(f"{be.name} cannot express {', '.join(ignored)}: set but not applied")
-    res.notes.extend(prep.notes)
-    paths = prep.paths  # what this backend reads: the converted store, if it has one (none: remote, user's)
-    if not data.cache_managed:
-        res.notes.append(data.cache_note())
-    elif cfg.cache == "warm":
-        cache.prepare(paths, "warm")
+    batches, paths = _prepare(be, data, cfg, opts, res)
     # warm-up: imports, first decode, and (persistent workers only) worker start; its numbers are discarded.
     # Non-persistent workers start again in every repeat: that cost is in repeat_samples_per_s, not hidden.
     if opts.warmup_batches > 0:
@@ -190,6 +180,24 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     if costs:
         _fill_footprint(res, costs, ledger.result())
     return reps
+
+
+def _prepare(be: backends.Backend, data: Data, cfg: LoaderConfig, opts: TrialOptions,
+             res: LoaderResult) -> tuple[Iterable[dict[str, Any]], list[Path]]:
+    """The backend's batches and the files it reads, what it said and could not express in the record, and the
+    cache made warm for a warm trial of files dataperf manages."""
+    batches, prep = be.make(data, cfg, opts)  # a converting backend converts (once, cached) here
+    ignored = be.knobs_ignored(cfg)
+    res.backend, res.knobs_ignored = prep.info, ignored + prep.ignored
+    if ignored:
+        res.notes.append(f"{be.name} cannot express {', '.join(ignored)}: set but not applied")
+    res.notes.extend(prep.notes)
+    paths = prep.paths  # what this backend reads: the converted store, if it has one (none: remote, user's)
+    if not data.cache_managed:
+        res.notes.append(data.cache_note())
+    elif cfg.cache == "warm":
+        cache.prepare(paths, "warm")
+    return batches, paths
 
 
 def _tag(cfg: LoaderConfig, opts: TrialOptions) -> str:

@@ -145,6 +145,28 @@ def _training_rate(res: LoaderResult, epoch_samples: int | None, steady_invalid:
 
 def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data, paths: list[Path],
           cfg: LoaderConfig) -> None:
+    """The trial's record from its repeats, part by part, its notes in the order the parts are filled."""
+    fewest, sps = _checked(reps, opts, cfg)
+    few_batches = _note_few_batches(res, reps)
+    s = summarize(sps)
+    _fill_rates(res, reps, fewest, sps, s)
+    _fill_epoch(res, reps, opts, data, cfg, few_batches)
+    _fill_io(res, reps, fewest)
+    _fill_workers(res, reps, cfg, opts)
+    breakdown.fill(res, reps, cfg, data)
+    res.corrupt_samples = max(r.corrupt for r in reps)
+    if res.corrupt_samples:
+        res.notes.append(f"{res.corrupt_samples} corrupt samples per repeat skipped (on_corrupt=skip); the rate "
+                         "counts only the samples delivered")
+    if s["spread_pct"] > HIGH_SPREAD_PCT:
+        res.notes.append(f"high spread: repeats differ by {s['spread_pct']:.0f}% of the median; "
+                         "treat this config's figure as noisy (more repeats, a quieter machine)")
+    _verify_cache(res, reps, data, paths, opts)
+
+
+def _checked(reps: list[Repeat], opts: TrialOptions, cfg: LoaderConfig) -> tuple[int, list[float]]:
+    """The repeats' fewest batches and their steady rates; a TrialError naming the fix where the repeats hold too
+    few batches, or a worker too few for a steady window of its own."""
     fewest = min(r.batches for r in reps)
     if fewest < opts.min_batches:
         raise TrialError(f"only {fewest} batches per repeat, fewer than the minimum {opts.min_batches}: "
@@ -166,8 +188,11 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     if any(x != x for x in sps):
         raise TrialError("no worker delivered two batches in a repeat, so there is no steady window: use more "
                          "samples, a smaller batch_size, or fewer workers")
-    few_batches = _note_few_batches(res, reps)
-    s = summarize(sps)
+    return fewest, sps
+
+
+def _fill_rates(res: LoaderResult, reps: list[Repeat], fewest: int, sps: list[float], s: dict[str, float]) -> None:
+    """The steady rate's median, range and spread over the repeats, and the repeats' own rate (start-up in)."""
     res.repeats = len(reps)
     res.batches_per_repeat = fewest
     res.samples_per_repeat = min(r.samples for r in reps)
@@ -176,6 +201,12 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.samples_per_s_repeats = sps
     res.repeat_samples_per_s_repeats = [r.repeat_samples_per_s for r in reps]
     res.repeat_samples_per_s_median = summarize(res.repeat_samples_per_s_repeats)["median"]
+
+
+def _fill_epoch(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data, cfg: LoaderConfig,
+                few_batches: bool) -> None:
+    """This rank's epoch: its work per worker and tail, start-up, the epoch estimate, the flow, the training rate,
+    and the notes on each (start-up, shuffle buffer, uneven work)."""
     per_rank = data.count // max(opts.world_size, 1) if data.count else None
     res.shards = len(data.files) if data.format == "webdataset" else None
     loads = worker_loads(data, cfg, per_rank, opts)
@@ -196,6 +227,11 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     _training_rate(res, per_rank, BUFFER_HID_READS if buffered else
                    "too few batches a worker" if few_batches else None)
     _note_uneven(res, loads, cfg)
+
+
+def _fill_io(res: LoaderResult, reps: list[Repeat], fewest: int) -> None:
+    """Bytes and waits: payload and storage reads, time to first batch, the consumer's waits, the harness's share
+    of a batch, the input a sample takes, tokens a sample."""
     res.payload_mib_s_repeats = [r.payload_mib_s for r in reps]
     res.payload_mib_s_median = summarize(res.payload_mib_s_repeats)["median"]
     res.storage_read_mib_s_repeats = [r.storage_read_mib_s for r in reps]
@@ -211,16 +247,6 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     res.input_mib_per_sample = next((r.input_bytes_per_sample / MIB for r in reps if r.input_bytes_per_sample), None)
     counted = sum(r.samples for r in reps if r.tokens)
     res.tokens_per_sample = sum(r.tokens for r in reps) / counted if counted else None
-    _fill_workers(res, reps, cfg, opts)
-    breakdown.fill(res, reps, cfg, data)
-    res.corrupt_samples = max(r.corrupt for r in reps)
-    if res.corrupt_samples:
-        res.notes.append(f"{res.corrupt_samples} corrupt samples per repeat skipped (on_corrupt=skip); the rate "
-                         "counts only the samples delivered")
-    if s["spread_pct"] > HIGH_SPREAD_PCT:
-        res.notes.append(f"high spread: repeats differ by {s['spread_pct']:.0f}% of the median; "
-                         "treat this config's figure as noisy (more repeats, a quieter machine)")
-    _verify_cache(res, reps, data, paths, opts)
 
 
 def _fill_workers(res: LoaderResult, reps: list[Repeat], cfg: LoaderConfig, opts: TrialOptions) -> None:

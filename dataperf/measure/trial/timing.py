@@ -172,72 +172,90 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
     stages.take()  # this thread's books so far (a probe's decodes) are not the loader's: at 0 workers it books here
     t0 = time.perf_counter()
     it: Any = None
-    asked: list[float] = []  # when the consumer asked for each batch (perf_counter)
-    held: list[float] = []  # when it had it
-    workers: list[Any] = []
-    sizes: list[int] = []
-    sizes_bytes: list[int] = []
-    books: list[dict[str, float] | None] = []
-    dones: list[Any] = []
-    samples = nbytes = n = corrupt = tokens = 0
-    input_b: float | None = None
-    per_worker: dict[Any, int] = {}
-    t_first = t0
-    ended = False
+    cols: tuple[list[Any], ...] = ([], [], [], [], [], [], [])  # the batches' books, a flat list each (_take)
     watch_s = 0.0
-    clock, beat = time.perf_counter, watchdog.beat
     try:  # the trial's watchdog (if any) fails a wait for a batch that outlasts its stall time
         with watchdog.waiting(lambda: watchdog.loader_wait(batches, it)):
             with watchdog.forking():  # a Ctrl-C while workers start is raised once they have
                 it = iter(batches)
             pids = [w.pid for w in getattr(it, "_workers", [])]
             if on_workers is not None:  # DataLoader workers exist from iter() on; short repeats can outrun sampling
-                tw = clock()
+                tw = time.perf_counter()
                 on_workers(pids)
-                watch_s = clock() - tw  # kept in ttfb and epoch time (workers run on), recorded
-            while max_batches is None or n < max_batches:
-                tb = clock()
-                try:
-                    b = next(it)
-                except StopIteration:
-                    ended = True
-                    break
-                beat()
-                now = clock()
-                asked.append(tb)
-                held.append(now)
-                size, size_bytes, w = b["n"], b["nbytes"], b.get("worker", -1)
-                samples += size
-                sizes.append(size)
-                nbytes += size_bytes
-                sizes_bytes.append(size_bytes)
-                workers.append(w)
-                books.append(b.get("stage_s"))
-                dones.append(b.get("done_s"))
-                tokens += b.get("tokens", 0)
-                corrupt += b.get("corrupt", 0)
-                if n == 0:
-                    t_first = now
-                    input_b = batch_input_bytes(b)
-                n += 1
-                got = per_worker[w] = per_worker.get(w, 0) + 1
-                if got == 1 and on_first is not None and 0 <= w < len(pids):
-                    on_first(pids[w], now)
-                if seconds is not None and now - t0 >= seconds and n >= min_batches \
-                        and min(per_worker.values()) >= STEADY_BATCHES:
-                    break
-            t_end = clock()
-            if not ended:
+                watch_s = time.perf_counter() - tw  # kept in ttfb and epoch time (workers run on), recorded
+            took = _take(it, pids, t0, cols, max_batches, seconds, min_batches, on_first)
+            if not took.ended:
                 _drain(it)
     except BaseException:
         _close(it)  # now: a failed iterator kept alive by the traceback must not reach the next trial's workers
         raise
     it = None  # shuts non-persistent workers down, so their I/O is folded into ours before the next read
-    arrivals = [Arrival.at(t0, *row)
-                for row in zip(asked, held, workers, sizes, sizes_bytes, books, dones, strict=True)]
-    return Repeat(samples, nbytes, n, t_first - t0, t_end - t0, [a.wait_s for a in arrivals],
-                  cache.tree_read_bytes() - read0, arrivals, watch_s, corrupt=corrupt, ended=ended,
-                  input_bytes_per_sample=input_b, tokens=tokens)
+    arrivals = [Arrival.at(t0, *row) for row in zip(*cols, strict=True)]
+    return Repeat(took.samples, took.nbytes, took.n, took.t_first - t0, took.t_end - t0, [a.wait_s for a in arrivals],
+                  cache.tree_read_bytes() - read0, arrivals, watch_s, corrupt=took.corrupt, ended=took.ended,
+                  input_bytes_per_sample=took.input_b, tokens=took.tokens)
+
+
+@dataclass
+class _Took:
+    """What time_repeat's timed loop counted, beside the books it appended."""
+
+    n: int
+    samples: int
+    nbytes: int
+    tokens: int
+    corrupt: int
+    t_first: float  # perf_counter when the first batch was held (t0 if none came)
+    t_end: float  # perf_counter when the loop ended
+    ended: bool  # the data ran out
+    input_b: float | None  # the first batch's decoded tensor bytes a sample
+
+
+def _take(it: Any, pids: list[int], t0: float, cols: tuple[list[Any], ...], max_batches: int | None,
+          seconds: float | None, min_batches: int, on_first: Callable[[int, float], None] | None) -> _Took:
+    """time_repeat's timed loop, on its own: next() until the data, max_batches or the budget ends it, each batch's
+    books appended to cols: when the consumer asked for it and when it had it (perf_counter), its worker, samples,
+    bytes, stage books and done time."""
+    asked, held, workers, sizes, sizes_bytes, books, dones = cols
+    samples = nbytes = n = corrupt = tokens = 0
+    input_b: float | None = None
+    per_worker: dict[Any, int] = {}
+    t_first = t0
+    ended = False
+    clock, beat = time.perf_counter, watchdog.beat
+    while max_batches is None or n < max_batches:
+        tb = clock()
+        try:
+            b = next(it)
+        except StopIteration:
+            ended = True
+            break
+        beat()
+        now = clock()
+        asked.append(tb)
+        held.append(now)
+        size, size_bytes, w = b["n"], b["nbytes"], b.get("worker", -1)
+        samples += size
+        sizes.append(size)
+        nbytes += size_bytes
+        sizes_bytes.append(size_bytes)
+        workers.append(w)
+        books.append(b.get("stage_s"))
+        dones.append(b.get("done_s"))
+        tokens += b.get("tokens", 0)
+        corrupt += b.get("corrupt", 0)
+        if n == 0:
+            t_first = now
+            input_b = batch_input_bytes(b)
+        n += 1
+        got = per_worker[w] = per_worker.get(w, 0) + 1
+        if got == 1 and on_first is not None and 0 <= w < len(pids):
+            on_first(pids[w], now)
+        if seconds is not None and now - t0 >= seconds and n >= min_batches \
+                and min(per_worker.values()) >= STEADY_BATCHES:
+            break
+    t_end = clock()
+    return _Took(n, samples, nbytes, tokens, corrupt, t_first, t_end, ended, input_b)
 
 
 def batch_input_bytes(b: dict[str, Any]) -> float | None:
