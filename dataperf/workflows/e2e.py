@@ -129,7 +129,7 @@ def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int
     res.data_wait_ms_p99 = percentile(waits, 99)
     res.epoch_restarts = stream.restarts
     res.stage_ms_per_sample, res.main_wait_ms_per_sample, left = breakdown.fed_stages(
-        fed, cfg, data.format == "user-dataset")
+        fed, cfg, data.is_user)
     if left:
         res.notes.append("stage breakdown leaves out " + "; ".join(left))
     res.h2d_ms_median = summarize(h2ds)["median"]

@@ -209,7 +209,7 @@ def active_workers(data: Data, cfg: LoaderConfig, opts: TrialOptions, probe: Wor
     if best is not None and best.config_key == cfg.key() and best.active_workers is not None:
         a = best.active_workers
         return a, f"{a} of {w} workers delivered samples in the measured trial" + _idle(w - a, cfg, opts)
-    if data.format == "webdataset":
+    if data.dealt_by == "shard":
         shards = len(data.files[opts.rank::max(opts.world_size, 1)])
         a = min(w, shards)
         per = f"{shards} shard{'' if shards == 1 else 's'} per rank"

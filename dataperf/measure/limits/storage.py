@@ -73,7 +73,7 @@ def measure_storage(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Li
     Cold (and remote) trials read storage: fio/O_DIRECT, or GETs. A warm trial is served from page cache, so
     its ceiling is buffered reads of the warmed files; the device's direct rate is still measured and kept."""
     readers = max(1, cfg.num_workers)
-    if data.format == "user-dataset":
+    if data.is_user:
         return StorageReading("not measurable: a user's Dataset reads files dataperf does not know", probe_data=data)
     if data.remote:
         reading, bodies = remote_get(data.urls(), min(readers, len(data.files)), lopts.storage_budget_mib)
@@ -112,7 +112,7 @@ def _file_bytes_per_sample(data: Data, plan: list[Task]) -> float | None:
     over the samples in them (tar headers included); None for token data (the decode probe's payload stands in)."""
     if data.count and data.total_bytes:
         return data.total_bytes / data.count
-    if data.format == "webdataset":
+    if data.sharded:
         whole = [(p, n) for p, off, n in plan if off == 0 and n == p.stat().st_size]
         count = 0
         for p, _ in whole:

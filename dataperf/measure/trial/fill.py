@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dataperf.backends import ONE_STREAM
-from dataperf.data import Data
+from dataperf.data import DEALT_BY, Data
 from dataperf.errors import TrialError
 from dataperf.measure import breakdown, cache, footprint
 from dataperf.measure.trial.options import TrialOptions
@@ -74,11 +74,6 @@ def _note_few_batches(res: LoaderResult, reps: list[Repeat]) -> bool:
     return fired
 
 
-# backends whose DataLoader deals whole shards to workers (shard i to worker i mod W) or batches in turn
-SHARD_DEALT = ("webdataset",)
-BATCH_DEALT = ("files", "tokens-bin", "npy")
-
-
 def worker_loads(data: Data, cfg: LoaderConfig, epoch_samples: int | None, opts: TrialOptions) -> list[float]:
     """Samples each DataLoader worker reads in one epoch of this rank, where the split is known: WebDataset deals
     this rank's shards out in turn (equal shards assumed), a map-style dataset its batches; [] when the split is
@@ -86,11 +81,13 @@ def worker_loads(data: Data, cfg: LoaderConfig, epoch_samples: int | None, opts:
     w = cfg.num_workers
     if not epoch_samples or w < 2 or cfg.backend in ONE_STREAM:
         return []
-    if cfg.backend in SHARD_DEALT and data.format == "webdataset" and data.files:
+    # a format's DataLoader backend bears the format's name and deals its workers as DEALT_BY says; others: unknown
+    dealt = DEALT_BY.get(cfg.backend)
+    if dealt == "shard" and data.sharded and data.files:
         shards = len(data.files[opts.rank::max(opts.world_size, 1)])
         per = epoch_samples / max(shards, 1)
         return [len(range(i, shards, w)) * per for i in range(w)]
-    if cfg.backend in BATCH_DEALT:
+    if dealt == "batch":
         batches = -(-epoch_samples // cfg.batch_size)
         return [len(range(i, batches, w)) * epoch_samples / batches for i in range(w)]
     return []
@@ -208,7 +205,7 @@ def _fill_epoch(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data:
     """This rank's epoch: its work per worker and tail, start-up, the epoch estimate, the flow, the training rate,
     and the notes on each (start-up, shuffle buffer, uneven work)."""
     per_rank = data.count // max(opts.world_size, 1) if data.count else None
-    res.shards = len(data.files) if data.format == "webdataset" else None
+    res.shards = data.shards
     loads = worker_loads(data, cfg, per_rank, opts)
     res.tail_s, res.epoch_worker_samples = tail_s(loads, res.samples_per_s_median), loads
     res.whole_epochs = all(r.ended for r in reps)

@@ -31,7 +31,7 @@ def worker_cap(data: Data, batch_size: int, world_size: int = 1, rank: int = 0) 
         return None
     per_rank = data.count // world
     cap = max(1, per_rank // (batch_size * STEADY_BATCHES))
-    if data.format == "webdataset" and data.files:
+    if data.dealt_by == "shard" and data.files:
         cap = min(cap, max(1, len(data.files[rank::world])))
     if data.row_groups:  # image Parquet deals whole row groups, as WebDataset deals shards
         cap = min(cap, max(1, len([n for g in data.row_groups for n in g][rank::world])))
