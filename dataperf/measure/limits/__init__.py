@@ -14,7 +14,6 @@ ceiling measured together, the binding one, and the names callers import from da
 from __future__ import annotations
 
 import math
-import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict
@@ -52,6 +51,7 @@ from dataperf.measure.limits.replay import batch_tensor_bytes, main_process_ceil
 from dataperf.measure.limits.storage import StorageReading, measure_storage, remote_get, tar_samples
 from dataperf.measure.trial import TrialOptions
 from dataperf.results import LimitsResult, LoaderConfig, LoaderResult, StepResult
+from dataperf.verdict.rates import machine_cores
 
 __all__ = ["BLOCK", "LIMITS", "MAX_PASSES", "MIB", "MIN_FIO_BYTES", "MIN_READ_S", "NAN", "STABLE", "STABLE_BLOCKS",
            "Ceiling", "LimitsOptions", "RawRead", "StorageReading", "Task", "WorkerProbe", "active_workers",
@@ -67,11 +67,7 @@ def usable_cores() -> int:
     below rates measured under the same conditions (the 2026-12-03 audit, F2: configs at 133-139% of their
     "ceiling" on 2 cores). What a training step takes from them when fed is the fed prediction's to count
     (verdict.cpu_cap, from the step's own busy cores). At least 1."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        n = os.cpu_count() or 1
-    return max(1, n)
+    return max(1, machine_cores())
 
 
 def model_ceiling(step: StepResult | None) -> Ceiling:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import time
 import traceback
 from collections.abc import Iterable
@@ -50,6 +49,7 @@ from dataperf.measure.trial.timing import (
     time_repeat,
 )
 from dataperf.results import MIB, LoaderConfig, LoaderResult
+from dataperf.verdict.rates import machine_cores
 
 __all__ = ["BUFFER_SHARE_MAX", "DEFAULT_REPEAT_S", "FEW_BATCH_NOTE_WORKERS", "LADDER", "NOOP_BATCHES", "SOLID_BATCHES",
            "STEADY_BATCHES", "Arrival", "Repeat", "TrialOptions", "batch_input_bytes", "buffer_note", "cores",
@@ -66,11 +66,9 @@ def make_batches(data: Data, cfg: LoaderConfig, opts: TrialOptions) -> Iterable[
 # cores and worker_ladder stay here, not in plan.py: callers and tests set dataperf.measure.trial.cores (a machine
 # of N cores), and the ladder must see what they set
 def cores() -> int:
-    """This process's cores: its affinity (as taskset and cgroup cpusets set it)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    """This process's cores: its affinity (as taskset and cgroup cpusets set it), counted as the verdict counts
+    them (verdict.machine_cores, given no record)."""
+    return machine_cores()
 
 
 def worker_ladder(top: int | None = None, cap: int | None = None, dense: bool = True) -> list[int]:
