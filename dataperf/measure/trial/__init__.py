@@ -127,6 +127,8 @@ def _release(e: BaseException) -> None:
 
 
 def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResult) -> list[Repeat]:
+    """The trial's steps: its checks, the backend prepared, warm-up, the repeats under the collectors, the record
+    filled from them."""
     if opts.repeats < 1:
         raise TrialError("repeats must be at least 1")
     if opts.repeats < 3:
