@@ -161,6 +161,8 @@ INNER: dict[str, list[set[str]]] = {
         {"sweep"},
         {"tune"},
     ],
+    "dataperf.measure.trial": [{"options", "timing"}, {"plan", "fill"}],
+    "dataperf.measure.limits": [{"ceiling"}, {"reads", "probe"}, {"storage", "replay"}, {"h2d"}],
     "dataperf.workflows.sweep": [{"grid"}, {"plan"}, {"state"}, {"confirm", "edge"}, {"stages"}],
     "dataperf.workflows.watch": [{"launch"}, {"results"}],
     "dataperf.measure.collectors": [{"base"}, {"nvml", "proc", "ebpf"}, {"sysstat"}],

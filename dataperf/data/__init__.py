@@ -11,17 +11,19 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 from dataperf.data.spec import (
+    DEALT_BY,
     IMAGE_EXTS,
     REMOTE_SCHEMES,
     SOURCE_FORMATS,
     TOKEN_FORMATS,
+    WINDOWED_FORMATS,
     Data,
     DataFile,
 )
 from dataperf.errors import UserError
 
-__all__ = ["IMAGE_EXTS", "REMOTE_SCHEMES", "SOURCE_FORMATS", "TOKEN_FORMATS", "Data", "DataFile", "as_data", "resolve",
-           "split_options", "user_dataset"]
+__all__ = ["DEALT_BY", "IMAGE_EXTS", "REMOTE_SCHEMES", "SOURCE_FORMATS", "TOKEN_FORMATS", "WINDOWED_FORMATS", "Data",
+           "DataFile", "as_data", "resolve", "split_options", "user_dataset"]
 
 
 def as_data(data: str | os.PathLike | Data) -> Data:

@@ -13,6 +13,10 @@ TOKEN_FORMATS = {".bin": "tokens-bin", ".npy": "npy", ".jsonl": "jsonl", ".parqu
 # formats the DataLoader backend reads through dataperf.backends.datasets (files/webdataset stay in loaders)
 SOURCE_FORMATS = ("tokens-bin", "npy", "jsonl", "parquet", "hf-parquet", "user-dataset")
 REMOTE_SCHEMES = ("http://", "https://", "s3://")
+# how a DataLoader's workers are dealt a format's data: whole shards in turn (shard i to worker i mod W), or batches
+# in turn (a map-style dataset); a format not here splits its own work (an IterableDataset) or is not known to
+DEALT_BY = {"webdataset": "shard", "files": "batch", "tokens-bin": "batch", "npy": "batch"}
+WINDOWED_FORMATS = ("tokens-bin", "npy")  # flat token streams, cut into --seq-len windows
 
 
 @dataclass
@@ -49,13 +53,39 @@ class Data:
         return Path(self.location)
 
     @property
+    def is_user(self) -> bool:
+        """A user's own torch Dataset (--dataset MODULE:FACTORY): dataperf knows neither its files nor its decode."""
+        return self.format == "user-dataset"
+
+    @property
+    def sharded(self) -> bool:
+        """Stored in WebDataset tar shards, which a loader reads (and deals to workers) whole."""
+        return self.format == "webdataset"
+
+    @property
+    def shards(self) -> int | None:
+        """How many tar shards the data is stored in; None when it is not sharded."""
+        return len(self.files) if self.sharded else None
+
+    @property
+    def windowed(self) -> bool:
+        """A flat token stream (.bin, 1-d .npy), cut into --seq-len windows; other data has no seq_len."""
+        return self.format in WINDOWED_FORMATS
+
+    @property
+    def dealt_by(self) -> str | None:
+        """How a DataLoader's workers are dealt this data: "shard" (whole shards in turn), "batch" (batches in
+        turn, a map-style dataset), or None (it splits its own work, or the split is not known)."""
+        return DEALT_BY.get(self.format)
+
+    @property
     def total_bytes(self) -> int | None:
         sizes = [f.size_bytes for f in self.files]
         return None if not sizes or any(s is None for s in sizes) else sum(sizes)  # type: ignore[misc]
 
     def local_paths(self) -> list[Path]:
         """Files whose pages the cache control drops or pre-reads: none for remote data or a user's Dataset."""
-        if self.remote or self.format == "user-dataset":
+        if self.remote or self.is_user:
             return []
         if self._paths is None:  # once: 2,000 new Paths a trial pushed the collector into full collections
             self._paths = tuple(Path(f.path) for f in self.files)
@@ -65,7 +95,7 @@ class Data:
     def cache_managed(self) -> bool:
         """Whether dataperf can drop or pre-read this data's pages: local files yes; remote data and a user's
         Dataset (whose files dataperf does not know) no."""
-        return not self.remote and self.format != "user-dataset"
+        return not self.remote and not self.is_user
 
     @property
     def cache_mode(self) -> str:

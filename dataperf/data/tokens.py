@@ -33,8 +33,8 @@ TEXT_EXTRA = "install it with `pip install 'dataperf[text]'`"
 
 
 def windowed(data: Data) -> bool:
-    """A flat token stream (.bin, 1-d .npy) is cut into --seq-len windows; other data has no seq_len."""
-    return data.format in ("tokens-bin", "npy")
+    """A flat token stream (.bin, 1-d .npy) is cut into --seq-len windows; other data has no seq_len (Data.windowed)."""
+    return data.windowed
 
 
 def window_len(cfg: Any) -> int:

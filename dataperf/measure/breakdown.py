@@ -104,7 +104,7 @@ def fill(res: Any, reps: list[Any], cfg: LoaderConfig, data: Data) -> None:
         except TrialError as e:
             how = f"its stage probe failed: {e}"
         res.notes.append(f"stage breakdown: {how}")
-    left = unseen(cfg, res.stage_ms_per_sample, data.format == "user-dataset")
+    left = unseen(cfg, res.stage_ms_per_sample, data.is_user)
     if left:
         res.notes.append("stage breakdown leaves out " + "; ".join(left))
 

@@ -23,7 +23,7 @@ def shape_for_model(data: Data, cfg: LoaderConfig, sopts: StepOptions) -> tuple[
     the input kind of the dataset), for every measurement where the loader feeds the model. Token windows cut
     from a flat stream are --seq-len long, so the step and the loader agree on the sequence length. Where a
     user's Dataset or transform makes the images, their shape and dtype are read off one real sample."""
-    windows = data.format in ("tokens-bin", "npy")
+    windows = data.windowed
     cfg = replace(cfg, decode=True, seq_len=cfg.seq_len or (sopts.seq_len if windows else None)).explicit()
     sopts = replace(sopts, batch_size=cfg.batch_size, image_size=cfg.image_size,
                     input=sopts.input or ("tokens" if data.kind == "tokens" else "image"))
@@ -47,7 +47,7 @@ def loader_image(data: Data, cfg: LoaderConfig) -> tuple[tuple[int, ...], str] |
     the decode is dataperf's own, the sample is no image (C, H, W), or reading it failed (the trials then name
     the failure); a sample that never comes is one error line (dataperf.watchdog)."""
     user_transform = ":" in (cfg.transform or "")
-    if data.format != "user-dataset" and not user_transform:
+    if not data.is_user and not user_transform:
         return None
     from dataperf import backends, watchdog
     from dataperf.measure.trial import TrialOptions

@@ -210,7 +210,7 @@ def _step_figures(res: E2EResult, timed: _Timed, restarts: int, cfg: LoaderConfi
     res.data_wait_ms_p99 = percentile(timed.waits, 99)
     res.epoch_restarts = restarts
     res.stage_ms_per_sample, res.main_wait_ms_per_sample, left = breakdown.fed_stages(
-        timed.fed, cfg, data.format == "user-dataset")
+        timed.fed, cfg, data.is_user)
     if left:
         res.notes.append("stage breakdown leaves out " + "; ".join(left))
     if timed.lens:

@@ -6,6 +6,7 @@ thread CPU time (which does not stretch when the cores are shared), so the known
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import limits_cases
@@ -224,7 +225,7 @@ def test_a_limits_record_round_trips_through_a_results_file(tmp_path, datasets):
 def test_usable_cores_are_every_core_with_or_without_a_model(monkeypatch):
     """The decode ceiling's cores are those the loader trial it bounds ran on: every one (audit F2)."""
     for cores in ({0, 1}, {0}, set(range(16))):
-        monkeypatch.setattr(limits.os, "sched_getaffinity", lambda pid, c=cores: c)
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, c=cores: c)
         assert limits.usable_cores() == len(cores)
 
 

@@ -16,7 +16,7 @@ from dataperf.data import resolve
 from dataperf.data.make.generate import ImageSpec, write_dataset
 from dataperf.measure import trial
 from dataperf.measure.collectors.proc import device_of
-from dataperf.measure.trial import TrialOptions, estimate_trial_s, run_trial
+from dataperf.measure.trial import TrialOptions, estimate_trial_s, fill, run_trial, timing
 from dataperf.results import MIB, LoaderConfig, LoaderResult
 
 FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)  # whole epochs
@@ -306,7 +306,7 @@ def test_harness_overhead_is_a_share_of_this_trials_batch_time(datasets, monkeyp
     the trial, 3 times each, it must lie within a factor of 2 of what they span (a wake-up-bound figure moves
     with bursts of load, so one timing a side is not its range; a list loop, or a per-sample figure, is 100x
     off). Its share is of the known batch time: 8 samples of 10 ms (paced) on 2 workers, 40 ms."""
-    monkeypatch.setattr(trial, "_overhead", {})  # measured by this trial, not one before it in this process
+    monkeypatch.setattr(timing, "_overhead", {})  # measured by this trial, not one before it in this process
     hand = [no_op_batch_ms(2) for _ in range(3)]
     r = run_trial(datasets["image-files"], LoaderConfig(backend="files", batch_size=8, num_workers=2),
                   replace(FAST, sample_cost_s=0.01))
@@ -366,10 +366,10 @@ def test_a_training_rate_from_the_repeats_rate_adds_the_tail_they_never_reached(
     at 400 samples/s is 1.25 s and a 0.75 s tail, 250 samples/s (the H100's 37 WebDataset shards on 16 workers
     ranked at 2,422, their note saying the tail was in it)."""
     r = LoaderResult(repeat_samples_per_s_median=400.0, epoch_worker_samples=[200.0, 100.0, 100.0, 100.0])
-    trial._training_rate(r, 500, "too few batches a worker")
+    fill._training_rate(r, 500, "too few batches a worker")
     assert r.training_samples_per_s == pytest.approx(250) and "the epoch's tail" in r.training_basis
     even = LoaderResult(repeat_samples_per_s_median=400.0, epoch_worker_samples=[125.0] * 4)
-    trial._training_rate(even, 500, "too few batches a worker")
+    fill._training_rate(even, 500, "too few batches a worker")
     assert even.training_samples_per_s == pytest.approx(400) and "tail" not in even.training_basis
 
 
