@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from dataperf.results import LimitsResult, LoaderResult
 from dataperf.verdict.attack import STAGE_LIMITS
 
-# the six ceilings a limits record holds, in the order they are shown: measure.limits.LIMITS, the record's own
-# field names ({limit}_samples_per_s, {limit}_how) read here without importing the layer that measures them
+# the six ceilings a limits record holds ({limit}_samples_per_s, {limit}_how), in the order they are shown and
+# measured (dataperf.measure.limits reads this tuple)
 LIMITS = ("storage", "decode", "main_process", "workers", "h2d", "model")
 
 

@@ -33,7 +33,7 @@ def inspect_spec(spec: str, verify: bool = False) -> Inspection:
     sizes: list[int] = []
     lengths: list[int] = []
     corrupt: list[str] = []
-    if data.format == "webdataset":
+    if data.sharded:
         for url in data.urls():
             name = url.rsplit("/", 1)[-1]
             if data.remote:

@@ -141,9 +141,9 @@ def check_ranks(datas: list[Data], nproc: int) -> None:
     if nproc < 1:
         raise UserError(f"--nproc must be at least 1, got {nproc}")
     for d in map(as_data, datas):
-        if d.format == "webdataset" and len(d.files) < nproc:
-            raise UserError(f"{d.spec} has {len(d.files)} shard(s) for {nproc} ranks; ranks split the shards, so "
-                            f"use --nproc {len(d.files)} or fewer, or re-shard it (shards make/convert "
+        if d.sharded and d.shards < nproc:
+            raise UserError(f"{d.spec} has {d.shards} shard(s) for {nproc} ranks; ranks split the shards, so "
+                            f"use --nproc {d.shards} or fewer, or re-shard it (shards make/convert "
                             "--shard-mb smaller)")
 
 
