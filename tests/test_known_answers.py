@@ -113,7 +113,7 @@ def test_two_shards_four_workers_two_active_and_one_idle_warning(two_shards):
 
 
 def test_gpu_idle_arithmetic_from_events():
-    """The H200 DALI run (audit H1): 18.82 ms wall per step, 17.30 ms h2d+compute on the GPU -> 8% idle,
+    """The H200 DALI run: 18.82 ms wall per step, 17.30 ms h2d+compute on the GPU -> 8% idle,
     although the host waited 58% of the time."""
     steps = 100
     assert idle_fraction([17.30] * steps, 18.82e-3 * steps) == pytest.approx(0.081, abs=0.001)

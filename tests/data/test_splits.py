@@ -37,7 +37,7 @@ def test_split_of_reads_the_name_only_where_it_says_a_split(name, split):
 
 
 def test_a_folder_of_train_and_val_is_read_as_train_and_says_so(tmp_path):
-    """The usability review: the parent of train/ and val/ was measured as one dataset of 152 images."""
+    """Before: the parent of train/ and val/ was measured as one dataset of 152 images."""
     _image_folder(tmp_path / "train", n=8)
     _image_folder(tmp_path / "val", n=3, seed=1)
     d = resolve(str(tmp_path))
@@ -134,7 +134,7 @@ def test_an_mds_folder_is_read_through_streaming(tmp_path):
 
 
 def test_convert_leaves_out_files_that_belong_to_no_image_sample(tmp_path):
-    """The usability review: Thumbs.db and README.txt became samples that every reader then refused."""
+    """Before: Thumbs.db and README.txt became samples that every reader then refused."""
     src = _image_folder(tmp_path / "src", n=3)
     (src / "cat" / "Thumbs.db").write_bytes(b"\0" * 10)
     (src / "README.txt").write_text("hello")
@@ -162,7 +162,7 @@ def test_bench_prints_what_it_reads_and_what_it_left_out(tmp_path):
 
 
 def test_dots_in_member_names_are_named_as_the_cause_by_bench_and_inspect(tmp_path):
-    """The usability review: members n01440764_0.0002.jpg were refused with "has none of ('jpg', ...); keys:
+    """Before: members n01440764_0.0002.jpg were refused with "has none of ('jpg', ...); keys:
     ['0002.cls', '0002.jpg']", the cause unnamed, and `shards inspect --verify` passed them."""
     import tarfile
 

@@ -75,7 +75,7 @@ def test_under_torchrun_the_step_follows_the_grid_and_a_budget_reaches_every_ran
     assert "plan: 2 trials" in p.stdout and "binding limit:" in p.stdout and "took " in p.stdout
 
 
-def test_n6_ctrl_c_under_nproc_is_130_with_one_hint_and_nothing_from_the_agent(tmp_path):
+def test_ctrl_c_under_nproc_is_130_with_one_hint_and_nothing_from_the_agent(tmp_path):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) in the middle of a --nproc sweep: torchrun's
     agent printed its SignalException traceback and "Received 2 death signal" warnings (it got the signal twice:
     from the terminal and passed on by dataperf). Now: exit 130, the resume hint once, nothing else on stderr,

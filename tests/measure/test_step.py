@@ -191,8 +191,8 @@ def bad_tokens():
     (["--model", "n14_models:bad_shape", "--input", "image", "--image-size", "16"], "images [8, 3, 16, 16]"),
     (["--model", "n14_models:bad_tokens", "--seq-len", "12"], "tokens [8, 12] (torch.int64)"),
 ])
-def test_n14_a_user_models_forward_error_names_the_batch_and_is_not_called_a_dataperf_bug(tmp_path, monkeypatch,
-                                                                                         args, batch):
+def test_a_user_models_forward_error_names_the_batch_and_is_not_called_a_dataperf_bug(tmp_path, monkeypatch,
+                                                                                     args, batch):
     (tmp_path / "n14_models.py").write_text(N14_MODELS)
     monkeypatch.syspath_prepend(str(tmp_path))
     r = CliRunner().invoke(cli, ["step", *args, "--steps", "2", "--repeats", "1", "--warmup", "1"])

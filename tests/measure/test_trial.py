@@ -344,7 +344,7 @@ def test_a_shuffle_buffer_holding_much_of_a_repeat_is_noted(datasets):
             assert not any(n.startswith("shuffle buffer") for n in r.notes) and r.flow_samples_per_s_median > 0
 
 
-def test_n5_a_trial_failing_in_a_worker_leaves_nothing_to_the_next_trials_workers(tmp_path, datasets):
+def test_a_trial_failing_in_a_worker_leaves_nothing_to_the_next_trials_workers(tmp_path, datasets):
     """A shard cut short fails every trial of a sweep inside a worker. The failed iterator, kept alive by the
     exception, was finalized later inside a worker the next trial forked: 12 "AssertionError: can only test a
     child process" tracebacks in this sweep. Its workers are now shut down as the error passes, and the failed

@@ -119,7 +119,7 @@ def test_runs_of_one_config_pool_their_repeats(tmp_path):
     assert c.verdict == "within noise" and c.base_median == pytest.approx(11.05)
 
 
-def test_n20_lengths_records_are_said_to_carry_no_comparable_metric(tmp_path, datasets):
+def test_lengths_records_are_said_to_carry_no_comparable_metric(tmp_path, datasets):
     out = tmp_path / "l.jsonl"
     r = CliRunner().invoke(cli, ["lengths", str(datasets["tokens-webdataset"]), "--batch-size", "8", "--out", str(out)])
     assert r.exit_code == 0, r.output

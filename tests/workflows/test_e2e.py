@@ -42,7 +42,7 @@ def test_e2e_reads_the_analytic_stall_rate_and_prediction(paced, one_thread):
 
 
 def test_e2e_headline_is_pooled_over_the_run_where_an_epoch_tail_hits_some_repeats(paced, one_thread):
-    """Audit F5 on F1's kind of data, every phase input-bound so the pooled answer is exact: 640 samples of
+    """An epoch tail on uneven shards, every phase input-bound so the pooled answer is exact: 640 samples of
     40 ms (paced) in 5 shards of 128 dealt to 4 persistent workers, batch 8: worker 0 reads two shards, the
     others one. While all 4 have data a batch comes from each every 320 ms (100 samples/s); the model is busy
     40 ms a step (paced.FixedStep: 200 samples/s), so it idles half of each 320 ms. Then worker 0 feeds alone, a
@@ -57,7 +57,7 @@ def test_e2e_headline_is_pooled_over_the_run_where_an_epoch_tail_hits_some_repea
     sopts = StepOptions(model="paced:fixed_step_model", batch_size=8, image_size=8)
     r = run_e2e(user_dataset("paced:sleep_shards"), cfg, sopts, steps=16, repeats=5, warmup=16, predict=False)
     stalls = r.data_stall_fraction_repeats
-    assert r.epoch_restarts == 1 and sorted(stalls)[2] < 0.6, stalls  # the F5 case: the median misses the tail
+    assert r.epoch_restarts == 1 and sorted(stalls)[2] < 0.6, stalls  # the median misses the tail
     assert r.data_stall_fraction == pytest.approx(0.6875, abs=0.05), stalls
     assert r.host_wait_fraction == r.data_stall_fraction
     assert r.samples_per_s == pytest.approx(62.5, rel=0.05), r.samples_per_s_repeats
