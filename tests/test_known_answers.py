@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from agreement_cases import SAMPLE_S as SAMPLE_COST_S
-from agreement_cases import START_S
 from click.testing import CliRunner
 
 from dataperf.cli import cli
@@ -24,6 +22,8 @@ from dataperf.results import LoaderConfig
 from dataperf.workflows import sweep as sw
 from dataperf.workflows.diagnose import diagnose
 from dataperf.workflows.e2e import idle_fraction, run_e2e
+from tests.agreement_cases import SAMPLE_S as SAMPLE_COST_S
+from tests.agreement_cases import START_S
 
 SAMPLE_S = 0.04
 STEP_S = 0.05  # paced.FixedStep's default (PACED_STEP_S)

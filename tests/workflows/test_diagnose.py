@@ -1,4 +1,3 @@
-import paced
 import pytest
 
 from dataperf.commands._render import limit_rows
@@ -7,6 +6,7 @@ from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
 from dataperf.results import LoaderConfig
 from dataperf.workflows.diagnose import diagnose, predicted_stall, stall_split
+from tests import paced
 
 FAST = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
 
