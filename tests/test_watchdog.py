@@ -150,6 +150,7 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_a_stall_in_the_main_process_names_the_sample_it_fetches(user_code):
     p = start(user_code, "bench", "--dataset", "hang:hang", "--batch-size", "2", "--num-workers", "0",
               "--stall-timeout", "3", *SH)
@@ -161,6 +162,7 @@ def test_a_stall_in_the_main_process_names_the_sample_it_fetches(user_code):
     assert left_in_session(p.pid) == []
 
 
+@pytest.mark.slow
 def test_a_stall_in_a_worker_names_the_worker_and_its_pid_and_none_is_left(user_code):
     p = start(user_code, "bench", "--dataset", "hang:hang", "--batch-size", "2", "--num-workers", "1",
               "--stall-timeout", "3", *SH)
@@ -171,6 +173,7 @@ def test_a_stall_in_a_worker_names_the_worker_and_its_pid_and_none_is_left(user_
     assert left_in_session(p.pid) == [] and not psutil.pid_exists(int(m.group(1)))
 
 
+@pytest.mark.slow
 def test_a_dataset_factory_that_hangs_is_one_error_line(user_code):
     p = start(user_code, "bench", "--dataset", "hang:hang_factory", "--stall-timeout", "3", *SH)
     rc, out, err = finish(p)
@@ -179,6 +182,7 @@ def test_a_dataset_factory_that_hangs_is_one_error_line(user_code):
     assert left_in_session(p.pid) == []
 
 
+@pytest.mark.slow
 def test_a_sweep_budget_bounds_a_trial_that_hangs(user_code):
     """--budget 1s with a stall time far past the test's own bound: the budget is what ends the hanging trial (no
     sooner than 3x the trial's expected 8 s, so about 24 s in), and so the sweep."""
@@ -191,6 +195,7 @@ def test_a_sweep_budget_bounds_a_trial_that_hangs(user_code):
     assert left_in_session(p.pid) == []
 
 
+@pytest.mark.slow
 def test_a_stall_in_thread_workers_is_caught_too(datasets):
     """torchdata's thread workers read the dataset's own files; reads throttled to nothing never return. The
     main thread is interrupted all the same (the stuck threads are daemons: the process still ends)."""
@@ -209,6 +214,7 @@ def test_a_stall_in_thread_workers_is_caught_too(datasets):
     assert "TorchdataLoader" in p.stdout
 
 
+@pytest.mark.slow
 def test_watchdog_interrupts_a_wait_and_stays_quiet_while_batches_come():
     with watchdog.Watchdog(stall_s=1.0):
         # the seconds are whole, from when the watchdog got to look (late on a loaded machine): 1 or more
@@ -285,6 +291,7 @@ def test_watchdog_leaves_the_signal_handlers_as_it_found_them_and_does_nothing_o
         watchdog.beat()
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_while_workers_fork_is_not_swallowed(user_code):
     """The SIGINT lands in an at-fork hook as the first DataLoader worker forks, where Python drops the
     KeyboardInterrupt: the sweep went on and exited 0. Now it is held until the workers have started."""
@@ -296,6 +303,7 @@ def test_a_ctrl_c_while_workers_fork_is_not_swallowed(user_code):
     assert left_in_session(p.pid) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after_s", [0.0, 1.0, 2.5, 4.5, 7.0, 10.0])
 def test_a_ctrl_c_anywhere_in_a_sweep_is_exit_130(user_code, after_s):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) at points spread over a sweep of three

@@ -1,5 +1,6 @@
 """The commands as a person runs them: output, exit codes, and records on disk."""
 
+import pytest
 from click.testing import CliRunner
 
 from dataperf import results, verdict
@@ -35,6 +36,7 @@ def test_bench_missing_dataset_is_exit_2(tmp_path):
     assert r.exit_code == 2 and r.output.startswith("error: dataset path does not exist")
 
 
+@pytest.mark.slow
 def test_report_gives_the_verdict_from_saved_results(tmp_path, datasets, one_thread):
     """One intra-op thread: with two beside two busy loops the step alone read 461 ms against 52 ms fed (the
     OpenMP threads spin against the loops) and the test took 130 s; what is tested is the report, not that."""

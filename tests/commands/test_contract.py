@@ -276,6 +276,7 @@ def test_property_random_options_and_damage_keep_the_contract(tmp_path_factory, 
         results.load(out)  # still valid JSONL (a cut-short last line is allowed: it is skipped)
 
 
+@pytest.mark.slow
 def test_property_subprocess_runs_keep_the_contract(tmp_path, datasets):
     """A few real processes: the console script path, not only CliRunner."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))

@@ -153,6 +153,7 @@ def test_sweep_shuffle_axis_off_on_both_and_the_buffer_only_where_a_buffer_is(da
         _options.make_grid([img], **kw, shuffle="both", no_shuffle=True)
 
 
+@pytest.mark.slow
 def test_bench_records_the_access_pattern_it_was_asked_for(tmp_path, datasets):
     out = tmp_path / "b.jsonl"
     for flag in ("--shuffle", "--no-shuffle"):

@@ -113,6 +113,7 @@ def _benched_through(folder, reader: str, tmp_path) -> None:
     assert f"read through {reader}.StreamingDataset" in r.output
 
 
+@pytest.mark.slow
 def test_a_litdata_folder_is_read_through_litdata(tmp_path):
     """Where litdata is installed, a user's optimize() output is benched through litdata.StreamingDataset, each
     sample as it gives it (issue 29): 120 samples an epoch, every one delivered."""
@@ -161,6 +162,7 @@ def test_bench_prints_what_it_reads_and_what_it_left_out(tmp_path):
     assert resolve(str(tmp_path / "data")).summary() == "16 images in 1 class from data/"
 
 
+@pytest.mark.slow
 def test_dots_in_member_names_are_named_as_the_cause_by_bench_and_inspect(tmp_path):
     """Before: members n01440764_0.0002.jpg were refused with "has none of ('jpg', ...); keys:
     ['0002.cls', '0002.jpg']", the cause unnamed, and `shards inspect --verify` passed them."""

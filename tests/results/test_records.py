@@ -150,6 +150,7 @@ def test_a_short_write_of_a_record_is_cut_back(tmp_path, monkeypatch):
     assert p.stat().st_size == size and len(results.load(p)) == 1
 
 
+@pytest.mark.slow
 def test_report_and_compare_read_every_record_kind(tmp_path):
     """In a fresh process that imports only the cli: no kind depends on which modules were imported."""
     import subprocess

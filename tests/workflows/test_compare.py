@@ -66,6 +66,7 @@ def run_sleepy(tmp_path, monkeypatch, ms, name, repeats=5):
     return out
 
 
+@pytest.mark.slow
 def test_detects_an_injected_slowdown_and_exits_1(tmp_path, monkeypatch, one_thread):
     # 10 -> 60 ms per step, measured as 3 interleaved rounds of 3 repeats a side (base, head, base, ...), each
     # file pooling its rounds as compare does: load that comes and goes then falls on both sides alike. Run one
@@ -85,6 +86,7 @@ def test_detects_an_injected_slowdown_and_exits_1(tmp_path, monkeypatch, one_thr
     assert r.exit_code == 1 and "regression" in r.output
 
 
+@pytest.mark.slow
 def test_same_config_twice_is_not_flagged(tmp_path, monkeypatch, one_thread):
     # as scripts/compare_example.sh does: two runs per side, interleaved, pooled by compare
     for _ in range(2):

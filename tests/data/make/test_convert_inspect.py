@@ -88,6 +88,7 @@ def _damage(src_dir, dst, how):
     return shard, bad_key
 
 
+@pytest.mark.slow
 def test_a_corrupt_sample_is_named_skipped_and_listed(tmp_path, datasets):
     from dataperf import results
 

@@ -19,6 +19,8 @@ from PIL import Image
 from dataperf import results
 from dataperf.results import LoaderResult, WatchResult
 
+pytestmark = pytest.mark.slow  # the slow tier: training jobs under `dataperf watch`, then the commands they print
+
 HERE = Path(__file__).parent
 STANDIN = HERE / "standin"
 TRAIN, VAL, BS = 24, 16, 4  # ImageFolder images; the val loader (batch 1) delivers more batches than train's 6

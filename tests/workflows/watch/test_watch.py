@@ -23,6 +23,8 @@ from dataperf import results
 from dataperf.results import WatchResult
 from tests.sigint import default_sigint
 
+pytestmark = pytest.mark.slow  # the slow tier: each test runs a training job under `dataperf watch`
+
 SAMPLE_S, STEP_S, BS, W, STEPS = 0.2, 0.1, 3, 2, 9
 ANALYTIC_STALL = 1 - STEP_S / (BS * SAMPLE_S / W)
 # the model of every script here: a forward that sleeps STEP_S
