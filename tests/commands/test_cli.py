@@ -41,7 +41,7 @@ def test_report_gives_the_verdict_from_saved_results(tmp_path, datasets, one_thr
     """One intra-op thread: with two beside two busy loops the step alone read 461 ms against 52 ms fed (the
     OpenMP threads spin against the loops) and the test took 130 s; what is tested is the report, not that."""
     out = tmp_path / "s.jsonl"
-    # no --decode: a model implies decode (audit H4), so the verdict compares decoded rates with the step
+    # no --decode: a model implies decode, so the verdict compares decoded rates with the step
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0,1",
                                  "--prefetch-factor", "2", "--batch-size", "8", "--image-size", "32",
                                  "--no-collect", "--model", "cnn-small", "--out", str(out), *FAST])
