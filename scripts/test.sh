@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install dataperf with its test, DALI, SPDL and torchdata extras and LitData into .venv (so those backends' tests run),
-# then the suite; then Mosaic Streaming's tests in the environment of its own it needs (scripts/streaming_env.sh).
+# then the suite's fast tier and its slow tier (README: each one's time); then Mosaic Streaming's tests in the
+# environment of its own it needs (scripts/streaming_env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
@@ -9,5 +10,6 @@ python -m pip install -q --upgrade pip
 python -m pip install -q -e '.[dev,dali,gpu,spdl,torchdata]'
 bash scripts/install_backends.sh litdata > /dev/null  # litdata's own metadata would move torch: --no-deps there
 ruff check --no-cache dataperf tests benchmarks scripts
-python -m pytest -p no:cacheprovider tests
+python -m pytest -p no:cacheprovider tests            # the fast tier (pyproject's addopts: -m 'not slow')
+python -m pytest -p no:cacheprovider -m slow -n 2 tests    # the slow tier, on 2 pytest-xdist workers
 PYTHON=$PWD/.venv/bin/python bash scripts/streaming_env.sh "${TMPDIR:-/tmp}/dataperf-streaming"

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from agreement_cases import SAMPLE_S as SAMPLE_COST_S
-from agreement_cases import START_S
 from click.testing import CliRunner
 
 from dataperf.cli import cli
@@ -24,6 +22,8 @@ from dataperf.results import LoaderConfig
 from dataperf.workflows import sweep as sw
 from dataperf.workflows.diagnose import diagnose
 from dataperf.workflows.e2e import idle_fraction, run_e2e
+from tests.agreement_cases import SAMPLE_S as SAMPLE_COST_S
+from tests.agreement_cases import START_S
 
 SAMPLE_S = 0.04
 STEP_S = 0.05  # paced.FixedStep's default (PACED_STEP_S)
@@ -47,6 +47,7 @@ def test_steady_rate_is_exact_for_staggered_fixed_cost_workers():
     assert old != pytest.approx(w / s, rel=0.1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers,persistent", [(0, False), (4, True), (4, False)])
 def test_sleeping_samples_give_the_analytic_rate(datasets, workers, persistent):
     """96 samples, batch 2: 4 workers make 12 batches each, 160 ms apart; the old first-batch window would
@@ -68,6 +69,7 @@ def test_sleeping_samples_give_the_analytic_rate(datasets, workers, persistent):
         assert r.repeat_samples_per_s_median < r.samples_per_s_median  # spawning workers every epoch costs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("persistent", [False, True])
 def test_time_budgeted_repeats_give_the_analytic_rate(datasets, persistent):
     """96 samples at 2*SAMPLE_S each, batch 2, 2 workers: an epoch takes 3.8 s, so a 2 s budget ends every
@@ -98,6 +100,7 @@ def two_shards(tmp_path_factory):
     return p
 
 
+@pytest.mark.slow
 def test_two_shards_four_workers_two_active_and_one_idle_warning(two_shards):
     r = run_trial(two_shards, LoaderConfig(backend="webdataset", batch_size=4, num_workers=4),
                   TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False))
@@ -113,7 +116,7 @@ def test_two_shards_four_workers_two_active_and_one_idle_warning(two_shards):
 
 
 def test_gpu_idle_arithmetic_from_events():
-    """The H200 DALI run (audit H1): 18.82 ms wall per step, 17.30 ms h2d+compute on the GPU -> 8% idle,
+    """The H200 DALI run: 18.82 ms wall per step, 17.30 ms h2d+compute on the GPU -> 8% idle,
     although the host waited 58% of the time."""
     steps = 100
     assert idle_fraction([17.30] * steps, 18.82e-3 * steps) == pytest.approx(0.081, abs=0.001)
@@ -136,6 +139,7 @@ def effect_names(effects) -> list[str]:
     return [e.name for e in effects]
 
 
+@pytest.mark.slow
 def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread, tmp_path):
     """Loader: 2 workers x 4-sample batches x 50 ms/sample = 40 samples/s. Model: 4 samples per 50 ms step =
     80 samples/s. The model idles 1 - 40/80 = 50% of the time; all three commands must say so, name the two
@@ -167,6 +171,7 @@ def test_e2e_diagnose_and_sweep_agree_on_an_analytic_stall(fed_data, one_thread,
     assert rec.binding_limit == "workers" and set(effect_names(rec.effects)) <= {"epoch_restarts"}
 
 
+@pytest.mark.slow
 def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thread, tmp_path):
     """48 samples of 10 ms, 2 non-persistent workers: steady 200 samples/s, twice what the model takes (4 per
     50 ms step = 80 samples/s); but every epoch each fresh worker first sleeps START_S (0.5 s) while the model
@@ -210,6 +215,7 @@ def one_shard(tmp_path_factory):
     return p
 
 
+@pytest.mark.slow
 def test_idle_workers_bind_and_all_three_name_them(one_shard, one_thread, tmp_path):
     """One shard for 4 workers: 1 active, 50 ms a sample: 20 samples/s against the model's 80, 75% idle in
     all three; the binding limit is the workers, the effect is named, diagnose's fix is to reshard."""

@@ -248,7 +248,7 @@ def backend_names_outside(pkg: Path) -> list[str]:
 
 def test_only_the_registry_names_a_backend():
     """Adding a backend, or a knob of its own, touches backends/ and the knob's one declaration: a branch on a
-    backend's name elsewhere would be one more place to find (architecture review, 2.5: DALI was known in 10)."""
+    backend's name elsewhere would be one more place to find (DALI was once known in 10 places)."""
     assert not backend_names_outside(PKG), backend_names_outside(PKG)
 
 

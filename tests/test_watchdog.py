@@ -1,4 +1,4 @@
-"""The stall watchdog (N4) and the Ctrl-C guard (N8), mostly through the real CLI in a session of its own: a user
+"""The stall watchdog and the Ctrl-C guard, mostly through the real CLI in a session of its own: a user
 Dataset or factory that hangs ends in one `error:` line naming what it waits for, and leaves no process behind;
 a Ctrl-C at any point of a sweep is exit 130 with the resume hint."""
 
@@ -66,7 +66,7 @@ USER_CODE = {
     ''',
     "forkint.py": '''
         """A SIGINT delivered inside an at-fork hook at this process's first fork (a DataLoader worker's start):
-        the moment of the race the review saw, made certain. Python drops an exception raised in the hook."""
+        the moment of the race, made certain. Python drops an exception raised in the hook."""
         import os
         import signal
 
@@ -150,7 +150,8 @@ def one_error(err: str) -> str:
     return lines[0]
 
 
-def test_n4_a_stall_in_the_main_process_names_the_sample_it_fetches(user_code):
+@pytest.mark.slow
+def test_a_stall_in_the_main_process_names_the_sample_it_fetches(user_code):
     p = start(user_code, "bench", "--dataset", "hang:hang", "--batch-size", "2", "--num-workers", "0",
               "--stall-timeout", "3", *SH)
     rc, out, err = finish(p)
@@ -161,7 +162,8 @@ def test_n4_a_stall_in_the_main_process_names_the_sample_it_fetches(user_code):
     assert left_in_session(p.pid) == []
 
 
-def test_n4_a_stall_in_a_worker_names_the_worker_and_its_pid_and_none_is_left(user_code):
+@pytest.mark.slow
+def test_a_stall_in_a_worker_names_the_worker_and_its_pid_and_none_is_left(user_code):
     p = start(user_code, "bench", "--dataset", "hang:hang", "--batch-size", "2", "--num-workers", "1",
               "--stall-timeout", "3", *SH)
     rc, out, err = finish(p)
@@ -171,7 +173,8 @@ def test_n4_a_stall_in_a_worker_names_the_worker_and_its_pid_and_none_is_left(us
     assert left_in_session(p.pid) == [] and not psutil.pid_exists(int(m.group(1)))
 
 
-def test_n4_a_dataset_factory_that_hangs_is_one_error_line(user_code):
+@pytest.mark.slow
+def test_a_dataset_factory_that_hangs_is_one_error_line(user_code):
     p = start(user_code, "bench", "--dataset", "hang:hang_factory", "--stall-timeout", "3", *SH)
     rc, out, err = finish(p)
     line = one_error(err)
@@ -179,7 +182,8 @@ def test_n4_a_dataset_factory_that_hangs_is_one_error_line(user_code):
     assert left_in_session(p.pid) == []
 
 
-def test_n4_a_sweep_budget_bounds_a_trial_that_hangs(user_code):
+@pytest.mark.slow
+def test_a_sweep_budget_bounds_a_trial_that_hangs(user_code):
     """--budget 1s with a stall time far past the test's own bound: the budget is what ends the hanging trial (no
     sooner than 3x the trial's expected 8 s, so about 24 s in), and so the sweep."""
     p = start(user_code, "sweep", "--dataset", "hang:hang", "--batch-size", "2", "--num-workers", "1",
@@ -191,7 +195,8 @@ def test_n4_a_sweep_budget_bounds_a_trial_that_hangs(user_code):
     assert left_in_session(p.pid) == []
 
 
-def test_n4_thread_workers_stall_is_caught_too(datasets):
+@pytest.mark.slow
+def test_a_stall_in_thread_workers_is_caught_too(datasets):
     """torchdata's thread workers read the dataset's own files; reads throttled to nothing never return. The
     main thread is interrupted all the same (the stuck threads are daemons: the process still ends)."""
     pytest.importorskip("torchdata")
@@ -209,6 +214,7 @@ def test_n4_thread_workers_stall_is_caught_too(datasets):
     assert "TorchdataLoader" in p.stdout
 
 
+@pytest.mark.slow
 def test_watchdog_interrupts_a_wait_and_stays_quiet_while_batches_come():
     with watchdog.Watchdog(stall_s=1.0):
         # the seconds are whole, from when the watchdog got to look (late on a loaded machine): 1 or more
@@ -285,7 +291,8 @@ def test_watchdog_leaves_the_signal_handlers_as_it_found_them_and_does_nothing_o
         watchdog.beat()
 
 
-def test_n8_a_ctrl_c_while_workers_fork_is_not_swallowed(user_code):
+@pytest.mark.slow
+def test_a_ctrl_c_while_workers_fork_is_not_swallowed(user_code):
     """The SIGINT lands in an at-fork hook as the first DataLoader worker forks, where Python drops the
     KeyboardInterrupt: the sweep went on and exited 0. Now it is held until the workers have started."""
     p = start(user_code, "sweep", "--dataset", "forkint:zeros", "--batch-size", "4", "--num-workers", "1",
@@ -296,8 +303,9 @@ def test_n8_a_ctrl_c_while_workers_fork_is_not_swallowed(user_code):
     assert left_in_session(p.pid) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after_s", [0.0, 1.0, 2.5, 4.5, 7.0, 10.0])
-def test_n8_a_ctrl_c_anywhere_in_a_sweep_is_exit_130(user_code, after_s):
+def test_a_ctrl_c_anywhere_in_a_sweep_is_exit_130(user_code, after_s):
     """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) at points spread over a sweep of three
     trials (start-up, workers forking, repeats, between trials): every time exit 130, saying so (with the resume
     hint once the sweep runs its trials). Their 5 x 1 s repeats alone outlast the latest point by 5 s."""

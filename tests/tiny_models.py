@@ -42,7 +42,7 @@ class _NoParams(torch.nn.Module):
 
 
 def no_params():
-    """A model with nothing to train (reliability review D8)."""
+    """A model with nothing to train."""
     return _NoParams()
 
 

@@ -5,6 +5,8 @@ import pytest
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import LoaderConfig
 
+pytestmark = pytest.mark.slow  # the slow tier: the DALI backend (nvidia-dali): an install of its own
+
 dali = pytest.importorskip("nvidia.dali", reason="DALI not installed: pip install 'dataperf[dali]'")
 
 FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)  # whole epochs

@@ -4,6 +4,8 @@ import pytest
 
 from tests.backends.backend_cases import FAST, bench_and_sweep, same_samples, trial_ok
 
+pytestmark = pytest.mark.slow  # the slow tier: the LitData backend: an install of its own (scripts/install_backends.sh)
+
 pytest.importorskip("litdata", reason="litdata not installed")
 
 

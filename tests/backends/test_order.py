@@ -244,6 +244,7 @@ def small_files(tmp_path_factory):
     return p
 
 
+@pytest.mark.slow
 def test_random_small_file_reads_pay_the_seek_and_workers_hide_it(small_files):
     """Storage where a read that is not the next one in storage order sleeps SEEK_S (a simulated seek, per
     reading process). Sequential reads pay one seek per batch (each batch is a run of consecutive files),

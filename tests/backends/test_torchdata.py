@@ -4,6 +4,8 @@ import pytest
 
 from tests.backends.backend_cases import bench_and_sweep, same_samples, trial_ok
 
+pytestmark = pytest.mark.slow  # the slow tier: the torchdata backend: an install of its own
+
 pytest.importorskip("torchdata.nodes", reason="torchdata not installed")
 
 

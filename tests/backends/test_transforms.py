@@ -70,8 +70,8 @@ def returns_none():
     ("returns_str", "returned a str ('x') on sample "),
     ("returns_none", "returned None on sample "),
 ])
-def test_n12_a_transforms_own_failure_is_named_as_the_transforms_not_as_corrupt_data(tmp_path, monkeypatch, datasets,
-                                                                                    workers, factory, says):
+def test_a_transforms_own_failure_is_named_as_the_transforms_not_as_corrupt_data(tmp_path, monkeypatch, datasets,
+                                                                                workers, factory, says):
     """Valid images through a broken --transform: that was "corrupt sample ..." (and --on-corrupt skip skipped
     every sample) or a bare "AttributeError: 'str' object has no attribute 'dim'". Now the transform is named,
     with what it raised or returned and on which sample, with or without --on-corrupt skip."""

@@ -1,5 +1,6 @@
 """The commands as a person runs them: output, exit codes, and records on disk."""
 
+import pytest
 from click.testing import CliRunner
 
 from dataperf import results, verdict
@@ -23,7 +24,7 @@ def test_bench_prints_figures_collectors_and_appends_a_record(tmp_path, datasets
 
 
 def test_bench_impossible_config_exits_2_with_one_error_line(datasets):
-    """D5: an impossible config is a user mistake: exit 2, one `error:` line with the reason."""
+    """An impossible config is a user mistake: exit 2, one `error:` line with the reason."""
     r = CliRunner().invoke(cli, ["bench", str(datasets["image-files"]), "--prefetch-factor", "4", *FAST])
     assert r.exit_code == 2
     errs = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
@@ -35,11 +36,12 @@ def test_bench_missing_dataset_is_exit_2(tmp_path):
     assert r.exit_code == 2 and r.output.startswith("error: dataset path does not exist")
 
 
+@pytest.mark.slow
 def test_report_gives_the_verdict_from_saved_results(tmp_path, datasets, one_thread):
     """One intra-op thread: with two beside two busy loops the step alone read 461 ms against 52 ms fed (the
     OpenMP threads spin against the loops) and the test took 130 s; what is tested is the report, not that."""
     out = tmp_path / "s.jsonl"
-    # no --decode: a model implies decode (audit H4), so the verdict compares decoded rates with the step
+    # no --decode: a model implies decode, so the verdict compares decoded rates with the step
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0,1",
                                  "--prefetch-factor", "2", "--batch-size", "8", "--image-size", "32",
                                  "--no-collect", "--model", "cnn-small", "--out", str(out), *FAST])
@@ -62,7 +64,7 @@ def test_report_gives_the_verdict_from_saved_results(tmp_path, datasets, one_thr
     assert "step cnn-small" in r.output
 
 
-def test_n7_an_eoferror_is_an_error_line_not_ctrl_c(tmp_path, monkeypatch):
+def test_an_eoferror_is_an_error_line_not_ctrl_c(tmp_path, monkeypatch):
     """click wraps every EOFError in Abort, as it does Ctrl-C: a file that ends early (here an empty pickle)
     is exit 2 with one `error:` line, not 130 "interrupted"."""
     import pickle
@@ -77,7 +79,7 @@ def test_n7_an_eoferror_is_an_error_line_not_ctrl_c(tmp_path, monkeypatch):
     assert len(errs) == 1 and "EOFError" in errs[0] and "dataperf bug" not in errs[0], r.output
 
 
-def test_n15_an_error_text_of_many_lines_and_object_reprs_is_one_plain_line(tmp_path, monkeypatch):
+def test_an_error_text_of_many_lines_and_object_reprs_is_one_plain_line(tmp_path, monkeypatch):
     """A user's factory failing with a library's multi-line text that holds an object's repr."""
     (tmp_path / "n15_factory.py").write_text(
         "import io\n\ndef build():\n    raise ValueError(f'cannot identify image file {io.BytesIO()}\\n"
@@ -89,13 +91,13 @@ def test_n15_an_error_text_of_many_lines_and_object_reprs_is_one_plain_line(tmp_
     assert "object at 0x" not in r.output
 
 
-def test_nit_a_failed_config_with_workers_shows_torchs_prefetch_factor_not_none(datasets):
+def test_a_failed_config_with_workers_shows_torchs_prefetch_factor_not_none(datasets):
     r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--num-workers", "1", "--min-batches",
                                  "1000", "--repeats", "1", "--warmup-batches", "0", "--no-collect"])
     assert r.exit_code == 2 and "w=1 pf=2 " in r.output and "pf=None" not in r.output, r.output
 
 
-def test_nit_a_negative_budget_is_told_to_be_positive(tmp_path, datasets):
+def test_a_negative_budget_is_told_to_be_positive(tmp_path, datasets):
     for text in ("-1", "-5m"):
         r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), f"--budget={text}", "--out",
                                      str(tmp_path / "s.jsonl")])

@@ -153,6 +153,7 @@ def test_sweep_shuffle_axis_off_on_both_and_the_buffer_only_where_a_buffer_is(da
         _build.make_grid([img], **kw, shuffle="both", no_shuffle=True)
 
 
+@pytest.mark.slow
 def test_bench_records_the_access_pattern_it_was_asked_for(tmp_path, datasets):
     out = tmp_path / "b.jsonl"
     for flag in ("--shuffle", "--no-shuffle"):
@@ -173,14 +174,14 @@ def _one_error(r, *needles: str) -> str:
 
 
 @pytest.mark.parametrize("size", ["0", "-2"])
-def test_n9_tune_refuses_a_batch_size_below_1_up_front_like_bench_and_sweep(tmp_path, datasets, size):
+def test_tune_refuses_a_batch_size_below_1_up_front_like_bench_and_sweep(tmp_path, datasets, size):
     r = CliRunner().invoke(cli, ["tune", str(datasets["image-webdataset"]), "--batch-size", size, "--no-collect",
                                  "--out", str(tmp_path / "t.jsonl")])
     _one_error(r, f"--batch-size must be at least 1, got {size}")
     assert "binding limit" not in r.output and "stopped:" not in r.output  # nothing was measured
 
 
-def test_n9_tune_that_finds_no_config_that_runs_is_exit_2_never_0(tmp_path, datasets, monkeypatch):
+def test_tune_that_finds_no_config_that_runs_is_exit_2_never_0(tmp_path, datasets, monkeypatch):
     """Every image makes the transform raise, so the predicted config fails and tune has no pick: that was exit 0
     after "stopped: the predicted config failed"."""
     (tmp_path / "n9_transform.py").write_text("def broken():\n    def f(img):\n        raise ValueError('nope')\n"
@@ -193,7 +194,7 @@ def test_n9_tune_that_finds_no_config_that_runs_is_exit_2_never_0(tmp_path, data
 
 
 @pytest.mark.parametrize("workers", ["-1", "0,-1"])
-def test_n16_sweep_refuses_a_negative_worker_count_as_bench_does(tmp_path, datasets, workers):
+def test_sweep_refuses_a_negative_worker_count_as_bench_does(tmp_path, datasets, workers):
     """The grid left -1 out and then said "the sweep grid is empty" (or ran the rest without a word)."""
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", workers, "--no-collect",
                                  "--out", str(tmp_path / "s.jsonl")])
@@ -203,7 +204,7 @@ def test_n16_sweep_refuses_a_negative_worker_count_as_bench_does(tmp_path, datas
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan"])
-def test_n4_stall_timeout_must_be_positive_and_reaches_the_trial_options(tmp_path, datasets, value):
+def test_stall_timeout_must_be_positive_and_reaches_the_trial_options(tmp_path, datasets, value):
     r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--stall-timeout", value])
     _one_error(r, "--stall-timeout must be a positive number of seconds")
     kw = dict(repeats=3, warmup_batches=1, max_batches=None, min_batches=3, drop_caches=False, no_collect=True,

@@ -60,6 +60,7 @@ def strip_input(args: list[str], cmd: str) -> list[str]:
     return args
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", COMMANDS)
 @pytest.mark.parametrize("form", FORMS)
 def test_form_runs_through_command(form, cmd, user_data, http_shards, tmp_path, monkeypatch):

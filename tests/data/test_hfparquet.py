@@ -1,5 +1,5 @@
 """Image Parquet as Hugging Face `datasets` writes it (an `image` struct of bytes and path, an integer `label`)
-is read as images, not handed to the tokenizer (issue 29; the usability review found it failing on a tiktoken
+is read as images, not handed to the tokenizer (issue 29: it failed on a tiktoken
 download)."""
 
 from __future__ import annotations

@@ -82,6 +82,7 @@ def test_http_text_equals_the_local_file(http, token_dir, name, fmt):
         assert all(a is not None for m, p, a, _ in http.log if p == f"/{name}" and m == "GET")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, fmt, rows", [("train.bin", "tokens-bin", 48), ("rows.npy", "npy", 48),
                                              ("text.jsonl", "jsonl", 48), ("text.parquet", "parquet", 48)])
 def test_bench_over_http_with_workers(http, tmp_path, monkeypatch, name, fmt, rows):
@@ -96,7 +97,8 @@ def test_bench_over_http_with_workers(http, tmp_path, monkeypatch, name, fmt, ro
     assert rec["status"] == "ok" and rec["cache_mode"] == "remote" and rec["samples_per_repeat"] >= 6 * 4
 
 
-def test_s3_token_files(token_dir, s3_server):
+@pytest.mark.slow
+def test_every_token_format_over_s3_reads_as_the_local_file(token_dir, s3_server):
     """moto's S3 server on 127.0.0.1: every token format resolves, reads equal to the local file, and bench runs."""
     s3_server.create_bucket(Bucket="tok")
     for p in token_dir.iterdir():
@@ -142,7 +144,7 @@ def test_server_without_range_support(token_dir, name, ok):
 
 def test_a_server_that_dies_during_the_range_probe_is_not_told_to_serve_ranges(token_dir):
     """HEAD answers, then the 1-byte Range GET gets its 206 status and no body before the connection closes:
-    the error says the server stopped answering, not that it lacks Range support (reliability nit n24)."""
+    the error says the server stopped answering, not that it lacks Range support."""
     import http.server
     import threading
 

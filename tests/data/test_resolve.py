@@ -76,6 +76,7 @@ def test_bad_factory_is_one_error_line():
     assert r.exit_code == 2 and r.output.startswith("error: cannot import module")
 
 
+@pytest.mark.slow
 def test_more_workers_hide_http_latency(user_data, tmp_path):
     """Each shard request sleeps 2 s on the server: with 3 shards and 3 workers the requests overlap (~2 s plus
     worker start-up), with none they queue (~6 s). The epoch rate is read from the record (iter() to the last
@@ -98,7 +99,8 @@ def test_npy_rows_need_integer_ids(tmp_path):
         resolve(str(tmp_path / "f.npy"))
 
 
-def test_s3_shards_from_a_local_s3_server(user_data, s3_server):
+@pytest.mark.slow
+def test_webdataset_shards_are_read_from_an_s3_server(user_data, s3_server):
     """moto's S3-compatible server on 127.0.0.1, read through fsspec/s3fs (the dataperf[s3] extra)."""
     s3_server.create_bucket(Bucket="data")
     for p in sorted(user_data["shards"].glob("*.tar")):
@@ -112,15 +114,17 @@ def test_s3_shards_from_a_local_s3_server(user_data, s3_server):
         resolve("s3://data/train/missing-{0..1}.tar")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("url", ["s3://nosuchbucket/img/", "s3://nosuchbucket/img/*.tar",
                                  "s3://nosuchbucket/x-{0..1}.tar", "s3://nosuchbucket/t.bin"])
-def test_n17_a_missing_s3_bucket_is_said_to_be_missing(s3_server, url):
+def test_a_missing_s3_bucket_is_said_to_be_missing(s3_server, url):
     r = CliRunner().invoke(cli, ["bench", url])
     assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
     assert r.output.startswith("error: S3 bucket 'nosuchbucket' does not exist"), r.output
 
 
-def test_n17_a_missing_key_or_empty_folder_in_a_bucket_that_exists_is_not_blamed_on_the_bucket(s3_server):
+@pytest.mark.slow
+def test_a_missing_key_or_empty_folder_in_a_bucket_that_exists_is_not_blamed_on_the_bucket(s3_server):
     s3_server.create_bucket(Bucket="there")
     for url, words in (("s3://there/img/", "no .tar shard found"), ("s3://there/t.bin", "does not exist")):
         r = CliRunner().invoke(cli, ["bench", url])

@@ -37,7 +37,7 @@ def test_split_of_reads_the_name_only_where_it_says_a_split(name, split):
 
 
 def test_a_folder_of_train_and_val_is_read_as_train_and_says_so(tmp_path):
-    """The usability review: the parent of train/ and val/ was measured as one dataset of 152 images."""
+    """Before: the parent of train/ and val/ was measured as one dataset of 152 images."""
     _image_folder(tmp_path / "train", n=8)
     _image_folder(tmp_path / "val", n=3, seed=1)
     d = resolve(str(tmp_path))
@@ -113,6 +113,7 @@ def _benched_through(folder, reader: str, tmp_path) -> None:
     assert f"read through {reader}.StreamingDataset" in r.output
 
 
+@pytest.mark.slow
 def test_a_litdata_folder_is_read_through_litdata(tmp_path):
     """Where litdata is installed, a user's optimize() output is benched through litdata.StreamingDataset, each
     sample as it gives it (issue 29): 120 samples an epoch, every one delivered."""
@@ -134,7 +135,7 @@ def test_an_mds_folder_is_read_through_streaming(tmp_path):
 
 
 def test_convert_leaves_out_files_that_belong_to_no_image_sample(tmp_path):
-    """The usability review: Thumbs.db and README.txt became samples that every reader then refused."""
+    """Before: Thumbs.db and README.txt became samples that every reader then refused."""
     src = _image_folder(tmp_path / "src", n=3)
     (src / "cat" / "Thumbs.db").write_bytes(b"\0" * 10)
     (src / "README.txt").write_text("hello")
@@ -161,8 +162,9 @@ def test_bench_prints_what_it_reads_and_what_it_left_out(tmp_path):
     assert resolve(str(tmp_path / "data")).summary() == "16 images in 1 class from data/"
 
 
+@pytest.mark.slow
 def test_dots_in_member_names_are_named_as_the_cause_by_bench_and_inspect(tmp_path):
-    """The usability review: members n01440764_0.0002.jpg were refused with "has none of ('jpg', ...); keys:
+    """Before: members n01440764_0.0002.jpg were refused with "has none of ('jpg', ...); keys:
     ['0002.cls', '0002.jpg']", the cause unnamed, and `shards inspect --verify` passed them."""
     import tarfile
 

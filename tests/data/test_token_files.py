@@ -42,7 +42,7 @@ def idx_header(code: int, version: int = 1) -> bytes:
     return tokens.MEGATRON_MAGIC + version.to_bytes(8, "little") + bytes([code])
 
 
-def test_n2_megatron_uint8_tokens_are_read_as_uint8(tmp_path):
+def test_megatron_uint8_tokens_are_read_as_uint8(tmp_path):
     """Megatron's dtype code 1 (uint8): each window holds the file's bytes as ids, not pairs of them."""
     ids = np.random.default_rng(0).integers(0, 250, 64 * 16, dtype=np.uint8)
     data = resolve(str(megatron(tmp_path, ids, idx_header(1))))
@@ -59,13 +59,13 @@ def test_n2_megatron_uint8_tokens_are_read_as_uint8(tmp_path):
     (idx_header(4, version=99), ("m.idx", "damaged header", "version 99")),
     (tokens.MEGATRON_MAGIC + b"garbage", ("m.idx", "damaged header")),
 ], ids=["float64", "float32", "code-0", "version-99", "garbage"])
-def test_n2_megatron_idx_with_an_unreadable_dtype_is_one_error_line(tmp_path, header, needles):
+def test_megatron_idx_with_an_unreadable_dtype_is_one_error_line(tmp_path, header, needles):
     ids = np.random.default_rng(0).integers(0, 250, 64 * 16, dtype=np.uint8)
     r = CliRunner().invoke(cli, ["bench", str(megatron(tmp_path, ids, header)), "--seq-len", "16", *FAST])
     one_error(r, *needles)
 
 
-def test_n2_idx_without_megatron_magic_is_noted_in_the_record(tmp_path):
+def test_an_idx_without_megatron_magic_is_noted_in_the_record(tmp_path):
     ids = np.random.default_rng(0).integers(0, 250, 64 * 16, dtype=np.uint8)
     out = tmp_path / "r.jsonl"
     r = CliRunner().invoke(cli, ["bench", str(megatron(tmp_path, ids, b"TNTIDX\0\0")), "--seq-len", "16",
@@ -76,7 +76,7 @@ def test_n2_idx_without_megatron_magic_is_noted_in_the_record(tmp_path):
     assert "note: " in r.output and "not a Megatron index" in r.output
 
 
-def test_n7_an_empty_npy_is_named_not_taken_for_ctrl_c(tmp_path):
+def test_an_empty_npy_is_named_not_taken_for_ctrl_c(tmp_path):
     (tmp_path / "e.npy").write_bytes(b"")
     one_error(CliRunner().invoke(cli, ["bench", str(tmp_path / "e.npy"), *FAST]), "e.npy is empty", "not a .npy file")
 
@@ -99,7 +99,7 @@ def jsonl(path: Path, bad: str, at: int, n: int = 300) -> Path:
     ("l.jsonl", lambda p: jsonl(p, "[1, 2]", 5), 0, ("l.jsonl line 5 is a JSON list",)),
 ], ids=["empty-bin", "not-parquet", "empty-parquet", "jsonl-line-1", "jsonl-line-5", "jsonl-line-5-worker",
         "jsonl-list"])
-def test_n13_bad_token_and_text_files_are_named(tmp_path, name, make, workers, needles):
+def test_bad_token_and_text_files_are_named(tmp_path, name, make, workers, needles):
     """Found before measuring where the first read shows it; a later bad line fails the trial, naming its line."""
     make(tmp_path / name)
     spec = f"{tmp_path / name}#tokenizer=bytes" if name.endswith(("jsonl", "parquet")) else str(tmp_path / name)
@@ -107,7 +107,7 @@ def test_n13_bad_token_and_text_files_are_named(tmp_path, name, make, workers, n
     one_error(r, *needles)
 
 
-def test_n15_an_unknown_tokenizer_is_one_line(tmp_path):
+def test_an_unknown_tokenizer_is_one_error_line(tmp_path):
     path = jsonl(tmp_path / "t.jsonl", json.dumps({"text": "x"}), 1)
     with pytest.raises(UserError) as e:
         resolve(f"{path}#tokenizer=nosuch")

@@ -72,6 +72,7 @@ def shares(r: LoaderResult) -> dict[str, float]:
     return {k: v / total for k, v in worker.items()}
 
 
+@pytest.mark.slow
 def test_a_slow_read_and_a_slow_transform_are_found_where_they_were_put(small_files):
     """Every read sleeps 20 ms (--throttle-mib-s set from the files' mean size) and the transform sleeps 20 ms,
     decode of a 16-px JPEG and collate cost a fraction of a ms: half a worker's time is read, half transform.
@@ -170,6 +171,7 @@ def test_the_stage_to_attack_follows_where_the_consumer_waits():
     assert exposed(record({}, 100.0, 1.0)) is None
 
 
+@pytest.mark.slow
 def test_bench_prints_the_breakdown_and_draws_the_waterfall(small_files, tmp_path):
     png = tmp_path / "stages.png"
     res = CliRunner().invoke(cli, ["bench", str(small_files), "--num-workers", "1", "--batch-size", "4",

@@ -27,6 +27,7 @@ def run_grid(data, out, *extra):
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_two_ranks_split_data_and_gather_to_rank0(tmp_path, datasets, monkeypatch):
     """Files and shards: each rank reads its own split. Paced samples (20 ms each, 96 in all): each rank reads
     48 at one stream's 50 samples/s, with 0 workers or 1, so the global rate is the analytic 100 samples/s."""
@@ -62,6 +63,7 @@ def test_two_ranks_split_data_and_gather_to_rank0(tmp_path, datasets, monkeypatc
         assert "recommended:" in p.stdout
 
 
+@pytest.mark.slow
 def test_under_torchrun_the_step_follows_the_grid_and_a_budget_reaches_every_rank(tmp_path, datasets):
     """Under torchrun rank 0 measures the model's step after the grid: before it, the other ranks would load its
     cores and wait for it at a barrier. With --budget every rank has a deadline, so every rank joins the gather
@@ -75,7 +77,8 @@ def test_under_torchrun_the_step_follows_the_grid_and_a_budget_reaches_every_ran
     assert "plan: 2 trials" in p.stdout and "binding limit:" in p.stdout and "took " in p.stdout
 
 
-def test_n6_ctrl_c_under_nproc_is_130_with_one_hint_and_nothing_from_the_agent(tmp_path):
+@pytest.mark.slow
+def test_ctrl_c_under_nproc_is_130_with_one_hint_and_nothing_from_the_agent(tmp_path):
     """Ctrl-C (SIGINT to the process group, as a terminal sends it) in the middle of a --nproc sweep: torchrun's
     agent printed its SignalException traceback and "Received 2 death signal" warnings (it got the signal twice:
     from the terminal and passed on by dataperf). Now: exit 130, the resume hint once, nothing else on stderr,

@@ -105,6 +105,7 @@ def idle_tree() -> dict:
     return summary(m)
 
 
+@pytest.mark.slow
 def test_nothing_running_is_zero_cores_and_the_meter_is_not_counted():
     r = fresh("idle_tree")
     assert r["samples"] >= 3 and r["meter_cpu_s"] > 0  # the meter did read /proc, at a cost of its own
@@ -119,6 +120,7 @@ def child_between_samples(cpu_s: float) -> dict:
     return summary(m)
 
 
+@pytest.mark.slow
 def test_cpu_of_a_process_that_ends_between_samples_is_counted():
     busy, idle = fresh("child_between_samples", 0.5), fresh("child_between_samples", 0.0)
     assert busy["samples"] == 2
@@ -130,6 +132,7 @@ def costly_epoch(n: int, cost_s: float, busy: bool) -> dict:
     return summary(epoch(Costly(n, cost_s, busy)))
 
 
+@pytest.mark.slow
 def test_cpu_seconds_of_busy_workers_against_sleeping_ones():
     n, cost = 12, 0.1
     busy, idle = fresh("costly_epoch", n, cost, True), fresh("costly_epoch", n, cost, False)
@@ -149,6 +152,7 @@ def held_epoch(n: int, cost_s: float, alloc_mib: int) -> dict:
     return {**summary(m), "main_pss_before_bytes": before}
 
 
+@pytest.mark.slow
 def test_pss_peak_holds_what_each_worker_allocates():
     r = fresh("held_epoch", 24, 0.05, 96)
     # the forked workers share the parent's pages (PSS splits them, the sum stays), and each adds its 96 MiB
@@ -197,6 +201,7 @@ def marked_worker_read_at_once() -> dict:
     return {"private_bytes": [s[2] for s in m._mem[p.pid]]}
 
 
+@pytest.mark.slow
 def test_a_marked_worker_is_read_at_once_not_at_the_next_sample():
     """A worker's first batch is its baseline, and a copy is front-loaded: the sampler reads a marked worker as
     soon as it is told, not at its next regular sample (an hour away here), so what the worker writes after the
@@ -235,6 +240,7 @@ def metadata_epoch(kind: str) -> dict:
     return summary(epoch(Metadata(kind), max_duty=0.5))  # dense samples: both workers judged however loaded
 
 
+@pytest.mark.slow
 def test_copy_on_read_flagged_for_python_objects_not_for_numpy():
     objs, arr = fresh("metadata_epoch", "list"), fresh("metadata_epoch", "numpy")
     assert objs["workers_seen"] == 2 and arr["workers_seen"] == 2
@@ -265,6 +271,7 @@ def hoarding_epoch() -> dict:
     return summary(epoch(Hoarding(), max_duty=0.5))
 
 
+@pytest.mark.slow
 def test_memory_a_worker_allocates_itself_is_growth_but_not_copy_on_read():
     """64 MiB a worker (2 MiB a sample, 32 samples each), counted from its first batch (at most 4 MiB in by
     then) to the least of its last third: private growth far past the flag's size, none of it copied from the
@@ -283,6 +290,7 @@ def list_metadata_trial() -> dict:
                                        "worker_copied_mib", "cpu_cores_busy_median", "pss_mib_peak")}
 
 
+@pytest.mark.slow
 def test_trial_notes_copy_on_read_and_records_the_growth():
     r = fresh("list_metadata_trial")
     assert r["status"] == "ok", r["error"]
@@ -340,6 +348,7 @@ def front_loaded_trial(factory: str) -> dict:
             "object_mib": PathList("list").object_bytes() / MIB}
 
 
+@pytest.mark.slow
 def test_copy_on_read_front_loaded_in_an_epoch_is_measured_from_the_first_batch():
     """The audit's F3: two workers reading a 200,000-entry list of (path, label) at random over a whole epoch
     each copy nearly every page of its tuples and strings (about 36 MiB each), most of it in the first third of

@@ -28,6 +28,7 @@ def test_guard_names_the_parameter_and_checkpoints(tmp_path):
     assert torch.isnan(ckpt["model"]["2.weight"][0, 1])
 
 
+@pytest.mark.slow
 def test_guard_catches_inf_gradient_in_the_training_step(tmp_path):
     tr = Trainer(StepOptions(model="cnn-small", batch_size=2, image_size=16, nan_guard_dir=tmp_path))
     x, y = tr.synthetic_batch()
@@ -39,6 +40,7 @@ def test_guard_catches_inf_gradient_in_the_training_step(tmp_path):
     assert e.value.checkpoint.is_file()
 
 
+@pytest.mark.slow
 def test_deterministic_runs_repeat_exactly():
     def losses():
         tr = Trainer(StepOptions(model="gpt-tiny", batch_size=2, seq_len=16, seed=3, deterministic=True))

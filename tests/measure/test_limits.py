@@ -39,6 +39,7 @@ def check_binding(res: LimitsResult, limit: str) -> None:
     assert describe_limits(res).startswith(f"binding limit: {limit} at ")
 
 
+@pytest.mark.slow
 def test_throttled_storage_binds_and_reads_at_readers_times_the_cap(tmp_path):
     """Shards over HTTP capped at CAP MiB/s a request, fetched by 4 readers at once: 4 x CAP MiB/s."""
     cap = 0.1
@@ -72,6 +73,7 @@ def test_simulated_throttle_reads_at_readers_times_the_cap(tmp_path, readers):
     assert "throttled to 0.5 MiB/s per reader" in got.method
 
 
+@pytest.mark.slow
 def test_slow_decode_binds_at_cores_over_cpu_per_sample(tmp_path):
     """A transform burning SPIN_CPU_S of CPU a sample: decode = usable cores / SPIN_CPU_S; 96 workers, each
     with a batch of its own, make the workers' ceiling far higher, however long the loaded cores stretch a
@@ -103,6 +105,7 @@ def test_the_decode_probe_measures_its_batches_and_at_least_its_samples(tmp_path
     assert (probe.batches, probe.samples) == (2, 8)
 
 
+@pytest.mark.slow
 def test_starved_workers_bind_at_active_workers_times_the_per_worker_rate(tmp_path):
     """One shard, 4 workers: 1 active. Samples sleep SAMPLE_S, so one worker makes 1/SAMPLE_S samples/s;
     the trial of the same config reaches about all of it."""
@@ -229,6 +232,7 @@ def test_usable_cores_are_every_core_with_or_without_a_model(monkeypatch):
         assert limits.usable_cores() == len(cores)
 
 
+@pytest.mark.slow
 def test_the_decode_ceiling_bounds_the_rate_measured_beside_a_model(tmp_path):
     """A transform that burns 20 ms of CPU a sample, 2 workers on the 2 cores: the loader cannot beat 2 / 20 ms =
     100 samples/s, whatever else runs (load only lowers it), and the ceiling measured with a model's step given

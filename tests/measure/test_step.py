@@ -37,6 +37,7 @@ def paced_tokens() -> PacedTokens:
 STEPS = 20
 
 
+@pytest.mark.slow
 def test_step_of_known_length_reads_its_length_rate_tokens_and_memory(one_thread):
     """Steps of 100 ms at batch 2 x 32 tokens: 100 ms a step, 20 samples/s, 640 tokens/s; the peak RSS is this
     process's RSS, read here before the run, plus the little a 400-weight model and its steps add.
@@ -112,6 +113,7 @@ def test_step_really_trains():
     assert any(not torch.equal(a, b) for a, b in zip(before, tr.model.parameters(), strict=True))
 
 
+@pytest.mark.slow
 def test_bigger_batch_takes_more_memory():
     small = measure_step(StepOptions(model="cnn-small", batch_size=2, image_size=64, steps=1, warmup=1))
     big = measure_step(StepOptions(model="cnn-small", batch_size=64, image_size=64, steps=1, warmup=1))
@@ -191,8 +193,8 @@ def bad_tokens():
     (["--model", "n14_models:bad_shape", "--input", "image", "--image-size", "16"], "images [8, 3, 16, 16]"),
     (["--model", "n14_models:bad_tokens", "--seq-len", "12"], "tokens [8, 12] (torch.int64)"),
 ])
-def test_n14_a_user_models_forward_error_names_the_batch_and_is_not_called_a_dataperf_bug(tmp_path, monkeypatch,
-                                                                                         args, batch):
+def test_a_user_models_forward_error_names_the_batch_and_is_not_called_a_dataperf_bug(tmp_path, monkeypatch,
+                                                                                     args, batch):
     (tmp_path / "n14_models.py").write_text(N14_MODELS)
     monkeypatch.syspath_prepend(str(tmp_path))
     r = CliRunner().invoke(cli, ["step", *args, "--steps", "2", "--repeats", "1", "--warmup", "1"])

@@ -22,6 +22,7 @@ from dataperf.results import MIB, LoaderConfig, LoaderResult
 FAST = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=False, repeat_seconds=None)  # whole epochs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,workers", [("image-files", 0), ("image-webdataset", 2), ("tokens-files", 2),
                                           ("tokens-webdataset", 0)])
 def test_trial_counts_every_sample_and_reports_medians(datasets, name, workers):
@@ -74,6 +75,7 @@ def test_cold_cache_is_verified_by_storage_reads_of_the_files_own_bytes(datasets
     assert r.resident_after_evict_pct <= 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["image-files", "image-webdataset"])
 def test_cold_cache_is_verified_when_each_repeat_reads_a_random_part(datasets, name):
     """Budgeted shuffled repeats read a random part of the data: verified against the files' bytes scaled to
@@ -187,6 +189,7 @@ def test_too_few_batches_refused(datasets):
     assert r.status == "failed" and "fewer than the minimum 5" in r.error
 
 
+@pytest.mark.slow
 def test_workers_with_too_few_batches_in_a_repeat_are_refused(datasets):
     """5 batches from 4 workers: three of them deliver one batch each, with no window of their own. The steady
     rate (a sum of per-worker windows) would count one worker's work and read about a quarter of the truth, as
@@ -201,6 +204,7 @@ def test_workers_with_too_few_batches_in_a_repeat_are_refused(datasets):
     assert run_trial(datasets["image-files"], cfg, replace(FAST, max_batches=12)).status == "ok"
 
 
+@pytest.mark.slow
 def test_many_workers_with_few_batches_each_are_measured_with_a_note(tmp_path):
     """16 workers (a shard each) at 3 batches a worker: measured, and noted (the steady rate reads high there,
     benchmarks/steady_few_batches.py); at 6 a worker, no note."""
@@ -216,6 +220,7 @@ def test_many_workers_with_few_batches_each_are_measured_with_a_note(tmp_path):
     assert quiet.status == "ok" and not any(n.startswith("few batches") for n in quiet.notes), quiet.notes
 
 
+@pytest.mark.slow
 def test_a_worker_whose_data_ran_out_is_refused_without_asking_for_more_batches(tmp_path):
     """6 shards of 16 over 4 workers: two read 32 samples, two read 16, so at batch 8 a whole epoch is 12
     batches (3 a worker on average) and two workers deliver 2. --max-batches cannot fix that (the epoch is
@@ -301,6 +306,7 @@ def no_op_batch_ms(workers: int) -> float:
     return (times[-1] - times[0]) / (len(times) - 1) * 1000
 
 
+@pytest.mark.slow
 def test_harness_overhead_is_a_share_of_this_trials_batch_time(datasets, monkeypatch):
     """The overhead is a no-op DataLoader's batch time with the trial's workers: timed by hand before and after
     the trial, 3 times each, it must lie within a factor of 2 of what they span (a wake-up-bound figure moves
@@ -326,6 +332,7 @@ def test_dali_missing_is_a_clear_trial_error(datasets, monkeypatch):
     assert r.status == "failed" and "DALI is not installed" in r.error and "dataperf[dali]" in r.error
 
 
+@pytest.mark.slow
 def test_a_shuffle_buffer_holding_much_of_a_repeat_is_noted(datasets):
     """96 samples against webdataset's 1000-sample buffer: every read happens in the fill (start-up), so the
     steady rate is decode alone; a note says so and names the epoch rate, whether the repeat reads the whole
@@ -344,7 +351,8 @@ def test_a_shuffle_buffer_holding_much_of_a_repeat_is_noted(datasets):
             assert not any(n.startswith("shuffle buffer") for n in r.notes) and r.flow_samples_per_s_median > 0
 
 
-def test_n5_a_trial_failing_in_a_worker_leaves_nothing_to_the_next_trials_workers(tmp_path, datasets):
+@pytest.mark.slow
+def test_a_trial_failing_in_a_worker_leaves_nothing_to_the_next_trials_workers(tmp_path, datasets):
     """A shard cut short fails every trial of a sweep inside a worker. The failed iterator, kept alive by the
     exception, was finalized later inside a worker the next trial forked: 12 "AssertionError: can only test a
     child process" tracebacks in this sweep. Its workers are now shut down as the error passes, and the failed
@@ -373,6 +381,7 @@ def test_a_training_rate_from_the_repeats_rate_adds_the_tail_they_never_reached(
     assert even.training_samples_per_s == pytest.approx(400) and "tail" not in even.training_basis
 
 
+@pytest.mark.slow
 def test_uneven_shards_tail_is_predicted_and_kept_out_of_start_up(tmp_path, monkeypatch):
     """Audit F1, a known answer: 500 samples in 5 shards on 4 workers, each sample 10 ms (paced): the worker with
     two shards reads 200 samples, the others 100, so an epoch lasts 2.0 s against 1.25 s at the all-workers

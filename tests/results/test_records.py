@@ -83,7 +83,7 @@ def test_summary_and_percentile():
     assert percentile(list(range(101)), 99) == 99
 
 
-# --- reliability review 2026-12-02 ---------------------------------------------------------------------------
+# --- results files after a crash, a full disk, a second writer or damage ----------------------------------------
 
 def _rec(i: int = 0):
     from dataperf.results import LoaderResult
@@ -91,7 +91,7 @@ def _rec(i: int = 0):
     return LoaderResult(data="d", config_key=f"k{i}", samples_per_s_repeats=[1.0, 2.0])
 
 
-def test_d1_append_after_a_truncated_tail_cuts_it_instead_of_gluing(tmp_path):
+def test_append_after_a_truncated_tail_cuts_it_instead_of_gluing(tmp_path):
     from dataperf import results
 
     p = tmp_path / "t.jsonl"
@@ -104,7 +104,7 @@ def test_d1_append_after_a_truncated_tail_cuts_it_instead_of_gluing(tmp_path):
     assert p.read_bytes().endswith(b"\n") and p.read_bytes().count(b"\n") == 2
 
 
-def test_d2_full_disk_keeps_every_finished_record_and_the_file_valid(tmp_path):
+def test_a_full_disk_keeps_every_finished_record_and_the_file_valid(tmp_path):
     import subprocess
 
     from dataperf import results
@@ -127,7 +127,7 @@ def test_d2_full_disk_keeps_every_finished_record_and_the_file_valid(tmp_path):
         subprocess.run(["umount", str(d)], check=False)
 
 
-def test_d2_short_write_is_cut_back(tmp_path, monkeypatch):
+def test_a_short_write_of_a_record_is_cut_back(tmp_path, monkeypatch):
     import errno
 
     from dataperf import results
@@ -150,7 +150,8 @@ def test_d2_short_write_is_cut_back(tmp_path, monkeypatch):
     assert p.stat().st_size == size and len(results.load(p)) == 1
 
 
-def test_d3_report_and_compare_read_every_record_kind(tmp_path):
+@pytest.mark.slow
+def test_report_and_compare_read_every_record_kind(tmp_path):
     """In a fresh process that imports only the cli: no kind depends on which modules were imported."""
     import subprocess
     import sys
@@ -174,7 +175,7 @@ def test_d3_report_and_compare_read_every_record_kind(tmp_path):
         assert r.returncode in (0, 2), r.stderr
 
 
-def test_d6_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_path, datasets):
+def test_a_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_path, datasets):
     import subprocess
     import sys
 
@@ -207,7 +208,7 @@ def test_d6_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_p
     (b"", None), (b"garbage\n", "not valid JSON"), (b'[1,2,3]\n{"kind":"loader"}\n', "not a record"),
     (b"\xff\xfe x\n", "not UTF-8"),
 ])
-def test_d14_damaged_results_files_are_named(tmp_path, text, needle):
+def test_damaged_results_files_are_named(tmp_path, text, needle):
     from dataperf import results
     from dataperf.errors import UserError
 
@@ -220,7 +221,7 @@ def test_d14_damaged_results_files_are_named(tmp_path, text, needle):
         results.load(p)
 
 
-def test_d14_wrong_field_types_and_config_keys(tmp_path):
+def test_wrong_field_types_and_unknown_config_keys_are_refused(tmp_path):
     import json
 
     from dataperf import results
@@ -233,7 +234,7 @@ def test_d14_wrong_field_types_and_config_keys(tmp_path):
             results.from_dict({**d, k: v})
 
 
-def test_d14_compare_zero_base_and_no_common_metric(tmp_path):
+def test_compare_takes_a_zero_base_as_infinite_change_and_refuses_no_common_metric(tmp_path):
     from click.testing import CliRunner
 
     from dataperf import results

@@ -55,8 +55,8 @@ def test_fed_without_the_headroom_is_not_called_input_bound():
 def test_a_buffered_trial_is_predicted_by_the_epochs_phases_at_its_steady_rate():
     """A shuffle buffer hid reads (steady rate not valid, no flow rate): the fed prediction still runs the
     epoch's phases, the tail of uneven shards and the start-up included, at the steady rate, as a valid trial's
-    does (the audit's F1 answer: 107 samples/s), not the repeats' rate capped by the model (150, before: the
-    H100, 37 WebDataset shards, 16 workers: 2,173 predicted, 1,469 fed)."""
+    does (107 samples/s, as in test_predicted_fed_rate_known_answers), not the repeats' rate capped by the model
+    (150, before: the H100, 37 WebDataset shards, 16 workers: 2,173 predicted, 1,469 fed)."""
     step = StepResult(samples_per_s=150.0)
     t = loader(200, 4, 2)
     t.epoch_samples, t.epoch_worker_samples, t.startup_s_median = 2000, [800, 400, 400, 400], 0.0
@@ -80,7 +80,7 @@ def test_undecoded_trials_get_no_verdict():
 
 
 def test_predicted_fed_rate_known_answers():
-    """No workers: serial with the step. Workers: the phases of an epoch with uneven shards (the audit's F1: 4
+    """No workers: serial with the step. Workers: the phases of an epoch with uneven shards (4
     workers of 50 samples/s, 5 shards of 400 samples, a step of 150 samples/s: 1,600 samples at 150, then the
     last worker's 400 at 50: 107 samples/s). Both capped by the CPU the two need together."""
     step = StepResult(samples_per_s=150.0)
@@ -99,7 +99,7 @@ def test_predicted_fed_rate_known_answers():
 
 
 def test_configs_are_ranked_by_what_a_training_epoch_gets():
-    """Audit F0: a trial whose steady rate timed no reads (a shuffle buffer) is ranked by its epoch rate; M6:
+    """A trial whose steady rate timed no reads (a shuffle buffer) is ranked by its epoch rate;
     persistent workers win where the start-up every epoch pays is large."""
     hidden = loader(12000, 2, 4)
     hidden.training_samples_per_s, hidden.steady_valid = 2000.0, False

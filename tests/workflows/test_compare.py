@@ -66,6 +66,7 @@ def run_sleepy(tmp_path, monkeypatch, ms, name, repeats=5):
     return out
 
 
+@pytest.mark.slow
 def test_detects_an_injected_slowdown_and_exits_1(tmp_path, monkeypatch, one_thread):
     # 10 -> 60 ms per step, measured as 3 interleaved rounds of 3 repeats a side (base, head, base, ...), each
     # file pooling its rounds as compare does: load that comes and goes then falls on both sides alike. Run one
@@ -85,6 +86,7 @@ def test_detects_an_injected_slowdown_and_exits_1(tmp_path, monkeypatch, one_thr
     assert r.exit_code == 1 and "regression" in r.output
 
 
+@pytest.mark.slow
 def test_same_config_twice_is_not_flagged(tmp_path, monkeypatch, one_thread):
     # as scripts/compare_example.sh does: two runs per side, interleaved, pooled by compare
     for _ in range(2):
@@ -119,7 +121,7 @@ def test_runs_of_one_config_pool_their_repeats(tmp_path):
     assert c.verdict == "within noise" and c.base_median == pytest.approx(11.05)
 
 
-def test_n20_lengths_records_are_said_to_carry_no_comparable_metric(tmp_path, datasets):
+def test_lengths_records_are_said_to_carry_no_comparable_metric(tmp_path, datasets):
     out = tmp_path / "l.jsonl"
     r = CliRunner().invoke(cli, ["lengths", str(datasets["tokens-webdataset"]), "--batch-size", "8", "--out", str(out)])
     assert r.exit_code == 0, r.output

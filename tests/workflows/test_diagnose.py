@@ -1,4 +1,3 @@
-import paced
 import pytest
 
 from dataperf.commands._render import limit_rows
@@ -7,6 +6,7 @@ from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
 from dataperf.results import LoaderConfig
 from dataperf.workflows.diagnose import diagnose, predicted_stall, stall_split
+from tests import paced
 
 FAST = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
 
@@ -23,6 +23,7 @@ def test_what_if_cache_fraction():
     assert predicted_stall(100, 200, 50, 0.5) == pytest.approx(1 - 80 / 100)
 
 
+@pytest.mark.slow
 def test_names_prep_on_slow_samples_without_workers(datasets):
     """A transform taking 20 ms a sample (PACED_T), paced on absolute deadlines, and no workers: the loader gives
     50 samples/s warm and cold alike (a cold read of a 2-3 KB file is absorbed by the sample's deadline), against a
@@ -47,6 +48,7 @@ def test_names_prep_on_slow_samples_without_workers(datasets):
     assert lim.config["cache"] == "cold" and r.cold_cache_verified  # the ceilings of the config as it reads storage
 
 
+@pytest.mark.slow
 def test_names_fetch_when_cold_reads_are_slow(datasets):
     """Cold reads throttled to 0.1 MiB/s (25 ms for a 2.5 KB file, a sleep), decode well under a millisecond:
     fetch, and storage binds."""

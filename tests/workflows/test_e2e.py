@@ -19,6 +19,7 @@ def paced(monkeypatch):
     return setenv
 
 
+@pytest.mark.slow
 def test_e2e_reads_the_analytic_stall_rate_and_prediction(paced, one_thread):
     """Loader: 2 workers x 8-sample batches x 50 ms a sample (paced) = 40 samples/s, a batch every 100 ms. Model:
     busy exactly 100 ms a step of 8 (paced.FixedStep) = 80 samples/s. The device idles 1 - 40/80 = 50% of the
@@ -41,8 +42,9 @@ def test_e2e_reads_the_analytic_stall_rate_and_prediction(paced, one_thread):
     assert r.predicted_stall_fraction == pytest.approx(0.5, abs=0.05)
 
 
+@pytest.mark.slow
 def test_e2e_headline_is_pooled_over_the_run_where_an_epoch_tail_hits_some_repeats(paced, one_thread):
-    """Audit F5 on F1's kind of data, every phase input-bound so the pooled answer is exact: 640 samples of
+    """An epoch tail on uneven shards, every phase input-bound so the pooled answer is exact: 640 samples of
     40 ms (paced) in 5 shards of 128 dealt to 4 persistent workers, batch 8: worker 0 reads two shards, the
     others one. While all 4 have data a batch comes from each every 320 ms (100 samples/s); the model is busy
     40 ms a step (paced.FixedStep: 200 samples/s), so it idles half of each 320 ms. Then worker 0 feeds alone, a
@@ -57,7 +59,7 @@ def test_e2e_headline_is_pooled_over_the_run_where_an_epoch_tail_hits_some_repea
     sopts = StepOptions(model="paced:fixed_step_model", batch_size=8, image_size=8)
     r = run_e2e(user_dataset("paced:sleep_shards"), cfg, sopts, steps=16, repeats=5, warmup=16, predict=False)
     stalls = r.data_stall_fraction_repeats
-    assert r.epoch_restarts == 1 and sorted(stalls)[2] < 0.6, stalls  # the F5 case: the median misses the tail
+    assert r.epoch_restarts == 1 and sorted(stalls)[2] < 0.6, stalls  # the median misses the tail
     assert r.data_stall_fraction == pytest.approx(0.6875, abs=0.05), stalls
     assert r.host_wait_fraction == r.data_stall_fraction
     assert r.samples_per_s == pytest.approx(62.5, rel=0.05), r.samples_per_s_repeats
@@ -77,6 +79,7 @@ def test_restart_stall_arithmetic():
     assert restart_stall(500, 0.5, 100, 0, 100) == 0 and restart_stall(50, 0.5, 100, 0, 100) == pytest.approx(0.5)
 
 
+@pytest.mark.slow
 def test_e2e_on_tokens_pads_batches(datasets):
     cfg = LoaderConfig(backend="files", batch_size=4, num_workers=0, cap_tokens=64)
     r = run_e2e(datasets["tokens-files"], cfg, StepOptions(model="gpt-tiny"), steps=3, repeats=3, warmup=1,
@@ -84,6 +87,7 @@ def test_e2e_on_tokens_pads_batches(datasets):
     assert r.padded_seq_len_mean is not None and r.padded_seq_len_mean <= 64
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 def test_e2e_prepares_and_verifies_the_cache_as_a_loader_trial_does(datasets, workers):
     """Cold: every repeat evicts and then reads its samples' files from storage (those already in flight at
@@ -113,6 +117,7 @@ def test_in_flight_samples():
     assert in_flight_samples(LoaderConfig(backend="dali", batch_size=8, dali_prefetch_queue_depth=3)) == 24
 
 
+@pytest.mark.slow
 def test_warmup_ends_once_nothing_is_queued_and_the_timed_steps_read_the_analytic_rate(paced, one_thread):
     """2 workers x prefetch 4 can queue 8 batches. Input-bound (2 workers x 4 samples x 50 ms: a batch every
     100 ms, the two workers' in a pair; the model busy 50 ms a step of 4): once every worker's first batch is in

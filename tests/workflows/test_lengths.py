@@ -1,3 +1,4 @@
+import pytest
 from click.testing import CliRunner
 
 from dataperf.cli import cli
@@ -21,6 +22,7 @@ def test_analyse_real_dataset_with_cap(datasets):
     assert r.capped_padding_waste_pct < r.padding_waste_pct
 
 
+@pytest.mark.slow
 def test_cap_lowers_step_peak_memory(datasets):
     r = CliRunner().invoke(cli, ["lengths", str(datasets["tokens-files"]), "--batch-size", "8", "--cap", "32",
                                  "--model", "gpt-tiny"])

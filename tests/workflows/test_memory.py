@@ -102,6 +102,7 @@ def test_records_round_trip_and_report(tmp_path):
     assert "adam8bit" in r.output and "+50.0%" in r.output
 
 
+@pytest.mark.slow
 def test_trial_process_measures_a_real_step():
     got = subprocess_trial(dict(BASE, optimizer="adamw"))
     assert got["status"] == "ok", got

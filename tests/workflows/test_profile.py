@@ -9,6 +9,7 @@ from dataperf.workflows import profile
 from dataperf.workflows.profile import run_profile
 
 
+@pytest.mark.slow
 def test_profile_exports_trace_with_spans_and_splits_time(tmp_path, monkeypatch, one_thread):
     """One worker makes a batch of 4 paced 50 ms samples every 200 ms; the model is busy 100 ms a step
     (paced.FixedStep, which sleeps in backward). From the second step on each step waits 100 ms and computes

@@ -87,6 +87,7 @@ ARGS = ["--num-workers", "0,1", "--prefetch-factor", "2", "--batch-size", "8", "
         "--repeats", "3", "--min-batches", "3", "--warmup-batches", "1"]
 
 
+@pytest.mark.slow
 def test_sweep_cli_writes_records_table_plot_and_recommendation(tmp_path, datasets):
     out = tmp_path / "res" / "s.jsonl"
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--decode", "--image-size", "32",
@@ -100,6 +101,7 @@ def test_sweep_cli_writes_records_table_plot_and_recommendation(tmp_path, datase
     assert "recommended:" in r.output and "loader trials" in r.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", ["image-files", "image-webdataset"])
 def test_sweep_refuses_to_clobber_and_resume_skips_finished(tmp_path, datasets, data):
     """A WebDataset sweep with default options records the shuffle buffer it filled in: resume still matches
@@ -129,6 +131,7 @@ def interrupt_on_trial(monkeypatch, n: int):
     return real
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch):
     out = tmp_path / "s.jsonl"
     grid = sw.Grid(num_workers=[0, 1, 2], prefetch_factor=[2], batch_size=[8])
@@ -146,6 +149,7 @@ def test_interrupted_sweep_keeps_finished_trials(tmp_path, datasets, monkeypatch
     assert len(results.load(out)) == 3
 
 
+@pytest.mark.slow
 def test_failed_trial_does_not_stop_the_sweep(tmp_path, datasets):
     out = tmp_path / "s.jsonl"
     r = CliRunner().invoke(cli, ["sweep", str(datasets["image-files"]), "--backend", "auto,webdataset",
@@ -157,6 +161,7 @@ def test_failed_trial_does_not_stop_the_sweep(tmp_path, datasets):
     assert "use --backend files" in r.output
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_sweep_says_how_to_resume(tmp_path, datasets, monkeypatch):
     out = tmp_path / "s.jsonl"
     interrupt_on_trial(monkeypatch, 2)
@@ -170,6 +175,7 @@ FAST_OPTS = TrialOptions(repeats=3, warmup_batches=1, min_batches=3, collect=Fal
 FAST_LIMITS = LimitsOptions(probe_batches=4, probe_samples=0, main_probe_s=1.0)
 
 
+@pytest.mark.slow
 def test_run_clears_out_resumes_and_measures_the_step(tmp_path, datasets):
     """sweep.run without click: the records it appends, the step it measures (first: a model that cannot run
     fails before the grid), what a resume skips."""
@@ -211,6 +217,7 @@ def test_every_failed_trial_is_all_failed():
     assert not sw.SweepOutcome(results=[ok, bad]).all_failed and not sw.SweepOutcome().all_failed
 
 
+@pytest.mark.slow
 def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread, monkeypatch):
     """Samples of 10 ms (100 samples/s a worker), a model of 8 samples per 50 ms step (160 samples/s): w=4 and
     w=8 feed it, w=1 does not (fewer than K=3 feed, so the 3 fastest are fed). Fed, w=1 runs at its own
@@ -252,6 +259,7 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread,
     assert "confirmed end to end" in r.output and "model (binding)" in r.output
 
 
+@pytest.mark.slow
 def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
     """8 workers burning 20 ms of CPU a sample (agreement_cases:spinning) against a model of no cost: CPU decode
     binds at usable cores / 20 ms: CPU time does not shrink under load, and the 8 workers' ceiling would need
@@ -271,6 +279,7 @@ def test_verdict_names_cpu_decode_when_it_binds(tmp_path, one_thread):
     assert outcome.limits.decode_cpu_ms_per_sample >= SPIN_CPU_S * 1000
 
 
+@pytest.mark.slow
 def test_confirm_names_a_training_process_starved_of_cpu(tmp_path, one_thread):
     """8 workers burning 100 ms of CPU a sample (agreement_cases:heavy) feeding a step that burns 30 ms: the
     workers stay far slower than the step, so they never wait on a full queue, and fed they take the cores from
@@ -300,6 +309,7 @@ def test_confirm_needs_a_model_and_a_count(tmp_path, datasets):
     assert r.exit_code == 2 and r.output.startswith("error: --confirm takes a count")
 
 
+@pytest.mark.slow
 def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
     """96 samples at 10 ms each, 2 whole-epoch repeats: every trial takes at least 1.9 s, so with 1 s for the
     grid the first trial runs (one always does), the other three are not started and no spare runs; with no
@@ -315,6 +325,7 @@ def test_budget_starts_no_trial_that_would_end_past_it(tmp_path, datasets):
     assert len(run.results) == 2 and run.not_started == 0 and run.added == 1  # time was left: the spare ran
 
 
+@pytest.mark.slow
 def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
     """Under torchrun every rank must run the same trials (they meet at barriers): rank 0's clock decides."""
     trials = sw.grid_trials([datasets["image-files"]], sw.Grid(num_workers=[0], batch_size=[8, 16]))
@@ -340,6 +351,7 @@ def small_sweep(data, out, *extra):
                                     "1", *extra])
 
 
+@pytest.mark.slow
 def test_sweep_states_its_plan_and_what_the_budget_cut(tmp_path, datasets):
     out = tmp_path / "s.jsonl"
     r = small_sweep(datasets["image-files"], out, "--prefetch-factor", "2,4", "--repeats", "5", "--budget", "20s")
@@ -361,6 +373,7 @@ def test_a_budget_that_is_no_duration_is_one_error_line(tmp_path, datasets, text
     assert r.exit_code == 2 and r.output.count("error:") == 1 and "--budget" in r.output, r.output
 
 
+@pytest.mark.slow
 def test_a_budget_measures_the_step_first_and_cuts_the_fed_runs_that_no_longer_fit(tmp_path, datasets):
     """--budget 1s with a model and --confirm 2: the step is measured before the grid, one trial runs (the plan
     keeps one, and the trial the plan cut is not run: no time is left), so one config is a candidate, and its
@@ -377,6 +390,7 @@ def test_a_budget_measures_the_step_first_and_cuts_the_fed_runs_that_no_longer_f
     assert "does not fit the 0 s left" in r.output and "budget: limits: not measured, no time left" in r.output
 
 
+@pytest.mark.slow
 def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, datasets, monkeypatch):
     """--nproc hands its ranks the monotonic time the command started (one host, one clock): a rank that starts
     late still owes its verdict budget seconds after the command. Here the command "started" 1,199 s before a
@@ -391,6 +405,7 @@ def test_under_nproc_the_budget_counts_from_the_launching_command(tmp_path, data
         r.output
 
 
+@pytest.mark.slow
 def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(tmp_path, monkeypatch, one_thread):
     """A known answer on 2 cores: samples of 50 ms (paced: 20 samples/s a worker) and a step of 4 samples every
     100 ms (40 samples/s). The ladder ends at the cores, 2 workers, which give the model's rate with no headroom:

@@ -249,6 +249,7 @@ def test_a_models_target_is_its_step_at_the_batch_tune_ends_with():
     assert rec.binding_limit == "decode"
 
 
+@pytest.mark.slow
 def test_tune_finds_the_workers_that_feed_a_model_of_known_rate(tmp_path, monkeypatch, one_thread):
     """Known answer: samples each taking 50 ms (paced: 20 samples/s a worker) against a step of 4 samples every
     100 ms (40 samples/s; a target of 48 with the 1.2x headroom): 3 or more workers feed it with headroom, 2 give

@@ -65,7 +65,7 @@ def test_missing_paths_are_exit_2(tmp_path):
         assert r.output.startswith("error: ") and len(r.output.strip().splitlines()) == 1
 
 
-# --- reliability review 2026-12-02 ---------------------------------------------------------------------------
+# --- damaged samples: named, skipped on request, listed by inspect ---------------------------------------------
 
 def _damage(src_dir, dst, how):
     """Copy a webdataset and damage one .jpg member of its first shard (half of it, or all of it)."""
@@ -88,7 +88,8 @@ def _damage(src_dir, dst, how):
     return shard, bad_key
 
 
-def test_d10_corrupt_sample_is_named_skipped_and_listed(tmp_path, datasets):
+@pytest.mark.slow
+def test_a_corrupt_sample_is_named_skipped_and_listed(tmp_path, datasets):
     from dataperf import results
 
     shard, key = _damage(datasets["image-webdataset"], tmp_path / "bad", "half")
@@ -105,13 +106,13 @@ def test_d10_corrupt_sample_is_named_skipped_and_listed(tmp_path, datasets):
     assert r.exit_code == 2 and f"corrupt: {shard.name}: {key}" in r.output
 
 
-def test_d10_zero_byte_member_fails_plain_inspect(tmp_path, datasets):
+def test_a_zero_byte_member_fails_plain_inspect(tmp_path, datasets):
     shard, key = _damage(datasets["image-webdataset"], tmp_path / "zero", "empty")
     r = CliRunner().invoke(cli, ["shards", "inspect", str(tmp_path / "zero")])
     assert r.exit_code == 2 and key in r.output and "0 bytes" in r.output
 
 
-def test_d13_corrupt_npy_names_the_sample_in_inspect_and_lengths(tmp_path):
+def test_a_corrupt_npy_is_named_by_its_sample_in_inspect_and_lengths(tmp_path):
     import io
 
     import numpy as np
@@ -129,7 +130,7 @@ def test_d13_corrupt_npy_names_the_sample_in_inspect_and_lengths(tmp_path):
 
 
 @pytest.mark.parametrize("layout", ["imagefolder", "flat"])
-def test_n11_inspect_verify_lists_the_bad_files_of_an_image_folder(tmp_path, layout):
+def test_inspect_verify_lists_the_bad_files_of_an_image_folder(tmp_path, layout):
     """bench's corrupt-sample error sends users to `shards inspect --verify`: it reads the same image folder and
     lists every bad file (no object reprs), exit 2 with one error line."""
     from PIL import Image

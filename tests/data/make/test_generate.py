@@ -108,7 +108,7 @@ def test_crash_mid_write_leaves_nothing_that_looks_finished(tmp_path, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
-# --- reliability review 2026-12-02 ---------------------------------------------------------------------------
+# --- shards make: parameters, out folders and manifests it refuses ---------------------------------------------
 
 def _make(args):
     from click.testing import CliRunner
@@ -118,20 +118,20 @@ def _make(args):
     return CliRunner().invoke(cli, ["shards", "make", *map(str, args)])
 
 
-def test_d11_numpy_parameters_are_checked(tmp_path):
+def test_token_generation_parameters_out_of_range_are_refused(tmp_path):
     for args, needle in ((["--vocab", "0"], "--vocab"), (["--sigma", "-1"], "--sigma")):
         r = _make(["--kind", "tokens", "--count", "10", *args, "--out", tmp_path / "m1"])
         assert r.exit_code == 2 and r.output.startswith(f"error: {needle}"), r.output
 
 
-def test_d17_dangling_symlink_out_is_refused_up_front(tmp_path):
+def test_a_dangling_symlink_as_out_is_refused_up_front(tmp_path):
     (tmp_path / "dangling").symlink_to(tmp_path / "nonexistent")
     r = _make(["--count", "10", "--image-size", "16", "--out", tmp_path / "dangling"])
     assert r.exit_code == 2 and "dangling symlink" in r.output
     assert [p.name for p in tmp_path.iterdir()] == ["dangling"]
 
 
-def test_d18_datasets_follow_the_umask(tmp_path):
+def test_datasets_follow_the_umask(tmp_path):
     import os
 
     old = os.umask(0o022)
@@ -143,7 +143,7 @@ def test_d18_datasets_follow_the_umask(tmp_path):
     assert (tmp_path / "p18").stat().st_mode & 0o777 == 0o755
 
 
-def test_d25_manifest_version_types_and_extra_keys(tmp_path, datasets):
+def test_a_manifest_with_extra_keys_is_read_and_a_newer_version_or_wrong_types_refused(tmp_path, datasets):
     import json
     import shutil
 
@@ -191,19 +191,19 @@ def one_error(r, *needles: str) -> str:
 
 
 @pytest.mark.parametrize("side", ["0", "-16"])
-def test_n3_image_size_zero_or_negative_is_refused(tmp_path, side):
+def test_image_size_zero_or_negative_is_refused(tmp_path, side):
     one_error(make("--count", "4", "--image-size", side, "--out", str(tmp_path / "m")), "--image-size", side)
     assert not (tmp_path / "m").exists()
 
 
-def test_n10_missing_parent_folders_are_made(tmp_path):
+def test_missing_parent_folders_are_made(tmp_path):
     out = tmp_path / "mk2" / "a" / "b"
     r = make("--count", "4", "--image-size", "16", "--format", "files", "--out", str(out))
     assert r.exit_code == 0, r.output
     assert read_manifest(out).count == 4
 
 
-def test_n10_a_file_in_the_way_is_named(tmp_path):
+def test_a_file_in_the_way_is_named(tmp_path):
     (tmp_path / "afile").write_text("x")
     one_error(make("--count", "4", "--image-size", "16", "--out", str(tmp_path / "afile" / "a" / "b")),
               f"{tmp_path / 'afile'}", "is a file, not a folder")
@@ -228,13 +228,13 @@ def tmpfs(tmp_path):
         subprocess.run(["umount", str(d)], check=False)
 
 
-def test_n10_a_read_only_disk_is_named_as_one(tmpfs):
+def test_a_read_only_disk_is_named_as_one(tmpfs):
     ro = tmpfs("ro")
     one_error(make("--count", "4", "--image-size", "16", "--out", str(ro / "a" / "b")), f"cannot write under {ro}",
               "read-only file system")
 
 
-def test_n18_disk_space_below_a_gib_is_said_in_mib(tmpfs):
+def test_disk_space_below_a_gib_is_said_in_mib(tmpfs):
     small = tmpfs()
     err = one_error(make("--count", "2000", "--image-size", "32", "--out", str(small / "big")), "MiB")
     assert "0.0 GiB" not in err and "needs at least 6.5 MiB" in err and "2.0 MiB free" in err, err
@@ -243,7 +243,7 @@ def test_n18_disk_space_below_a_gib_is_said_in_mib(tmpfs):
 
 @pytest.mark.parametrize("fmt, says", [("parquet", "says format 'parquet',"),
                                        ("files", "says format 'files' but its 'files' list is empty")])
-def test_n19_a_manifest_whose_format_does_not_match_the_files_says_so(tmp_path, datasets, fmt, says):
+def test_a_manifest_whose_format_does_not_match_the_files_says_so(tmp_path, datasets, fmt, says):
     import json
     import shutil
 

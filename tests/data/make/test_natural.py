@@ -48,6 +48,7 @@ def test_size_distribution_targets():
     assert w.min() >= natural.MIN_SIDE and h.min() >= natural.MIN_SIDE and wh.max() <= natural.MAX_SIDE
 
 
+@pytest.mark.slow
 def test_generated_jpegs_hit_size_and_byte_targets(made):
     """The written JPEGs themselves (decoded dimensions, not the plan): 240 images give means within 8% of
     469x387 (the standard error of the mean width here is about 2%), a mean JPEG within 15% of 110 KB (its
@@ -98,6 +99,7 @@ def digest(root):
     return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(root.glob("*.tar")))).hexdigest()
 
 
+@pytest.mark.slow
 def test_same_bytes_whatever_the_number_of_processes(tmp_path):
     """40 images span three work chunks: one process and two must write byte-identical shards."""
     ms = [write_dataset(tmp_path / str(j), "image", "webdataset", 40, seed=5, like="imagenet", jobs=j)

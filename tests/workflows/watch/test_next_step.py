@@ -19,6 +19,8 @@ from PIL import Image
 from dataperf import results
 from dataperf.results import LoaderResult, WatchResult
 
+pytestmark = pytest.mark.slow  # the slow tier: training jobs under `dataperf watch`, then the commands they print
+
 HERE = Path(__file__).parent
 STANDIN = HERE / "standin"
 TRAIN, VAL, BS = 24, 16, 4  # ImageFolder images; the val loader (batch 1) delivers more batches than train's 6
@@ -96,7 +98,7 @@ def shards(tmp_path_factory) -> Path:
 
 
 def test_imagefolder_read_in_place_train_loader_runs_as_printed(tmp_path, imagefolder):
-    """4 workers on 6 batches an epoch (the review's infeasible proposal), a val loader that delivers more
+    """4 workers on 6 batches an epoch (an infeasible proposal before), a val loader that delivers more
     batches than train, RandomResizedCrop + flip, a torchvision model: the command sweeps the train folder in
     place at batch 4 with the imagenet-train preset, at most 2 workers, and every trial of it runs."""
     p, r = watch(tmp_path, str(HERE / "train_images.py"), str(imagefolder), "--workers", "4")

@@ -38,7 +38,7 @@ def test_without_cuda_events_the_models_rate_is_step_minus_wait():
 
 
 def test_uneven_steps_show_the_mean_beside_the_median():
-    """Audit F4: with two kinds of step (18 of 100 ms and 2 of 1,000 ms, an evaluation every 10 steps) the median
+    """With two kinds of step (18 of 100 ms and 2 of 1,000 ms, an evaluation every 10 steps) the median
     says 100 ms where the job's time is 190 ms a step; the mean is recorded and the unevenness noted. The first
     step is start-up, left out of the steady figures."""
     ms = [500.0] + [1000.0 if i % 10 == 9 else 100.0 for i in range(20)]

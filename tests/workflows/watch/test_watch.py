@@ -23,6 +23,8 @@ from dataperf import results
 from dataperf.results import WatchResult
 from tests.sigint import default_sigint
 
+pytestmark = pytest.mark.slow  # the slow tier: each test runs a training job under `dataperf watch`
+
 SAMPLE_S, STEP_S, BS, W, STEPS = 0.2, 0.1, 3, 2, 9
 ANALYTIC_STALL = 1 - STEP_S / (BS * SAMPLE_S / W)
 # the model of every script here: a forward that sleeps STEP_S
@@ -277,7 +279,7 @@ for step in range(6):
 
 
 def test_a_loop_without_a_dataloader_gets_no_verdict_and_names_the_files_it_read(tmp_path):
-    """The usability review: nanoGPT under watch read "not input-bound 0.0%" and "nothing to sweep". Without a
+    """Before: nanoGPT under watch read "not input-bound 0.0%" and "nothing to sweep". Without a
     DataLoader the wait is not measured: the verdict is unknown, and the data files the job opened (counted by the
     hook's audit hook: 6 train.bin memmaps, 2 val.bin; a file written is not read) make the next command."""
     import numpy as np
@@ -339,7 +341,7 @@ for step, (x, _) in enumerate(train):
 
 
 def test_an_evaluation_loop_is_not_training_stall(tmp_path):
-    """The usability review: validation batches counted as training wait. Training here waits 3 x 50 ms a step
+    """Before: validation batches were counted as training wait. Training here waits 3 x 50 ms a step
     (no workers: nothing is prefetched while the evaluation runs) for a 100 ms step: a 60% stall; after each step
     an evaluation under no_grad waits 2 x 3 x 200 ms for its own loader. Counted together they read (0.15 + 1.2) /
     (0.25 + 1.4) = 82%. The evaluation batches (2 after each of the 5 steady steps' predecessors) are counted
