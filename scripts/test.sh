@@ -11,5 +11,5 @@ python -m pip install -q -e '.[dev,dali,gpu,spdl,torchdata]'
 bash scripts/install_backends.sh litdata > /dev/null  # litdata's own metadata would move torch: --no-deps there
 ruff check --no-cache dataperf tests benchmarks scripts
 python -m pytest -p no:cacheprovider tests            # the fast tier (pyproject's addopts: -m 'not slow')
-python -m pytest -p no:cacheprovider -m slow -n 2 tests    # the slow tier, on 2 pytest-xdist workers
+python -m pytest -p no:cacheprovider -m slow tests    # the slow tier (-n 2: see README; not safe yet)
 PYTHON=$PWD/.venv/bin/python bash scripts/streaming_env.sh "${TMPDIR:-/tmp}/dataperf-streaming"
