@@ -62,13 +62,18 @@ class TrialValues:
                             "repeat would be refused. Raise --max-batches or lower --min-batches")
 
 
+def _values(cls: type, given: dict[str, Any]) -> Any:
+    """An instance of the values dataclass `cls` from the names it has, popped from `given`."""
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: given.pop(k) for k in list(given) if k in names})
+
+
 def make_trial_options(raw_dir: Path | None = None, **kw: Any):
     """TrialOptions from trial_options' values (TrialValues), refused when they could only measure nothing; what
     else `kw` holds (a rank, a world size) are TrialOptions' own fields."""
     from dataperf.measure.trial import TrialOptions
 
-    names = {f.name for f in fields(TrialValues)}
-    v = TrialValues(**{k: kw.pop(k) for k in list(kw) if k in names})
+    v = _values(TrialValues, kw)
     v.check()
     return TrialOptions(repeats=v.repeats, warmup_batches=v.warmup_batches, max_batches=v.max_batches,
                         repeat_seconds=v.repeat_seconds or None, min_batches=v.min_batches,
@@ -126,12 +131,6 @@ class LoaderValues:
     seq_len: int | None = None
     dataset_factory: str | None = None
     shuffle_buffer: int | None = None
-
-
-def _values(cls: type, given: dict[str, Any]) -> Any:
-    """An instance of the values dataclass `cls` from the names it has, popped from `given`."""
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: given.pop(k) for k in list(given) if k in names})
 
 
 def make_config(data, device: str = "cpu", **given: Any):

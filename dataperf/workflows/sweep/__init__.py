@@ -76,7 +76,7 @@ def _start(plan: SweepPlan, ctx: DistContext, on_result: Callable[[LoaderResult 
                    deadline=plan.deadline)
     conf = plan.confirm if plan.confirm is not None and plan.confirm.k > 0 else None
     return SweepState(plan.out, opts, datas={d.spec: d for d, _ in plan.trials}, confirm=conf,
-                      headroom=plan.headroom, lopts=plan.lopts, deadline=plan.deadline, written=list(finished),
+                      headroom=plan.headroom, lopts=plan.lopts, written=list(finished),
                       skip=ok_ids(finished) if plan.resume else set(), rank=ctx.rank, on_result=on_result,
                       bar=bar or no_bar)
 

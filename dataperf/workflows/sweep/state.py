@@ -62,7 +62,6 @@ class SweepState:
     confirm: ConfirmOptions | None = None
     headroom: float = 1.2
     lopts: LimitsOptions | None = None
-    deadline: float | None = None
     written: list[Record] = field(default_factory=list)
     skip: set[str] = field(default_factory=set)  # trial ids --resume finds finished (plan.trial_id)
     step: StepResult | None = None
@@ -91,8 +90,7 @@ class SweepState:
 
     def trial_done(self, r: LoaderResult | None) -> None:
         """run_grid's callback: keep a finished trial (None: skipped as finished), then tell the caller."""
-        if r is not None:
-            self.add(r)
+        self.keep(r)
         if self.on_result:
             self.on_result(r)
 
@@ -113,5 +111,6 @@ class SweepState:
         return self._verdicts[key]
 
     def left_s(self, reserve_s: float = 0.0) -> float | None:
-        """Seconds to the deadline less reserve_s (None: no budget)."""
-        return None if self.deadline is None else self.deadline - time.monotonic() - reserve_s
+        """Seconds to the deadline (the trial options': --budget's) less reserve_s (None: no budget)."""
+        deadline = self.opts.deadline
+        return None if deadline is None else deadline - time.monotonic() - reserve_s
