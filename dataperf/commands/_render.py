@@ -131,7 +131,7 @@ def loader_table(results: list[Record], rec: verdict.Recommendation | None = Non
     if tokens:
         t.add_column("tokens/s", justify="right", no_wrap=True)
     if step is not None:
-        t.add_column(f"vs model ({fmt(step.samples_per_s)}/s)", justify="right", overflow="fold")
+        t.add_column(f"vs model ({fmt(step.samples_per_s)}/s), mid-epoch", justify="right", overflow="fold")
     t.add_column("flag", overflow="fold")
     for r in sorted_by_rate(results):
         cfg, rate = r.loader_config, rank_rate(r)
@@ -201,7 +201,7 @@ def full_loader_table(results: list[Record], rec: verdict.Recommendation | None 
     for col in FULL_COLUMNS:
         t.add_column(col, justify="left" if col in ("backend", "config") else "right")
     if step is not None:
-        t.add_column(f"vs step ({fmt(step.samples_per_s)} samples/s)")
+        t.add_column(f"vs step ({fmt(step.samples_per_s)} samples/s), mid-epoch")
     multi = any(getattr(r, "world_size", 1) > 1 for r in results)
     if multi:
         t.add_column("per-rank samples/s (slowest)")
@@ -303,8 +303,9 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
     chosen = rec.pick_config.short() if rec.pick_config is not None else _named(pick)
     if rec.confirmed:
         idle = _idle_name(rec.fed[0].runs[0].device if rec.fed else "cpu")
-        fed = (f"fed {fmt(rec.fed_samples_per_s)} samples/s with the {idle} {rec.fed_stall_fraction * 100:.0f}% "
-               f"of the time (step alone {fmt(step_sps)} samples/s)")
+        fed = (f"fed {fmt(rec.steady_samples_per_s)} samples/s mid-epoch with the {idle} "
+               f"{(rec.steady_stall_fraction or 0) * 100:.0f}% of the time, {fmt(rec.fed_samples_per_s)} over whole "
+               f"runs (step alone {fmt(step_sps)} samples/s)")
         if rec.outcome == "input_bound":
             head = "NOT SETTLED" if rec.lower_bound else "INPUT-BOUND, confirmed end to end"
             return f"{head}: the best of {len(rec.fed)} configs fed, {chosen}, {fed}{basis}{_lower(rec)}"
@@ -313,8 +314,8 @@ def recommendation_line(rec: verdict.Recommendation) -> str:
     if rec.outcome == "best_without_model":
         return (f"recommended: {_named(pick)} at {fmt(rank_rate(pick))} samples/s a training epoch (within 5% of "
                 f"the best, {fmt(rank_rate(best))}, at the lowest cost){basis}{_lower(rec)}")
-    predicted = (f"predicted fed {fmt(rec.predicted_samples_per_s)} samples/s, the model idle "
-                 f"{(rec.predicted_stall_fraction or 0) * 100:.0f}%; not confirmed fed (--confirm 2 checks it)")
+    predicted = (f"predicted fed {fmt(rec.steady_samples_per_s)} samples/s mid-epoch, the model idle "
+                 f"{(rec.steady_stall_fraction or 0) * 100:.0f}%; not confirmed fed")
     if rec.outcome == "input_bound":
         head = "NOT SETTLED" if rec.lower_bound else "INPUT-BOUND"
         return (f"{head}: no config tried feeds the step rate of {fmt(step_sps)} samples/s; the best, "
@@ -339,7 +340,9 @@ def print_recommendation(rec: verdict.Recommendation) -> None:
     if rec.fed:
         print_fed(rec)
     if rec.limits is not None:
-        print_limits(rec.limits, rec.pick or rec.best)
+        print_limits(rec.limits, rec.pick or rec.best, rec.binding)
+    elif rec.binding is not None and rec.binding.sentence:
+        console.print(rec.binding.sentence, soft_wrap=True)
     console.print(recommendation_line(rec), soft_wrap=True)
     for g in rec.gains:
         console.print(f"fed: {g}", soft_wrap=True)
@@ -370,8 +373,10 @@ def print_fed(rec: verdict.Recommendation) -> None:
             console.print(f"{f.config.short()}: {n}", soft_wrap=True)
 
 
-def print_limits(res: LimitsResult, trial: LoaderResult | None = None) -> None:
-    """The limits table (limit_rows) and the sentence naming the binding one; given the trial the limits are of,
+def print_limits(res: LimitsResult, trial: LoaderResult | None = None,
+                 binding: verdict.Binding | None = None) -> None:
+    """The limits table (limit_rows) and the sentence naming the binding one (the verdict's, given one: it is
+    never the model beside INPUT-BOUND; else the record's lowest ceiling); given the trial the limits are of,
     beside each ceiling the stages that spend its resource (ms a sample) and the share of the ceiling the trial's
     rate uses."""
     cfg = LoaderConfig(**res.config)
@@ -380,7 +385,7 @@ def print_limits(res: LimitsResult, trial: LoaderResult | None = None) -> None:
     cols = ["limit", "ceiling samples/s"] + (["stages, ms a sample", "used"] if staged else []) + ["how measured"]
     for col in cols:
         t.add_column(col, justify="right" if col.startswith(("ceiling", "used")) else "left")
-    for row in limit_rows(res, trial):
+    for row in limit_rows(res, trial, binding.limit if binding is not None else None):
         name = f"[bold]{row.limit} (binding)[/bold]" if row.binding else row.limit
         extra = []
         if staged:
@@ -389,7 +394,8 @@ def print_limits(res: LimitsResult, trial: LoaderResult | None = None) -> None:
                      f"{used:.0f}%" if used == used else "-"]
         t.add_row(name, fmt(row.samples_per_s), *extra, row.how)
     console.print(t)
-    console.print(describe_limits(res))
+    console.print(binding.sentence if binding is not None and binding.sentence else describe_limits(res),
+                  soft_wrap=True)
     print_notes(res.notes)
 
 

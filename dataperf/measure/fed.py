@@ -81,6 +81,8 @@ class StepTimes:
     # host time before each step's ask for data since the last step returned: bookkeeping and the on_step hook (a
     # profiler's own work); with the loader behind, the next batch comes on meanwhile and the wait is that much less
     between_ms: list[float] = field(default_factory=list)
+    asks_s: list[float] = field(default_factory=list)  # when each step asked for its batch, seconds after t0
+    starts: list[bool] = field(default_factory=list)  # whether the step's batch began an epoch (a new iterator)
 
 
 def to_device(batch: dict[str, Any], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,10 +145,13 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
     for _ in range(steps):
         tw = time.perf_counter()
         t.between_ms.append((tw - returned) * 1000)
+        restarts = stream.restarts
         with record_function("data_wait"):
             b = stream.next()
         now = time.perf_counter()
         t.wait_s.append(now - tw)
+        t.asks_s.append(tw - t0)
+        t.starts.append(stream.restarts > restarts)
         t.arrivals.append(Arrival.of(b, t0, tw, now))
         if cuda:
             e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
@@ -180,3 +185,52 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
         t.h2d_ms.append(e[0].elapsed_time(e[1]))
         t.compute_ms.append(e[1].elapsed_time(e[2]))
     return t, wall
+
+
+@dataclass
+class StartSplit:
+    """A fed run's steps taken apart: the steady steps (mid-epoch, the rate and wait a training epoch has once its
+    loader is running) and, for each epoch start the run timed, its window: the step that began the epoch and
+    the next workers - 1 (every worker's first batch of the epoch, built while the model waits: the refill)."""
+
+    steady_samples: int = 0
+    steady_wall_s: float = 0.0
+    steady_idle_s: float = 0.0
+    windows: list[tuple[float, int]] = field(default_factory=list)  # (wall seconds, samples) of each start's steps
+
+    def add(self, t: StepTimes, wall: float, workers: int, cuda: bool) -> None:
+        """One repeat's steps (train_loop's times, its wall seconds): a step's wall runs from its ask for data to
+        the next step's (the last: to the repeat's end), its idle is its wait (CPU: the step is synchronous) or
+        its wall beyond the copy and compute the GPU was busy with (CUDA events)."""
+        ends = [*t.asks_s[1:], wall]
+        window: list[tuple[float, int]] | None = None
+        left = 0
+        for i, (ask, end) in enumerate(zip(t.asks_s, ends, strict=True)):
+            step_wall, n = end - ask, t.arrivals[i].samples
+            if t.starts[i]:
+                window, left = [], max(workers, 1)
+                self.windows.append((0.0, 0))
+            if left > 0 and window is not None:
+                w, s = self.windows[-1]
+                self.windows[-1] = (w + step_wall, s + n)
+                left -= 1
+                continue
+            busy = (t.h2d_ms[i] + t.compute_ms[i]) / 1000 if cuda else step_wall - t.wait_s[i]
+            self.steady_samples += n
+            self.steady_wall_s += step_wall
+            self.steady_idle_s += max(step_wall - busy, 0.0)
+
+    @property
+    def steady_samples_per_s(self) -> float:
+        return self.steady_samples / self.steady_wall_s if self.steady_wall_s > 0 else float("nan")
+
+    @property
+    def steady_idle_fraction(self) -> float:
+        return min(1.0, self.steady_idle_s / self.steady_wall_s) if self.steady_wall_s > 0 else float("nan")
+
+    def start_costs_s(self) -> list[float]:
+        """What each epoch start cost beyond the steady rate: its window's wall less its samples at that rate."""
+        rate = self.steady_samples_per_s
+        if not rate > 0:
+            return []
+        return [max(w - s / rate, 0.0) for w, s in self.windows]

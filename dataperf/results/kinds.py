@@ -207,6 +207,13 @@ class E2EResult(TrialRecord):
     gpu_idle_fraction: float | None = None  # CUDA: 1 - sum(h2d + compute events) / wall; None on CPU
     gpu_idle_fraction_repeats: list[float] = field(default_factory=list)
     stall_basis: str = ""  # what data_stall_fraction was computed from
+    # mid-epoch and epoch start apart (measure.fed.StartSplit): the rate and idle share of the steps outside the
+    # epoch starts' windows (an epoch start's step and the next workers - 1: the refill of every worker's first
+    # batch), and what each epoch start timed cost beyond the steady rate (NaN: the run timed none)
+    steady_samples_per_s: float = float("nan")
+    steady_stall_fraction: float = float("nan")
+    epoch_start_s: float = float("nan")
+    epoch_starts_timed: int = 0
     sync_each_step: bool = False
     loader_repeat_samples_per_s: float | None = None  # the loader alone: its trial's repeat_samples_per_s_median
     loader_startup_s: float | None = None  # the loader alone: one epoch start's cost

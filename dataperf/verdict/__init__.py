@@ -17,6 +17,7 @@ Importers keep writing `from dataperf import verdict` / `verdict.recommend(...)`
 from __future__ import annotations
 
 from dataperf.verdict.answer import answer, dataloader_args
+from dataperf.verdict.binding import UNMEASURED, Binding, Contention, contention, fed_ceilings, judge
 from dataperf.verdict.effects import (
     CORES_FULL,
     CPU_BOUND,
@@ -54,6 +55,7 @@ from dataperf.verdict.rates import (
     model_rate,
     ok_loaders,
     predicted_fed,
+    predicted_steady,
     rank_rate,
     restart_stall,
     run_samples,
@@ -83,14 +85,14 @@ from dataperf.verdict.recommend import (
 )
 
 __all__ = [
-    "Basis", "CORES_FULL", "CPU_BOUND", "Effect", "EffectName", "FED_STALL", "FedRate", "Fit", "Judged", "LimitRow",
-    "NEAR_BEST", "NEAR_CONFIRMED", "Outcome", "Recommendation", "SPLIT_POINTS", "STARVED", "answer", "by_prediction",
-    "confirm_candidates", "cores_full", "cores_taken", "cost_key", "cpu_bound", "cpu_cap", "dataloader_args",
-    "epoch_restarts",
-    "epoch_start_s", "fastest", "fed_effects", "fed_epoch_s", "fed_rates", "feeds", "finite", "fit", "fullest",
-    "idle_warning", "idle_workers", "judged", "latest_limits", "latest_step", "loader_effects", "machine_cores",
-    "model_rate", "ok_loaders", "outshone", "predicted_fed", "rank_rate", "recommend", "restart_stall",
-    "run_samples", "run_wall_s", "saved_bound", "shared_cpu", "shared_gpu", "sorted_by_rate", "stream_rate",
-    "table_findings", "TrialFit", "trial_fit", "trial_fits", "limit_rows",
-    "variant_gains", "variants", "verdict_caveats", "workers_of",
+    "answer", "Basis", "Binding", "by_prediction", "confirm_candidates", "Contention", "contention", "cores_full",
+    "CORES_FULL", "cores_taken", "cost_key", "CPU_BOUND", "cpu_bound", "cpu_cap", "dataloader_args", "Effect",
+    "EffectName", "epoch_restarts", "epoch_start_s", "fastest", "fed_ceilings", "fed_effects", "fed_epoch_s",
+    "fed_rates", "FED_STALL", "FedRate", "feeds", "finite", "Fit", "fit", "fullest", "idle_warning", "idle_workers",
+    "judge", "Judged", "judged", "latest_limits", "latest_step", "limit_rows", "LimitRow", "loader_effects",
+    "machine_cores", "model_rate", "NEAR_BEST", "NEAR_CONFIRMED", "ok_loaders", "Outcome", "outshone",
+    "predicted_fed", "predicted_steady", "rank_rate", "recommend", "Recommendation", "restart_stall", "run_samples",
+    "run_wall_s", "saved_bound", "shared_cpu", "shared_gpu", "sorted_by_rate", "SPLIT_POINTS", "STARVED",
+    "stream_rate", "table_findings", "trial_fit", "trial_fits", "TrialFit", "UNMEASURED", "variant_gains", "variants",
+    "verdict_caveats", "workers_of",
 ]

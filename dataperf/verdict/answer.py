@@ -32,14 +32,19 @@ def answer(rec: Recommendation) -> list[str]:
         return out + ([f"attack: {rec.attack}"] if rec.attack else [])
     fed = next((f for f in rec.fed if rec.confirmed and f.trial is rec.pick
                 and f.config.key() == rec.pick_config.key()), None)
+    steady, idle = rec.steady_samples_per_s, (rec.steady_stall_fraction or 0) * 100
+    start = ""
+    if rec.epoch_start_s is not None and finite(rec.epoch_start_s) and rec.epoch_start_fraction is not None:
+        start = (f"; each epoch start {rec.epoch_start_s:.1f} s waiting ({rec.epoch_start_fraction:.0%} of an epoch "
+                 f"of {rec.epoch_samples:,} samples)")
     if fed is not None:
         rounds = fed.rounds_samples_per_s
-        out.append(f"expect: {fed.samples_per_s:,.0f} samples/s fed (rounds {min(rounds):,.0f}-{max(rounds):,.0f}), "
-                   f"training waiting on data {fed.stall_fraction * 100:.0f}% of the time")
-    elif finite(rec.predicted_samples_per_s):
-        out.append(f"expect: about {rec.predicted_samples_per_s:,.0f} samples/s fed, training waiting on data "
-                   f"{(rec.predicted_stall_fraction or 0) * 100:.0f}% of the time (predicted from the loader and the "
-                   "step measured apart, not confirmed fed: --confirm 2 checks it)")
+        out.append(f"expect: {steady:,.0f} samples/s fed mid-epoch, training waiting on data {idle:.0f}% of the "
+                   f"time{start}; over whole fed runs {fed.samples_per_s:,.0f} (rounds {min(rounds):,.0f}-"
+                   f"{max(rounds):,.0f})")
+    elif steady is not None and finite(steady):
+        out.append(f"expect: about {steady:,.0f} samples/s fed mid-epoch, training waiting on data {idle:.0f}% of "
+                   f"the time{start} (predicted from the loader and the step measured apart, not confirmed fed)")
     if rec.attack:
         out.append(f"attack: {rec.attack}")
     return out

@@ -29,11 +29,13 @@ class LimitRow:
     used_fraction: float = float("nan")
 
 
-def limit_rows(res: LimitsResult, trial: LoaderResult | None = None) -> list[LimitRow]:
-    """The limits table of a record, in LIMITS order; given its trial, each row's stages and share used."""
+def limit_rows(res: LimitsResult, trial: LoaderResult | None = None, binding: str | None = None) -> list[LimitRow]:
+    """The limits table of a record, in LIMITS order; given its trial, each row's stages and share used. The row
+    marked binding is `binding` (the verdict's, verdict.binding) where given, else the record's lowest ceiling."""
     rows = []
+    bound = res.binding_limit if binding is None else binding
     for k in LIMITS:
-        row = LimitRow(k, getattr(res, f"{k}_samples_per_s"), getattr(res, f"{k}_how"), k == res.binding_limit)
+        row = LimitRow(k, getattr(res, f"{k}_samples_per_s"), getattr(res, f"{k}_how"), k == bound)
         if trial is not None and trial.stage_ms_per_sample:
             row.stages_ms = {s: v for s, v in trial.stage_ms_per_sample.items() if STAGE_LIMITS.get(s) == k}
             if row.samples_per_s > 0:

@@ -152,15 +152,63 @@ def epoch_start_s(trial: LoaderResult) -> tuple[float, bool]:
     return (trial.startup_s_median if finite(trial.startup_s_median) else 0.0), False
 
 
+def receive_s(trial: LoaderResult) -> float:
+    """Seconds a sample costs the training process to take from the workers (the hand-over: the batch received
+    and unpickled, measure.breakdown's `transfer`), paid in the same process as the step and serial with it; 0
+    with no workers (loading is then all in the training process, predicted_fed counts it whole) or where the
+    trial has no breakdown."""
+    if not trial.config.get("num_workers") or trial.config.get("backend") in ONE_STREAM:
+        return 0.0
+    ms = (trial.stage_ms_per_sample or {}).get("transfer", 0.0)
+    return ms / 1000 if finite(ms) and ms > 0 else 0.0
+
+
+def host_s(step: StepResult, m: float) -> float:
+    """Seconds a sample's step keeps the training process busy: the whole step on a CPU; on CUDA the host time it
+    measured (its busy cores over the rate), the rest runs on the GPU meanwhile."""
+    busy = step.cpu_cores_busy_median
+    return 1 / m if not str(step.device).startswith("cuda") or not finite(busy) else min(busy, 1.0) / m
+
+
+def consumer_rate(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | None = None) -> float:
+    """The rate the training process can take this config's batches at: the model's (model_rate), and with
+    workers no faster than its own time a sample allows, the step's host time plus the hand-over (receive_s),
+    one after the other (the 2026-12-06 audit's S5: a 5 ms unpickle a sample in the main process, predicted 231
+    fed without it, fed 108, truth 116)."""
+    m = model_rate(step, cfg or trial.config, trial.input_mib_per_sample)
+    recv = receive_s(trial)
+    if not (finite(m) and m > 0) or recv <= 0:
+        return m
+    return min(m, 1 / (host_s(step, m) + recv))
+
+
+def predicted_steady(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | None = None) -> float:
+    """The fed rate mid-epoch (samples/s), the loader running: no epoch start, no tail. No workers: loading serial
+    with the step, 1 / (1/L + h) (L the training rate); workers: the slower of the batches' stream
+    (stream_rate, else the training rate) and the training process (consumer_rate); in both no faster than the
+    CPU the two need together allows (cpu_cap)."""
+    m = model_rate(step, cfg or trial.config, trial.input_mib_per_sample)
+    rate = rank_rate(trial)
+    if not (finite(m) and m > 0 and finite(rate) and rate > 0):
+        return float("nan")
+    if not trial.config.get("num_workers") and trial.config.get("backend") not in ONE_STREAM:
+        fed = 1 / (1 / rate + host_s(step, m))
+    else:
+        steady = stream_rate(trial)[0]
+        fed = min(steady if steady > 0 else rate, consumer_rate(trial, step, cfg))
+    return min(fed, m, cpu_cap(trial, step))
+
+
 def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | None = None) -> float:
     """The rate (samples/s) a fed run of this config (the trial's own, or `cfg`, a variant of it) is predicted to
-    give the model, from the loader trial and the step measured apart:
+    give the model over a whole epoch, from the loader trial and the step measured apart:
     - no workers: loading is serial with the step in the training process: 1 / (1/L + h), L the loader's training
-      rate and h the step's host time a sample (the whole step on a CPU; on CUDA the CPU time it measured);
+      rate and h the step's host time a sample (host_s);
     - workers: an epoch of fed_epoch_s (the time to the first batch, the first batches at the model's rate, then
-      each phase at the slower of loader and model); where the steady rate is not valid, the same at the flow
-      rate, or where a shuffle buffer hid reads at the steady rate (stream_rate), else one phase at the
-      training rate;
+      each phase at the slower of loader and training process); where the steady rate is not valid, the same at
+      the flow rate, or where a shuffle buffer hid reads at the steady rate (stream_rate), else one phase at the
+      training rate; the training process takes batches no faster than consumer_rate (the step and the
+      hand-over, serial);
     - in both, no faster than the CPU the two need together allows (cpu_cap), nor than the model (model_rate: the
       step plus the batch's copy to the device).
     """
@@ -169,10 +217,9 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
         return float("nan")
     c = trial.config
     if not c.get("num_workers") and c.get("backend") not in ONE_STREAM:
-        busy = step.cpu_cores_busy_median
-        host = 1 / m if not str(step.device).startswith("cuda") or not finite(busy) else min(busy, 1.0) / m
-        fed = 1 / (1 / rate + host)
-    elif (steady := stream_rate(trial)[0]) > 0:
+        return predicted_steady(trial, step, cfg)
+    take = consumer_rate(trial, step, cfg)
+    if (steady := stream_rate(trial)[0]) > 0:
         # an epoch of unknown length (a user's Dataset without a count) is taken as long: start-up not charged
         start, to_first = epoch_start_s(trial) if trial.epoch_samples else (0.0, False)
         w = workers_of(c) if c.get("backend") not in ONE_STREAM else 1
@@ -181,10 +228,10 @@ def predicted_fed(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | Non
         if cfg is not None and cfg.persistent_workers and not c.get("persistent_workers") and first:
             # kept workers skip the start, not the refill: one batch each at a worker's rate
             start = min(start, first * sum(1 for x in loads if x > 0) / steady)
-        t = fed_epoch_s(loads, steady, start, m, first)
-        fed = sum(loads) / t if finite(t) and t > 0 else min(rate, m)
+        t = fed_epoch_s(loads, steady, start, take, first)
+        fed = sum(loads) / t if finite(t) and t > 0 else min(rate, take)
     else:
-        fed = min(rate, m)
+        fed = min(rate, take)
     return min(fed, m, cpu_cap(trial, step))
 
 
@@ -209,9 +256,11 @@ def stream_rate(trial: LoaderResult) -> tuple[float, str]:
 
 
 def feeds(trial: LoaderResult, step: StepResult, headroom: float) -> bool:
-    """Predicted to feed the model: the fed run idles it at most FED_STALL, and (with workers) the loader's
-    training rate has `headroom` over the model's, a margin for what the separate measurements cannot see."""
-    fed, m = predicted_fed(trial, step), model_rate(step, trial.config, trial.input_mib_per_sample)
+    """Predicted to feed the model mid-epoch: the fed steady rate (predicted_steady) idles it at most FED_STALL,
+    and (with workers) the loader's training rate has `headroom` over the model's, a margin for what the
+    separate measurements cannot see. An epoch start's cost is not starving the model: it is its own finding
+    (paid once an epoch, with remedies of its own)."""
+    fed, m = predicted_steady(trial, step), model_rate(step, trial.config, trial.input_mib_per_sample)
     if not (finite(fed) and fed >= (1 - FED_STALL) * m):
         return False
     return not workers_of(trial.config) or rank_rate(trial) >= headroom * m

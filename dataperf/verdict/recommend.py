@@ -9,7 +9,7 @@ from typing import Literal
 
 from dataperf.backends import ONE_STREAM
 from dataperf.results import DecisionResult, E2EResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
-from dataperf.verdict.attack import exposed
+from dataperf.verdict.binding import Binding, judge
 from dataperf.verdict.effects import Effect, loader_effects
 from dataperf.verdict.findings import table_findings
 from dataperf.verdict.fits import TrialFit, trial_fits
@@ -25,10 +25,12 @@ from dataperf.verdict.rates import (
     model_rate,
     ok_loaders,
     predicted_fed,
+    predicted_steady,
     rank_rate,
     run_samples,
     run_wall_s,
     sorted_by_rate,
+    stream_rate,
 )
 
 Outcome = Literal["no_trials", "no_decoded", "input_bound", "feeds", "best_without_model"]
@@ -68,6 +70,34 @@ class FedRate:
         walls = [run_wall_s(r) for r in self.runs]
         return sum(r.data_stall_fraction * w for r, w in zip(self.runs, walls, strict=True)) / sum(walls) \
             if sum(walls) > 0 else float("nan")
+
+    def _steady(self, name: str, whole: float) -> float:
+        """A mid-epoch figure pooled over the runs that measured it, weighted by their wall time; a run from
+        before it was measured counts its whole-run figure."""
+        walls = [run_wall_s(r) for r in self.runs]
+        vals = [getattr(r, name) if finite(getattr(r, name)) else None for r in self.runs]
+        if all(v is None for v in vals) or sum(walls) <= 0:
+            return whole
+        own = [(v, w) for v, w in zip(vals, walls, strict=True) if v is not None]
+        return sum(v * w for v, w in own) / sum(w for _, w in own)
+
+    @property
+    def steady_samples_per_s(self) -> float:
+        """The fed rate mid-epoch (E2EResult.steady_samples_per_s), pooled over the rounds."""
+        return self._steady("steady_samples_per_s", self.samples_per_s)
+
+    @property
+    def steady_stall_fraction(self) -> float:
+        """The device's idle share mid-epoch (E2EResult.steady_stall_fraction): what INPUT-BOUND is judged on."""
+        return self._steady("steady_stall_fraction", self.stall_fraction)
+
+    @property
+    def epoch_start_s(self) -> float:
+        """What an epoch start cost fed beyond the steady rate, over the starts the runs timed (NaN: none)."""
+        starts = [(r.epoch_start_s, r.epoch_starts_timed) for r in self.runs
+                  if r.epoch_starts_timed and finite(r.epoch_start_s)]
+        n = sum(k for _, k in starts)
+        return sum(v * k for v, k in starts) / n if n else float("nan")
 
     @property
     def effects(self) -> list[str]:
@@ -128,6 +158,17 @@ class Recommendation:
     step: StepResult | None = None
     fits: list[TrialFit] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
+    # the binding limit as the verdict judged it (never the model beside INPUT-BOUND), with its advice
+    binding: Binding | None = None
+    # mid-epoch and epoch start apart: the pick's fed rate and idle mid-epoch (fed where the fed loop measured
+    # it, else predicted), what each epoch start costs the model (seconds waiting beyond the steady rate), and its
+    # share of an epoch of `epoch_samples` samples
+    steady_samples_per_s: float | None = None
+    steady_stall_fraction: float | None = None
+    epoch_start_s: float | None = None
+    epoch_start_measured: bool = False
+    epoch_samples: int | None = None
+    epoch_start_fraction: float | None = None
 
     def fit_of(self, trial: LoaderResult) -> TrialFit | None:
         """The trial's row against the model; None without a model, for an undecoded or a failed trial."""
@@ -272,28 +313,84 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     feeding = [r for r in ranked if feeds(r, step, headroom)]
     rec.pick = min(feeding or [r for r in ranked if _or0(predicted_fed(r, step)) >= NEAR_CONFIRMED * top],
                    key=cost_key)
-    rec.input_bound = top < (1 - FED_STALL) * model_rate(step, rec.best.config, rec.best.input_mib_per_sample)
+    # input-bound: no config is predicted to keep the model busy mid-epoch (an epoch start is its own finding)
+    rec.input_bound = not any(_or0(predicted_steady(r, step)) >= (1 - FED_STALL) * model_rate(
+        step, r.config, r.input_mib_per_sample) for r in ranked)
     rec.outcome = "input_bound" if rec.input_bound else "feeds"
     rec.fed = fed_rates(results, ranked)
+    judged_rate = None
     if rec.fed and not outshone(rec.fed, ranked, step):
         top_fed = fastest(rec.fed)
         near = [f for f in rec.fed if f.samples_per_s >= NEAR_CONFIRMED * top_fed.samples_per_s]
         win = min(near, key=lambda f: cost_key(f.config))
         rec.pick, rec.confirmed, rec.pick_config = win.trial, True, win.config
         rec.fed_samples_per_s, rec.fed_stall_fraction = win.samples_per_s, win.stall_fraction
-        # the job is input-bound when even the best fed config leaves the device idle (the pick, within 2% of its
-        # rate, may wait a little more)
-        rec.input_bound = top_fed.stall_fraction > FED_STALL
+        # the job is input-bound when even the least idle fed config leaves the device idle mid-epoch (the pick,
+        # within 2% of the best rate, may wait a little more); a fed figure outranks every prediction
+        rec.input_bound = min(f.steady_stall_fraction for f in rec.fed) > FED_STALL
         rec.outcome = "input_bound" if rec.input_bound else "feeds"
         rec.gains = variant_gains(rec.fed)
+        rec.steady_samples_per_s, rec.steady_stall_fraction = win.steady_samples_per_s, win.steady_stall_fraction
+        if finite(win.epoch_start_s):
+            rec.epoch_start_s, rec.epoch_start_measured = win.epoch_start_s, True
+        judged_rate = win.steady_samples_per_s
     rec.pick_config = rec.pick_config or rec.pick.loader_config
     fed_m = model_rate(step, rec.pick_config, rec.pick.input_mib_per_sample)
     rec.ratio = fit(rank_rate(rec.pick), fed_m, headroom).ratio
     rec.predicted_samples_per_s = predicted_fed(rec.pick, step, rec.pick_config)
     rec.predicted_stall_fraction = max(0.0, 1 - rec.predicted_samples_per_s / fed_m) \
         if finite(rec.predicted_samples_per_s) else None
-    _describe_pick(rec, results, step)
+    if rec.steady_samples_per_s is None:
+        steady = predicted_steady(rec.pick, step, rec.pick_config)
+        rec.steady_samples_per_s = steady
+        rec.steady_stall_fraction = max(0.0, 1 - steady / fed_m) if finite(steady) else None
+        judged_rate = steady
+    _epoch_start(rec, step)
+    _describe_pick(rec, results, step, judged_rate)
     return rec
+
+
+def _epoch_start(rec: Recommendation, step: StepResult) -> None:
+    """The pick's epoch start (fed where measured, else the loader trial's time to its first batch, which the
+    model waits out) and its share of one epoch of the pick's data at the steady fed rate, with the finding
+    that states it where it is over FED_STALL of the epoch."""
+    pick = rec.pick
+    if pick is None:
+        return
+    if rec.epoch_start_s is None:
+        start, _ = epoch_start_s(pick)
+        if rec.pick_config is not None and rec.pick_config.persistent_workers and pick.config.get("num_workers"):
+            start = min(start, pick.config.get("batch_size", 0) * (pick.active_workers or 1) /
+                        max(stream_or_rank(pick), 1e-9))
+        rec.epoch_start_s = start
+    rec.epoch_samples = pick.epoch_samples or None
+    steady = rec.steady_samples_per_s
+    if rec.epoch_samples and steady and finite(steady) and steady > 0 and finite(rec.epoch_start_s):
+        epoch = rec.epoch_samples / steady + rec.epoch_start_s
+        rec.epoch_start_fraction = rec.epoch_start_s / epoch
+        if rec.epoch_start_fraction > FED_STALL:
+            rec.findings.append(epoch_start_finding(rec))
+
+
+def stream_or_rank(trial: LoaderResult) -> float:
+    """The rate a trial's batches stream at (stream_rate), else its training rate."""
+    s = stream_rate(trial)[0]
+    return s if s > 0 else rank_rate(trial)
+
+
+def epoch_start_finding(rec: Recommendation) -> str:
+    """The epoch start as its own finding: what it costs, how it was found, and what acts on it."""
+    c = rec.pick_config
+    how = "measured fed" if rec.epoch_start_measured else "predicted from the loader's time to its first batch"
+    fix = []
+    if c is not None and c.num_workers and not c.persistent_workers:
+        fix.append("persistent_workers=True keeps the workers between epochs (their start-up is not paid again)")
+    if c is not None and c.num_workers:
+        fix.append(f"the refill remains: every worker builds a whole batch of {c.batch_size} before the model gets "
+                   "one; a smaller batch a worker, or fewer epochs over more data, shortens its share")
+    return (f"epoch start: each epoch start keeps the model waiting {rec.epoch_start_s:.2f} s ({how}), "
+            f"{rec.epoch_start_fraction:.0%} of an epoch of {rec.epoch_samples:,} samples; mid-epoch it waits "
+            f"{(rec.steady_stall_fraction or 0):.0%}" + (": " + "; ".join(fix) if fix else ""))
 
 
 def fastest(fed: list[FedRate]) -> FedRate:
@@ -348,13 +445,17 @@ def variant_gains(fed: list[FedRate]) -> list[str]:
     return out
 
 
-def _describe_pick(rec: Recommendation, results: list[Record], step: StepResult | None) -> None:
-    """The judged config's limits record, binding limit and effects."""
+def _describe_pick(rec: Recommendation, results: list[Record], step: StepResult | None,
+                   rate: float | None = None) -> None:
+    """The judged config's limits record, its binding limit (verdict.binding, at the judged rate: the fed rate
+    mid-epoch where measured, else the prediction; without a model the training rate) and advice, and effects."""
     chosen = rec.pick or rec.best
     if chosen is None:
         return
     rec.limits = latest_limits(results, chosen)
-    rec.binding_limit = (rec.limits.binding_limit or None) if rec.limits else None
+    cuda = step is not None and str(step.device).startswith("cuda")
+    rate = rate if rate is not None and finite(rate) else rank_rate(chosen)
+    rec.binding = judge(chosen, step, rec.input_bound, rate, rec.limits, ok_loaders(results), cuda)
+    rec.binding_limit = rec.binding.limit or None
     rec.effects = loader_effects(chosen, step)
-    e = exposed(chosen) if rec.outcome in ("input_bound", "best_without_model") else None
-    rec.attack = e.sentence() if e else ""
+    rec.attack = rec.binding.advice if rec.outcome in ("input_bound", "best_without_model") else ""

@@ -17,7 +17,7 @@ from dataperf import backends, verdict
 from dataperf.data import Data, as_data
 from dataperf.errors import UserError
 from dataperf.measure import breakdown, cache
-from dataperf.measure.fed import EpochStream, StepTimes, shape_for_model, train_loop, warm_up
+from dataperf.measure.fed import EpochStream, StartSplit, StepTimes, shape_for_model, train_loop, warm_up
 from dataperf.measure.step import StepOptions, Trainer, is_oom, measure_step, oom_error
 from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import E2EResult, LoaderConfig, LoaderResult, StepResult, percentile, summarize
@@ -64,9 +64,11 @@ class _Timed:
     comps: list[float] = field(default_factory=list)
     hosts: list[float] = field(default_factory=list)
     lens: list[int] = field(default_factory=list)
+    split: StartSplit = field(default_factory=StartSplit)  # steady steps and epoch starts apart
 
-    def add(self, t: StepTimes, wall: float, n_steps: int, read: int, cuda: bool) -> None:
-        """One repeat of n_steps steps over `wall` seconds, having read `read` bytes."""
+    def add(self, t: StepTimes, wall: float, n_steps: int, read: int, cuda: bool, workers: int) -> None:
+        """One repeat of n_steps steps over `wall` seconds, having read `read` bytes, from `workers` workers."""
+        self.split.add(t, wall, workers, cuda)
         self.reads.append(read)
         self.samples.append(t.samples)
         self.fed.append((t.arrivals, sum(t.h2d_ms) if cuda else None, t.samples))
@@ -174,7 +176,7 @@ def _time_repeats(stream: EpochStream, tr: Trainer, data: Data, cfg: LoaderConfi
             timed.resident.append(held)
         read0 = cache.tree_read_bytes()
         t, wall = train_loop(stream, tr, n_steps, sync_each_step=res.sync_each_step)
-        timed.add(t, wall, n_steps, cache.tree_read_bytes() - read0, cuda)
+        timed.add(t, wall, n_steps, cache.tree_read_bytes() - read0, cuda, backends.of(cfg).workers(cfg.__dict__))
     return timed
 
 
@@ -201,6 +203,17 @@ def _headline(res: E2EResult, timed: _Timed, cfg: LoaderConfig) -> None:
                              "idle is the model's idle share, not the whole GPU's")
     else:
         res.stall_basis = "host wait / wall (synchronous CPU step: the device is idle exactly while it waits)"
+    _steady(res, timed.split)
+
+
+def _steady(res: E2EResult, split: StartSplit) -> None:
+    """Mid-epoch and epoch start apart (measure.fed.StartSplit): the steady rate and idle share over the steps
+    that are not an epoch start's, and what each epoch start the run timed cost beyond that rate."""
+    res.steady_samples_per_s, res.steady_stall_fraction = split.steady_samples_per_s, split.steady_idle_fraction
+    costs = split.start_costs_s()
+    res.epoch_starts_timed = len(costs)
+    if costs:
+        res.epoch_start_s = sum(costs) / len(costs)
 
 
 def _step_figures(res: E2EResult, timed: _Timed, restarts: int, cfg: LoaderConfig, data: Data) -> None:

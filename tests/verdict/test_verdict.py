@@ -38,7 +38,7 @@ def test_cheapest_config_that_feeds_with_headroom():
     assert rec.outcome == "feeds" and rec.input_bound is False and cfg_of(rec.pick) == (1, 2)
     assert rec.ratio == pytest.approx(1.3) and rec.step_samples_per_s == 100
     assert rec.predicted_samples_per_s == pytest.approx(100) and rec.predicted_stall_fraction == pytest.approx(0)
-    assert rec.basis == "all" and rec.binding_limit is None
+    assert rec.basis == "all" and rec.binding_limit == "model"  # fed: the model binds
     rec = verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2)
     assert rec.outcome == "input_bound" and rec.input_bound  # the best is picked, and said to fall short
     assert cfg_of(rec.pick) == cfg_of(rec.best) == (4, 8) and rec.ratio == pytest.approx(0.4)
@@ -158,7 +158,8 @@ def test_variants_tried_fed_and_what_they_gain():
     ans = verdict.answer(rec)
     assert ans[0] == ("answer: DataLoader(dataset, batch_size=32, num_workers=4, prefetch_factor=2, "
                       "persistent_workers=False, pin_memory=True)")
-    assert ans[1] == "expect: 240 samples/s fed (rounds 240-240), training waiting on data 4% of the time"
+    assert ans[1] == ("expect: 240 samples/s fed mid-epoch, training waiting on data 4% of the time; over whole fed "
+                      "runs 240 (rounds 240-240)")
     both = LoaderConfig(**{**t.config, "pin_memory": True, "persistent_workers": True})
     vs2 = [E2EResult(config=both.__dict__, config_key=both.key(), samples_per_s=246, data_stall_fraction=0.02,
                      confirm_round=k, batch_size=32, steps_per_repeat=20, repeats=3, variant_of=t.config_key)
@@ -318,16 +319,35 @@ def test_confirm_candidates_are_the_cheapest_feeding_then_the_fastest_predicted(
         [(4, 8), (2, 2)]
 
 
-def test_binding_limit_comes_from_the_limits_record_of_the_judged_config():
+def test_binding_limit_is_the_model_when_fed_and_never_beside_input_bound():
     rs = [loader(130, 1, 2), loader(400, 4, 8)]
-    mine = LimitsResult(config_key=rs[0].config_key, binding_limit="model")
-    other = LimitsResult(config_key=rs[1].config_key, binding_limit="decode")
+    mine = LimitsResult(config_key=rs[0].config_key, binding_limit="decode", decode_samples_per_s=150.0)
+    other = LimitsResult(config_key=rs[1].config_key, binding_limit="model", model_samples_per_s=1000.0,
+                         decode_samples_per_s=410.0, decode_how="2 cores / 4.9 ms")
     rec = verdict.recommend([*rs, other, mine], StepResult(samples_per_s=100.0))
+    # the record's lowest ceiling is decode, but the pick feeds the model: the model binds
     assert cfg_of(rec.pick) == (1, 2) and rec.binding_limit == "model" and rec.limits is mine
-    rec = verdict.recommend([*rs, other], StepResult(samples_per_s=100.0))
-    assert rec.binding_limit is None and rec.limits is None  # no limits of the pick: none named
     rec = verdict.recommend([*rs, other], StepResult(samples_per_s=1000.0))  # input-bound: the best is picked
-    assert cfg_of(rec.pick) == cfg_of(rec.best) == (4, 8) and rec.binding_limit == "decode"
+    # the record names the model; the verdict, input-bound, names the loader's lowest ceiling the rate reaches
+    assert cfg_of(rec.pick) == cfg_of(rec.best) == (4, 8) and rec.input_bound
+    assert rec.binding_limit == "decode" and rec.binding.samples_per_s == 410.0
+    assert "reaches 98% of it" in rec.binding.sentence
+
+
+def test_a_shortfall_no_measured_ceiling_explains_is_said_with_its_evidence():
+    def staged(sps, w, worker_ms, busy):
+        r = loader(sps, w, 2)
+        r.stage_ms_per_sample, r.cpu_cores_busy_median = {"transform": worker_ms}, busy
+        return r
+
+    # a lock: one worker 26 ms a sample, six 63 ms at the same CPU a sample; the rate flat at 95
+    rs = [staged(38, 1, 26.0, 0.01), staged(95, 6, 63.0, 0.025)]
+    lim = LimitsResult(config_key=rs[1].config_key, per_worker_samples_per_s=38.0, decode_samples_per_s=8000.0)
+    rec = verdict.recommend([*rs, lim], StepResult(samples_per_s=200.0))
+    assert rec.input_bound and rec.binding_limit == verdict.UNMEASURED
+    assert "a limit dataperf does not measure" not in rec.binding.sentence  # the wording is the verdict's own
+    assert "one dataperf does not measure" in rec.binding.sentence and "26.0 ms at 1 worker" in rec.binding.sentence
+    assert rec.attack.startswith("find what the workers share")
 
 
 def test_effects_predicted_from_the_separate_measurements():

@@ -1,0 +1,191 @@
+"""The binding limit, judged with the verdict and never against it: the model when the loader feeds it; when it
+does not, the lowest of the loader's ceilings as the fed pipeline meets them, if the judged rate comes near it;
+else a limit dataperf does not measure, with the evidence. The advice (`attack`) acts on that limit only."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dataperf import backends
+from dataperf.results import LimitsResult, LoaderConfig, LoaderResult, StepResult
+from dataperf.stages import WORKER_STAGES
+from dataperf.verdict.attack import ATTACK, STAGE_LIMITS
+from dataperf.verdict.rates import finite, host_s, machine_cores, model_rate, receive_s, workers_of
+
+UNMEASURED = "unmeasured"
+EXPLAINS = 0.8  # a ceiling explains a rate that reaches this share of it; below, something else binds first
+CONTENTION = 1.5  # a sample's worker time this many times its time at the fewest workers: they wait on a share
+FLAT_CPU = 1.2  # ... while its CPU time grew by less than this factor
+BUSY_CORES = 0.8  # ... and the cores were not this full (workers past the cores share them: that is decode)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The limit that binds (a name of limits.LIMITS, UNMEASURED, or "" when nothing could be judged), its
+    ceiling as fed (samples/s; NaN for UNMEASURED), the rate judged against it (the fed rate mid-epoch where the
+    fed loop measured it, else the prediction), the sentence, and the one line of advice that acts on it."""
+
+    limit: str
+    samples_per_s: float
+    rate_samples_per_s: float
+    sentence: str
+    advice: str = ""
+
+
+@dataclass(frozen=True)
+class Contention:
+    """A sample's worker time rising with the workers at flat CPU (the 2026-12-06 audit's S2: 26 ms at 1 worker,
+    63-85 ms at 6-8, a lock): what no ceiling dataperf measures explains."""
+
+    low_workers: int
+    low_ms: float
+    high_workers: int
+    high_ms: float
+    low_cpu_ms: float
+    high_cpu_ms: float
+
+    def sentence(self) -> str:
+        return (f"a sample's worker time rose from {self.low_ms:.1f} ms at {self.low_workers} worker(s) to "
+                f"{self.high_ms:.1f} ms at {self.high_workers} while its CPU time went {self.low_cpu_ms:.1f} -> "
+                f"{self.high_cpu_ms:.1f} ms: the workers wait on something they share")
+
+
+def _worker_ms(r: LoaderResult) -> float:
+    ms = r.stage_ms_per_sample or {}
+    return sum(v for k, v in ms.items() if k in WORKER_STAGES and finite(v))
+
+
+def _cpu_ms(r: LoaderResult) -> float:
+    busy, rate = r.cpu_cores_busy_median, r.samples_per_s_median
+    return 1000 * busy / rate if finite(busy) and finite(rate) and rate > 0 else math.nan
+
+
+def _alike(a: LoaderConfig, b: LoaderConfig) -> bool:
+    """The same config but for its workers, prefetch and persistence."""
+    return (a.backend, a.batch_size, a.decode, a.transform, a.cache, a.pin_memory) == \
+        (b.backend, b.batch_size, b.decode, b.transform, b.cache, b.pin_memory)
+
+
+def contention(trials: list[LoaderResult], of: LoaderResult) -> Contention | None:
+    """The evidence of a shared limit among `of`'s alike trials: its worker time a sample against the fewest
+    workers' (at least 1), their CPU time a sample beside it. None without a breakdown or the rise."""
+    mine = [r for r in trials if r.status == "ok" and r.config.get("num_workers") and
+            _alike(r.loader_config, of.loader_config) and _worker_ms(r) > 0]
+    if len(mine) < 2:
+        return None
+    low = min(mine, key=lambda r: r.config["num_workers"])
+    high = max(mine, key=lambda r: (r.config["num_workers"], _worker_ms(r)))
+    if high.config["num_workers"] <= low.config["num_workers"] or _worker_ms(high) < CONTENTION * _worker_ms(low):
+        return None
+    lc, hc = _cpu_ms(low), _cpu_ms(high)
+    if finite(lc) and finite(hc) and hc >= FLAT_CPU * lc:
+        return None  # a sample's CPU grew with its time: heavier work, not waiting
+    busy = high.cpu_cores_busy_median
+    if finite(busy) and busy >= BUSY_CORES * machine_cores(high):
+        return None  # the cores are full: workers past them share the cores, which decode names
+    return Contention(low.config["num_workers"], _worker_ms(low), high.config["num_workers"], _worker_ms(high),
+                      lc, hc)
+
+
+def fed_ceilings(trial: LoaderResult, step: StepResult | None, limits: LimitsResult | None,
+                 trials: list[LoaderResult]) -> dict[str, tuple[float, str]]:
+    """Each loader-side ceiling of the trial's config (samples/s, how), as the fed pipeline meets it: storage and
+    h2d as measured; decode (the cores) with the step's own CPU taken from the same cores; workers as one
+    worker's rate (the limits' probe, else the fewest workers' trial) times the workers; the main process's
+    hand-over serial with the step's host time. From the limits record where it has them, else the trials."""
+    out: dict[str, tuple[float, str]] = {}
+    cores = (limits.usable_cores if limits is not None and limits.usable_cores else None) or machine_cores(trial)
+    if limits is not None:
+        for k in ("storage", "h2d"):
+            v = getattr(limits, f"{k}_samples_per_s")
+            if finite(v) and v > 0:
+                out[k] = (v, getattr(limits, f"{k}_how"))
+    decode = limits.decode_samples_per_s if limits is not None else math.nan
+    how = limits.decode_how if limits is not None else ""
+    if not (finite(decode) and decode > 0) and finite(cpu := _cpu_ms(trial)) and cpu > 0:
+        decode, how = 1000 * cores / cpu, f"{cores} cores / {cpu:.2f} ms CPU a sample (the trial's)"
+    if finite(decode) and decode > 0:
+        if step is not None and finite(step.cpu_cores_busy_median) and step.samples_per_s > 0:
+            model_cpu = step.cpu_cores_busy_median / step.samples_per_s
+            decode = 1 / (1 / decode + model_cpu / cores)
+            how += f"; less the step's {1000 * model_cpu:.2f} ms CPU a sample on the same cores"
+        out["decode"] = (decode, how)
+    w = workers_of(trial.config)
+    if w and trial.config.get("backend") not in backends.ONE_STREAM:
+        one = limits.per_worker_samples_per_s if limits is not None else math.nan
+        how = "one worker's rate (the limits' probe)"
+        if not (finite(one) and one > 0):
+            alike = [r for r in trials if r.status == "ok" and r.config.get("num_workers") and
+                     _alike(r.loader_config, trial.loader_config) and _worker_ms(r) > 0]
+            low = min(alike, key=lambda r: r.config["num_workers"], default=None)
+            one = 1000 / _worker_ms(low) if low is not None else math.nan
+            how = f"one worker's rate at {low.config['num_workers']} worker(s) (its stage times)" if low else ""
+        active = trial.active_workers or w
+        if finite(one) and one > 0:
+            out["workers"] = (active * one, f"{active} workers x {one:,.0f} samples/s, {how}")
+    recv = receive_s(trial)
+    if recv <= 0 and limits is not None and finite(limits.main_process_samples_per_s) and w:
+        recv = 1 / limits.main_process_samples_per_s if limits.main_process_samples_per_s > 0 else 0.0
+    if recv > 0:
+        host = host_s(step, model_rate(step, trial.config, trial.input_mib_per_sample)) if step is not None else 0.0
+        out["main_process"] = (1 / (host + recv), f"the hand-over {1000 * recv:.2f} ms a sample" +
+                               (f" after the step's {1000 * host:.2f} ms host time, one after the other"
+                                if host else ""))
+    return out
+
+
+def judge(trial: LoaderResult | None, step: StepResult | None, input_bound: bool | None, rate: float,
+          limits: LimitsResult | None, trials: list[LoaderResult], cuda: bool) -> Binding:
+    """The binding limit of the judged config at the judged rate (samples/s): the model when it is fed; with no
+    workers, the training process loading serially; else the lowest fed ceiling if the rate reaches EXPLAINS of
+    it, else UNMEASURED (with the evidence of contention where the trials show it)."""
+    if trial is None:
+        return Binding("", math.nan, rate, "")
+    if step is not None and input_bound is False:
+        m = model_rate(step, trial.config, trial.input_mib_per_sample)
+        return Binding("model", m, rate, f"binding limit: the model ({step.model}, {m:,.0f} samples/s alone); "
+                                         f"the loader feeds it {rate:,.0f} samples/s mid-epoch")
+    name = trial.loader_config.short()
+    if step is not None and not workers_of(trial.config) and trial.config.get("backend") not in backends.ONE_STREAM:
+        return Binding("workers", rate, rate, f"binding limit: workers: with none, {name} loads in the training "
+                                              f"process, one sample after another with the step ({rate:,.0f} "
+                                              "samples/s)",
+                       "use workers (num_workers >= 1): loading then overlaps the step")
+    cs = fed_ceilings(trial, step, limits, trials)
+    if not cs or not finite(rate):
+        return Binding("", math.nan, rate, "binding limit: not judged (no ceiling could be measured)")
+    limit, (ceiling, how) = min(cs.items(), key=lambda kv: kv[1][0])
+    share = rate / ceiling
+    if share >= EXPLAINS:
+        return Binding(limit, ceiling, rate, f"binding limit: {limit} at {ceiling:,.0f} samples/s ({how}); "
+                                             f"{name} reaches {share:.0%} of it", advice(limit, trial, cuda))
+    c = contention(trials, trial)
+    evidence = f"; {c.sentence()}" if c else ""
+    return Binding(UNMEASURED, math.nan, rate,
+                   f"binding limit: one dataperf does not measure (storage behind your Dataset, a lock, the "
+                   f"network): {name} gives {rate:,.0f} samples/s, {share:.0%} of the lowest ceiling measured "
+                   f"({limit} {ceiling:,.0f}){evidence}",
+                   "find what the workers share (a lock, a rate-limited store, the network): more workers do not "
+                   "pass it")
+
+
+def advice(limit: str, trial: LoaderResult, cuda: bool) -> str:
+    """What acts on this limit, in the terms of the trial's largest stage that spends it (no GPU named where the
+    machine has none)."""
+    if limit == "workers":
+        return "more workers: the cores are not all busy" if trial.config.get("num_workers") else \
+            "use workers (num_workers >= 1)"
+    if limit == "h2d":
+        return "pin_memory=True, and hand the GPU uint8 batches (normalize on the GPU)"
+    ms = {k: v for k, v in (trial.stage_ms_per_sample or {}).items() if STAGE_LIMITS.get(k) == limit}
+    stage = max(ms, key=lambda k: ms[k]) if ms else {"storage": "read", "decode": "decode",
+                                                        "main_process": "transfer"}.get(limit)
+    if stage is None:
+        return ""
+    what = f"{stage} {ms[stage]:.2f} ms a sample: " if stage in ms else ""
+    if stage == "decode" and not cuda:
+        return what + "a cheaper decode: store fewer pixels or a faster codec, or more cores"
+    if stage == "transform" and not cuda:
+        return what + "a lighter transform (fewer ops a sample, tensors built once), or more cores"
+    return what + ATTACK[stage]
