@@ -112,7 +112,9 @@ def fed_ceilings(trial: LoaderResult, step: StepResult | None, limits: LimitsRes
             how += f"; less the step's {1000 * model_cpu:.2f} ms CPU a sample on the same cores"
         out["decode"] = (decode, how)
     w = workers_of(trial.config)
-    if w and trial.config.get("backend") not in backends.ONE_STREAM:
+    busy = trial.cpu_cores_busy_median
+    full = finite(busy) and busy >= BUSY_CORES * cores  # workers past full cores share them: decode binds
+    if w and not full and trial.config.get("backend") not in backends.ONE_STREAM:
         one = limits.per_worker_samples_per_s if limits is not None else math.nan
         how = "one worker's rate (the limits' probe)"
         if not (finite(one) and one > 0):

@@ -20,11 +20,11 @@ def test_recommendation_line_formats_each_outcome():
     line = _render.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=100.0), 1.2))
     assert line == ("recommended: files bs=32 w=1 pf=2 decode shuffled warm (backend files) feeds the model "
                     "(130 samples/s a training epoch vs 100, 1.30x, the cheapest with 1.2x headroom; predicted fed "
-                    "100 samples/s, the model idle 0%; not confirmed fed (--confirm 2 checks it))")
+                    "100 samples/s mid-epoch, the model idle 0%; not confirmed fed)")
     line = _render.recommendation_line(verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2))
     assert line.startswith("INPUT-BOUND: no config tried feeds the step rate of 1,000 samples/s; the best, "
-                           "files bs=32 w=4 pf=8 decode shuffled warm (backend files): predicted fed 400 samples/s, "
-                           "the model idle 60%")
+                           "files bs=32 w=4 pf=8 decode shuffled warm (backend files): predicted fed 400 samples/s "
+                           "mid-epoch, the model idle 60%")
     rec = verdict.recommend(rs, StepResult(samples_per_s=1000.0), 1.2)
     rec.lower_bound, rec.lower_bound_why = True, "8 workers were not tried (the budget ended first)"
     assert _render.recommendation_line(rec).startswith("NOT SETTLED: no config tried feeds")
@@ -45,14 +45,18 @@ def staged_loader() -> LoaderResult:
     r = loader(400, 4, 8)
     r.stage_ms_per_sample = {"read": 1.0, "decode": 7.5, "transform": 1.0, "collate": 0.5, "transfer": 0.1}
     r.main_wait_ms_per_sample = 2.4
+    r.cpu_cores_busy_median, r.env = 3.9, {"cpu_count": 4}  # the 4 cores full
     return r
 
 
-def test_an_input_bound_answer_names_the_stage_to_attack():
-    rec = verdict.recommend([staged_loader()], StepResult(samples_per_s=1000.0), 1.2)
-    assert rec.outcome == "input_bound"
-    assert verdict.answer(rec)[-1] == ("attack: decode is 75% of a sample's worker time (7.50 of 10.00 ms): decode on "
-                                       "the GPU (--backend dali --dali-decode mixed), or store fewer pixels")
+def test_an_input_bound_answer_attacks_its_binding_limit_on_hardware_the_machine_has():
+    rec = verdict.recommend([staged_loader()], StepResult(samples_per_s=1000.0, device="cuda"), 1.2)
+    assert rec.outcome == "input_bound" and rec.binding_limit == "decode"
+    assert verdict.answer(rec)[-1] == ("attack: decode 7.50 ms a sample: decode on the GPU (--backend dali "
+                                       "--dali-decode mixed), or store fewer pixels")
+    rec = verdict.recommend([staged_loader()], StepResult(samples_per_s=1000.0, device="cpu"), 1.2)
+    assert verdict.answer(rec)[-1] == ("attack: decode 7.50 ms a sample: a cheaper decode: store fewer pixels or a "
+                                       "faster codec, or more cores")
     assert not any(a.startswith("attack") for a in verdict.answer(
         verdict.recommend([staged_loader()], StepResult(samples_per_s=100.0), 1.2)))  # it feeds: nothing to attack
 

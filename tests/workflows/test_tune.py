@@ -246,7 +246,7 @@ def test_a_models_target_is_its_step_at_the_batch_tune_ends_with():
     assert out.target_samples_per_s == pytest.approx(768) and out.met
     rec = out.recommendation
     assert rec.pick is out.pick and rec.outcome == "feeds" and rec.step_samples_per_s == 640
-    assert rec.binding_limit == "decode"
+    assert rec.binding_limit == "model"  # fed: the model binds
 
 
 @pytest.mark.slow
