@@ -25,13 +25,21 @@ from dataperf.verdict import rank_rate
 @click.option("--min-gain", type=float, default=0.05, show_default=True,
               help="smallest gain that moves the search one more step")
 @click.option("--max-workers", type=int, default=None, help="[2 x cores]")
-@click.option("--max-batch-size", type=int, default=256, show_default=True, help="largest batch size tried")
+@click.option("--max-batch-size", type=int, default=256, show_default=True,
+              help="largest batch size tried (with --model only under --vary-batch)")
+@click.option("--vary-batch", is_flag=True, default=False,
+              help="with --model, also try larger batch sizes (off: the training's --batch-size is kept)")
+@click.option("--budget", "budget_text", default=None, metavar="DURATION",
+              help="stop the search when 60%% of this time (300, 90s, 10m) is spent and end with the best measured; "
+                   "the rest goes to the pick's limits and fed check [5m with --model; none: no budget]")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
 @trial_options
-def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_size, out, **kw) -> None:
+def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_size, vary_batch, budget_text, out,
+         **kw) -> None:
     """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
     from the limits, their neighbours and a confirmation of the top two or three, without the whole grid."""
     from dataperf.measure import preflight
+    from dataperf.workflows import budget
     from dataperf.workflows.tune import Tuner, TuneRequest
 
     loader, model_kw, topts = split(kw, "tune", "model")
@@ -49,6 +57,9 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
         raise UserError(f"--max-batch-size {max_batch_size} is below the starting --batch-size "
                         f"{loader['batch_size']}; raise it or lower --batch-size")
     check_image_side(loader["image_size"])
+    if budget_text is None and model:
+        budget_text = budget.DEFAULT_MODEL_BUDGET
+    budget_s = budget.parse_duration(budget_text) if budget_text not in (None, "none") else None
     preflight.writable_file(out, "--out")
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)
     if model:
@@ -59,7 +70,7 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
                               image_size=loader["image_size"]) if model else None
     _render.print_data([data])
     req = TuneRequest(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
-                      out=out)
+                      out=out, vary_batch=vary_batch, budget_s=budget_s)
     outcome = Tuner(req, on_trial=print_trial, on_prediction=print_prediction, bar=_render.progress_bar).run()
     render(outcome)
     if outcome.pick is None:  # nothing ran: never "done" (0), nor a target missed by a config that runs (1)
@@ -89,6 +100,8 @@ def render(outcome) -> None:
     decision lines sweep and report end with: _answer.print_decision)."""
     console = _render.console
     console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
+    if outcome.cut:
+        console.print(f"  budget: {outcome.cut}", soft_wrap=True)
     if outcome.pick is None:
         return
     for short, rates in outcome.confirmed.items():

@@ -77,6 +77,19 @@ def cpu_s(pid: int) -> float | None:
     return sum(int(f) for f in fields[11:15]) / CLK
 
 
+def machine_cpu_s() -> float | None:
+    """Every core's busy time since boot (/proc/stat: all but idle and iowait), in seconds; None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            parts = f.readline().split()
+    except OSError:
+        return None
+    if not parts or parts[0] != "cpu":
+        return None
+    ticks = [int(x) for x in parts[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def children(pid: int) -> list[int]:
     """Every descendant of pid (workers, their helpers), from /proc's children lists of every thread (a
     pool started from a background thread, as SPDL's is, hangs its processes under that thread)."""
@@ -101,6 +114,7 @@ class Footprint:
     wall_s: float = 0.0
     cpu_s: float = 0.0  # the tree's CPU over the repeat, the meter's own taken off
     meter_cpu_s: float = 0.0  # the meter's own reading of /proc (not in cpu_s)
+    machine_cpu_s: float = float("nan")  # every process's CPU on the machine over the repeat (/proc/stat)
     pss_peak_bytes: int = 0
     worker_pss_first_bytes: int = 0  # summed over workers, each the least of the middle third of its life
     worker_pss_last_bytes: int = 0  # summed over workers, each the least of the last third of its life
@@ -116,6 +130,14 @@ class Footprint:
     @property
     def cores_busy(self) -> float:
         return self.cpu_s / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def other_cores_busy(self) -> float:
+        """Cores other processes of the machine kept busy over the repeat (not this tree, not the meter): load
+        that competes with the trial for the cores."""
+        if not self.wall_s > 0 or self.machine_cpu_s != self.machine_cpu_s:
+            return float("nan")
+        return max(0.0, (self.machine_cpu_s - self.cpu_s - self.meter_cpu_s) / self.wall_s)
 
     @property
     def worker_growth_pct(self) -> float:
@@ -145,6 +167,7 @@ class Meter:
         self._alive: set[int] = set()  # processes found by the latest sample (zombies included)
         self._mem: dict[int, list[tuple[float, int, int, int]]] = {}  # worker -> (time, PSS, private, shared)
         self._t0 = time.perf_counter()
+        self._machine0 = machine_cpu_s()
         self._first: dict[int, float] = {}  # worker pid -> when the consumer got its first batch
         self._marked: deque[int] = deque()  # workers marked since the sampler last looked: read them at once
         self._wake = threading.Event()
@@ -221,6 +244,9 @@ class Meter:
         self._sample()
         r.meter_cpu_s = own
         r.wall_s = time.perf_counter() - self._t0
+        machine = machine_cpu_s()
+        if machine is not None and self._machine0 is not None:
+            r.machine_cpu_s = machine - self._machine0
         # alive at the end: CPU since the start (all of it if started later); ended: reaped by a process of
         # the tree, whose reaped-children time holds all its CPU, of which only the part before the start is off
         used = sum(self._cpu_last[p] - self._cpu0.get(p, 0.0) for p in self._alive)

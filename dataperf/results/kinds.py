@@ -117,6 +117,9 @@ class LoaderResult(TrialRecord):
     backend: dict[str, Any] = field(default_factory=dict)  # name, worker_type, converted store and its cost
     knobs_ignored: list[str] = field(default_factory=list)  # config knobs the backend cannot express
     cpu_cores_busy_median: float = float("nan")  # CPU-seconds of the process tree per wall second
+    # cores other processes of the machine kept busy during the repeats (/proc/stat less this tree): a trial
+    # measured beside other load reads low, and a pick made on it follows that load
+    other_cores_busy_median: float = float("nan")
     samples_per_s_per_core: float = float("nan")
     pss_mib_peak: float = float("nan")  # PSS of the main process plus its workers, peak over the repeats
     samples_per_s_per_gib_pss: float = float("nan")

@@ -4,7 +4,9 @@ cannot see. Each is one line for whoever shows the table (sweep, report)."""
 from __future__ import annotations
 
 from dataperf.results import Record, StepResult
-from dataperf.verdict.rates import ok_loaders
+from dataperf.verdict.rates import finite, machine_cores, ok_loaders
+
+LOADED = 0.25  # other processes taking this share of the cores during a trial make its rate theirs too
 
 
 def idle_warning(results: list[Record]) -> str | None:
@@ -18,6 +20,20 @@ def idle_warning(results: list[Record]) -> str | None:
     return (f"warning: idle workers in {len(idle)} trial(s): more workers than shards ({sorted(shards)} shards) "
             f"left some reading nothing; their rates are shard-limited. Reshard to at least {worst} shards "
             f"(workers x ranks): dataperf shards convert SRC OUT --shards {worst}")
+
+
+def loaded_warning(results: list[Record]) -> str | None:
+    """One line where other processes took a share of the cores during the trials (the 2026-12-06 audit's S1a:
+    w=2 fed 44 samples/s beside a neighbour's load against 92-99 quiet, and the pick followed the load)."""
+    ok = [r for r in ok_loaders(results) if finite(r.other_cores_busy_median)]
+    cores = machine_cores(ok[0]) if ok else 1
+    loaded = [r for r in ok if r.other_cores_busy_median >= max(LOADED * cores, 0.5)]
+    if not loaded:
+        return None
+    worst = max(loaded, key=lambda r: r.other_cores_busy_median)
+    return (f"warning: other processes kept {worst.other_cores_busy_median:.1f} of the {cores} cores busy during "
+            f"{worst.loader_config.short()} ({len(loaded)} of {len(ok)} trials loaded so): their rates and the "
+            "pick follow that load; rerun on a quiet machine")
 
 
 def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]:
@@ -41,4 +57,5 @@ def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]
 
 def table_findings(results: list[Record], step: StepResult | None) -> list[str]:
     """The lines under a loader table (sweep, report): the idle workers' warning, then the verdict's caveats."""
-    return [line for line in [idle_warning(results), *verdict_caveats(results, step)] if line]
+    return [line for line in [idle_warning(results), loaded_warning(results), *verdict_caveats(results, step)]
+            if line]

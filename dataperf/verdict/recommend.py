@@ -421,6 +421,17 @@ def outshone(fed: list[FedRate], ranked: list[LoaderResult], step: StepResult) -
     return bool(others) and max(others) * NEAR_BEST > (own if finite(own) and own > 0 else best.samples_per_s)
 
 
+def cheaper_feeding(rec: Recommendation, ranked: list[LoaderResult], step: StepResult, headroom: float) -> bool:
+    """A trial that was not fed, cheaper than the fed pick, is predicted to feed the model: the fed runs came
+    before it (a budget runs the larger counts first), and the cheapest config that feeds has not been fed (the
+    2026-12-06 audit's S4 and S1b: w=2 fed where w=0 and w=1, run later and marked "feeds", fed as well)."""
+    if not rec.confirmed or rec.pick_config is None:
+        return False
+    fed_keys = {f.trial.config_key for f in rec.fed}
+    return any(cost_key(r) < cost_key(rec.pick_config) and feeds(r, step, headroom)
+               for r in ranked if r.config_key not in fed_keys)
+
+
 def variant_gains(fed: list[FedRate]) -> list[str]:
     """What each fed variant gained (or lost) against the config it varies, fed, in words."""
     out = []

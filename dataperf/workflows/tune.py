@@ -43,6 +43,7 @@ MAX_BATCH = 256
 MAX_PASSES = 3  # passes over the worker and batch axes, each from the best the last one left
 BATCH_PATIENCE = 1  # batch sizes passed over that do not gain before the climb stops
 MAX_CANDIDATES = 3  # configs the confirmation measures at most (without a target)
+SEARCH_SHARE = 0.6  # of a --budget: the search's; the rest for the pick's limits and the fed check
 
 
 @dataclass
@@ -71,6 +72,7 @@ class TuneOutcome:
     predictions: list[dict] = field(default_factory=list)
     pick_config: LoaderConfig | None = None  # the config to set: the pick's, or the fed variant that won
     records: list[Record] = field(default_factory=list)  # with a model: what the verdict judged (fed runs included)
+    cut: str = ""  # what --budget cut short, said
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,10 @@ class TuneRequest:
     out: Path | None = None  # receives every record as it is made
     lopts: LimitsOptions | None = None
     fed_k: int = 2  # with a model: configs the fed loop confirms at the end (0: none)
+    # with a model the training batch is the user's: varied only when asked (a batch is a training choice, not
+    # a loader knob; the 2026-12-06 audit: tune --model turned batch 8 into 16, 128 and 256)
+    vary_batch: bool = False
+    budget_s: float | None = None  # the search stops when this is spent and ends with the best it measured
 
 
 class Tuner:
@@ -108,7 +114,10 @@ class Tuner:
         self.base, self.opts, self.fixed_target, self.sopts = req.base.explicit(), req.opts, req.target, req.sopts
         self.headroom, self.min_gain, self.rounds, self.out = req.headroom, req.min_gain, max(req.rounds, 2), req.out
         self.max_workers = req.max_workers if req.max_workers is not None else preflight.max_workers()
-        self.max_batch = max(req.max_batch, req.base.batch_size)
+        keep = req.sopts is not None and not req.vary_batch
+        self.max_batch = req.base.batch_size if keep else max(req.max_batch, req.base.batch_size)
+        self.budget_s = req.budget_s
+        self.deadline = time.monotonic() + req.budget_s if req.budget_s is not None else None
         self.on_trial, self.on_prediction = on_trial, on_prediction
         self.trial, self.limits_of, self.step_of, self.lopts = trial, limits_of, step_of, req.lopts
         self.bar = bar or no_bar
@@ -144,8 +153,15 @@ class Tuner:
         return self.fixed_target is not None or self.sopts is not None
 
     def met(self, r: LoaderResult, rate: float | None = None) -> bool:
+        """Whether the trial sustains the target. With a model and no workers, loading is serial with the step:
+        its fed rate (verdict.predicted_steady) must reach the model's, less the FED_STALL it may idle."""
         t = self.target_at(r.loader_config.batch_size)
-        return t is not None and r.status == "ok" and (rate or verdict.rank_rate(r)) >= t
+        if t is None or r.status != "ok":
+            return False
+        step = self.step_at(r.loader_config.batch_size)
+        if step is not None and not r.config.get("num_workers"):
+            return verdict.predicted_steady(r, step) >= (1 - verdict.FED_STALL) * step.samples_per_s
+        return (rate or verdict.rank_rate(r)) >= t
 
     def search_opts(self, cfg: LoaderConfig) -> TrialOptions:
         """Short repeats for the search: enough batches for every worker's steady window, at most 3 repeats."""
@@ -167,9 +183,13 @@ class Tuner:
         return r
 
     def search(self, cfg: LoaderConfig, phase: str, why: str) -> LoaderResult:
-        """A search trial (short repeats), run once per config."""
+        """A search trial (short repeats), run once per config; none starts once the budget's search share is
+        spent (_OutOfTime: the search ends with what it measured)."""
         cfg = cfg.explicit()
         if cfg.key() not in self.seen:
+            if self.deadline is not None and self.best() is not None and \
+                    time.monotonic() > self.deadline - (1 - SEARCH_SHARE) * self.budget_s:
+                raise _OutOfTime
             best = self.best()
             r = self._run(cfg, phase, why, self.search_opts(cfg))
             if r.status == "ok" and best is not None:
@@ -205,9 +225,13 @@ class Tuner:
         with self.bar(f"limits of the probe config {probe.short()}", 5) as advance:
             self.res.probe = lim = self.limits_of(self.data, probe, self.opts, lopts=self.lopts, advance=advance)
         self._record(lim)
-        batch, why_b = predict_batch(lim, self.base.batch_size, self.max_batch, self.fixed_target)
+        if self.max_batch == self.base.batch_size:
+            batch, why_b = self.base.batch_size, f"batch {self.base.batch_size} kept (the training's own)"
+        else:
+            batch, why_b = predict_batch(lim, self.base.batch_size, self.max_batch, self.fixed_target)
         cap = self.cap(batch)
-        p = predict_workers(lim, batch, self.base.batch_size, self.worker_choices(batch), cap, self.target_at(batch))
+        p = predict_workers(lim, batch, self.base.batch_size, self.worker_choices(batch), cap, self.target_at(batch),
+                            inline=self.sopts is None)
         p.why = f"{why_b}; {p.why}"
         if self.on_prediction:
             self.on_prediction(p, lim)
@@ -324,6 +348,28 @@ class Tuner:
         return d
 
     def _run_all(self) -> TuneOutcome:
+        try:
+            self._search()
+        except _OutOfTime:
+            self.res.cut = (f"the search stopped at {SEARCH_SHARE:.0%} of the --budget of {self.budget_s:.0f} s, "
+                            "with the best it had measured")
+        top = self.best()
+        if top is None:
+            raise _Failed("every trial failed")
+        cands = self.candidates()
+        if self.sopts is not None and self.fed_k and self.out is not None:
+            # the fed loop confirms (fed_check): loader-alone rounds first would only double the time (on the H200
+            # they took tune past 5 minutes, the fed rounds included)
+            pick = max(cands, key=verdict.rank_rate)
+            self.finish(pick, verdict.rank_rate(pick), cands)
+        else:
+            pick, rate = self.confirm(cands)
+            self.finish(pick, rate, cands)
+        return self.res
+
+    def _search(self) -> None:
+        """The prediction, its trial (or fewer workers until one runs), then the neighbours pass by pass, then a
+        deeper prefetch on the best."""
         p = self.res.prediction = self.predict()
         first = replace(self.base, num_workers=p.num_workers, batch_size=p.batch_size, prefetch_factor=None,
                         persistent_workers=self.base.persistent_workers and p.num_workers > 0).explicit()
@@ -353,25 +399,13 @@ class Tuner:
                 break  # the last pass left the best where it found it
             start = cur.config_key
             self.neighbours("num_workers", self.worker_choices(cur.loader_config.batch_size), targeted)
-            if not (targeted and self.cheapest_met()):
+            if len(sizes) > 1 and not (targeted and self.cheapest_met()):
                 self.neighbours("batch_size", sizes, False, patience=BATCH_PATIENCE)
         top = self.best()
-        if top is None:
-            raise _Failed("every trial failed")
-        c = top.loader_config
-        if c.num_workers and not (targeted and self.cheapest_met()):
+        c = top.loader_config if top is not None else None
+        if c is not None and c.num_workers and not (targeted and self.cheapest_met()):
             self.search(replace(c, prefetch_factor=2 * (c.prefetch_factor or 2)), "prefetch",
                         f"deeper prefetch on {c.short()}")
-        cands = self.candidates()
-        if self.sopts is not None and self.fed_k and self.out is not None:
-            # the fed loop confirms (fed_check): loader-alone rounds first would only double the time (on the H200
-            # they took tune past 5 minutes, the fed rounds included)
-            pick = max(cands, key=verdict.rank_rate)
-            self.finish(pick, verdict.rank_rate(pick), cands)
-        else:
-            pick, rate = self.confirm(cands)
-            self.finish(pick, rate, cands)
-        return self.res
 
     def finish(self, pick: LoaderResult, rate: float, cands: list[LoaderResult]) -> None:
         """The pick, whether it meets the target, its limits (the probe's when it is the probe config) and,
@@ -427,7 +461,10 @@ class Tuner:
         if self.out is not None and self.fed_k and isinstance(self.data, Data):
             state = SweepState(self.out, self.opts, datas={self.data.spec: self.data}, step_opts=self.sopts,
                                headroom=self.headroom, written=list(recs), step=res.step, bar=self.bar)
-            runs, _ = confirm(state, ConfirmOptions(self.fed_k, fullest_only=True))
+            left = self.deadline - time.monotonic() if self.deadline is not None else None
+            runs, cut = confirm(state, ConfirmOptions(self.fed_k, fullest_only=True), left)
+            if cut:
+                res.cut = "; ".join(x for x in (res.cut, cut) if x)
             recs += runs
         res.recommendation = verdict.recommend(recs, res.step, self.headroom)
         res.records = recs
@@ -435,3 +472,7 @@ class Tuner:
 
 class _Failed(Exception):
     """The search cannot go on (every trial failed); its message is the stop reason."""
+
+
+class _OutOfTime(Exception):
+    """The budget's share for the search is spent: the search ends with what it measured."""

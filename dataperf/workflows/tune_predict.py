@@ -11,7 +11,7 @@ from dataperf import verdict
 from dataperf.results import LimitsResult, LoaderConfig
 
 MAIN_MARGIN = 1.5  # predict a batch at which the main process takes this multiple of what the workers give
-INLINE_MARGIN = 1.2  # with a target: no workers when one stream gives this multiple of it
+INLINE_MARGIN = 1.2  # with a fixed target: no workers when one stream gives this multiple of it
 
 
 @dataclass
@@ -51,13 +51,16 @@ def predict_batch(lim: LimitsResult, start: int, max_batch: int, target: float |
 
 
 def predict_workers(lim: LimitsResult, batch: int, start: int, choices: list[int], cap: int | None,
-                    target: float | None = None) -> Prediction:
+                    target: float | None = None, inline: bool = True) -> Prediction:
     """The fewest workers whose summed rate (active workers x one worker's rate) reaches what the other ceilings
     allow (decode, storage, the main process scaled to the batch), or the target when lower; no more than
     have work. Where a sample keeps its core busy (CPU-bound decode), workers past the usable cores share
     them and add nothing: the H200's probe ran 16 workers at 151 samples/s each, 20 were predicted to reach a
     target of 2,640 and gave 1,915 (fed, 1,564 against 16 workers' 1,613). When no count reaches the goal,
-    the fewest that give the most. Without a measured worker rate: the cores."""
+    the fewest that give the most. Without a measured worker rate: the cores. `inline` False (a model is the
+    target): never no workers, whose loading is serial with the model's step, so that one stream's rate alone
+    says nothing of what it feeds (the 2026-12-06 audit's S1b: 0 predicted from a loader rate of 53 against a
+    target of 18, fed 12 with the model idle 21%, where one worker fed it fully)."""
     r1 = lim.per_worker_samples_per_s
     main = lim.main_process_samples_per_s * batch / start if _ok(lim.main_process_samples_per_s) else math.inf
     ceiling = min(loader_ceiling(lim), main)
@@ -74,7 +77,7 @@ def predict_workers(lim: LimitsResult, batch: int, start: int, choices: list[int
         n = min(max(w, 1), cap or max(w, 1))
         return min(n, cores) * r1 if cpu_bound else n * r1
 
-    if target is not None and 0 in usable and r1 >= INLINE_MARGIN * target:
+    if inline and target is not None and 0 in usable and r1 >= INLINE_MARGIN * target:
         w = 0
     else:
         counts = [w for w in usable if w > 0] or usable

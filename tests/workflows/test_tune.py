@@ -66,6 +66,8 @@ def test_predicted_workers_reach_the_ceiling_and_no_more_than_have_work():
     assert p.num_workers == 3 and p.samples_per_s == pytest.approx(300) and "only 3 can have work" in p.why
     assert predict_workers(lim, 32, 32, CHOICES, None, target=250).num_workers == 4
     assert predict_workers(lim, 32, 32, CHOICES, None, target=50).num_workers == 0  # one stream gives 2x
+    # a model as the target: no workers would load serially with its step, so one worker at the least
+    assert predict_workers(lim, 32, 32, CHOICES, None, target=50, inline=False).num_workers == 1
     lim.main_process_samples_per_s = 200.0  # at batch 32; 400 at batch 64
     assert predict_workers(lim, 64, 32, CHOICES, None).num_workers == 4
 
@@ -237,7 +239,7 @@ def test_a_models_target_is_its_step_at_the_batch_tune_ends_with():
 
     rates = {4: 400, 8: 800, 16: 800}
     out = Tuner(TuneRequest("d", LoaderConfig(batch_size=32, decode=True), OPTS, sopts=StepOptions(batch_size=32),
-                            headroom=1.2, max_workers=16),
+                            headroom=1.2, max_workers=16, vary_batch=True),
                 trial=fake_trial(lambda w, pf, bs, n: rates.get(w, 50)),
                 limits_of=limits_of(main=600.0), step_of=step_of).run()
     assert out.prediction.batch_size == 64 and out.prediction.num_workers == 8
@@ -281,3 +283,32 @@ def test_tune_finds_the_workers_that_feed_a_model_of_known_rate(tmp_path, monkey
     trial = next(x for x in recs if isinstance(x, LoaderResult) and x.config_key == first["config"])
     assert first["measured_as"] == "steady" and first["measured"] == trial.samples_per_s_median, first
     assert "prediction: " in r.output and "confirmed end to end" in r.output and "answer: DataLoader(" in r.output
+
+
+def test_with_a_model_the_training_batch_is_kept_and_no_workers_is_not_concluded_from_a_loader_rate():
+    """The 2026-12-06 audit's S1b: the loader alone gives 53 samples/s with no workers against a model taking 15;
+    no workers feed it 12 (serial with the step), one worker feeds it. tune keeps batch 8 (never 16-256 unless
+    --vary-batch), predicts one worker, and never picks none."""
+    step = StepResult(samples_per_s=15.0, batch_size=8, cpu_cores_busy_median=1.0)
+    out = Tuner(TuneRequest("d", LoaderConfig(batch_size=8, decode=True), OPTS, sopts=StepOptions(batch_size=8),
+                            headroom=1.2, max_workers=4),
+                trial=fake_trial(lambda w, pf, bs, n: 53.0 * max(w, 1)),
+                limits_of=limits_of(per_worker=53.0, decode=106.0, main=2000.0), step_of=lambda s: step).run()
+    assert out.prediction.batch_size == 8 and out.prediction.num_workers == 1
+    assert {s.result.config["batch_size"] for s in out.steps} == {8}
+    assert out.pick is not None and out.pick.config["num_workers"] >= 1
+
+
+def test_a_spent_budget_ends_the_search_with_a_pick():
+    """A budget the first trial already spends: no neighbour is tried, and tune still ends with the one it
+    measured, saying what the budget cut."""
+    def slow_trial(data, cfg, opts):
+        import time as _t
+        _t.sleep(0.3)
+        return LoaderResult(config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0 * cfg.num_workers)
+
+    out = Tuner(TuneRequest("d", LoaderConfig(batch_size=8, decode=True), OPTS, target=1e6, max_workers=8,
+                            budget_s=0.2),
+                trial=slow_trial, limits_of=limits_of()).run()
+    assert out.pick is not None and len(out.steps) <= 1 + 2  # the first trial, then the confirmation rounds
+    assert "the search stopped" in out.cut

@@ -284,6 +284,9 @@ def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint],
     the parent since their first batch (copy-on-read), and at that pace over an epoch, flagged."""
     cores = summarize([c.cores_busy for c in costs])["median"]
     res.cpu_cores_busy_median = cores
+    others = [c.other_cores_busy for c in costs if c.other_cores_busy == c.other_cores_busy]
+    if others:
+        res.other_cores_busy_median = summarize(others)["median"]
     res.samples_per_s_per_core = res.samples_per_s_median / cores if cores > 0 else float("nan")
     peak = max(c.pss_peak_bytes for c in costs)
     if peak:

@@ -18,7 +18,7 @@ from dataperf.measure.trial import TrialOptions, run_trial
 from dataperf.results import LimitsResult, LoaderConfig, LoaderResult, Record, StepResult, jsonl
 from dataperf.workflows import budget
 from dataperf.workflows.sweep.confirm import confirm, decision_record
-from dataperf.workflows.sweep.edge import edge_trial, lower_bound
+from dataperf.workflows.sweep.edge import edge_trial, fed_best, lower_bound
 from dataperf.workflows.sweep.plan import ConfirmOptions, SweepPlan, Trial, trial_id
 from dataperf.workflows.sweep.state import SweepState
 
@@ -152,7 +152,8 @@ def extend(state: SweepState, plan: SweepPlan, reserve_s: float) -> None:
     o = state.outcome
     while True:
         recs = state.records
-        nxt, _ = edge_trial(recs, plan.trials, state.step, state.headroom)
+        fed = fed_best(state.recommendation()) if state.step is not None else None
+        nxt, _ = edge_trial(recs, plan.trials, state.step, state.headroom, fed)
         if nxt is None:
             return
         if plan.deadline is not None and not _time_for_a_trial(state.opts, recs, plan.deadline, reserve_s, nxt[1]):
@@ -244,11 +245,14 @@ def fill(state: SweepState, deadline: float, left: list[Trial]) -> None:
 
 
 def reconfirm(state: SweepState, deadline: float) -> None:
-    """A trial run since the fed runs may beat what was fed (verdict.outshone): feed again, with the time left."""
+    """A trial run since the fed runs may beat what was fed (verdict.outshone), or feed the model at less cost
+    (verdict.cheaper_feeding): feed again, with the time left."""
     if state.step is None or state.confirm is None:
         return
     rec = state.recommendation()
-    if rec.fed and verdict.outshone(rec.fed, verdict.by_prediction(state.records, state.step), state.step):
+    ranked = verdict.by_prediction(state.records, state.step)
+    if rec.fed and (verdict.outshone(rec.fed, ranked, state.step) or
+                    verdict.cheaper_feeding(rec, ranked, state.step, state.headroom)):
         more, cut = confirm(state, state.confirm, deadline - time.monotonic())
         state.outcome.confirmations += more
         state.outcome.cuts += [cut] if cut else []
