@@ -28,6 +28,31 @@ def private_cache_dir(tmp_path_factory):
         os.environ["DATAPERF_CACHE_DIR"] = old
 
 
+@pytest.fixture(autouse=True)
+def answers_never_contradict(monkeypatch):
+    """Every answer a test prints (`_render.print_recommendation`: sweep, report, tune) is read as a user reads
+    it and the test fails on a contradiction (tests/answers.py): INPUT-BOUND beside the model binding, 'feeds'
+    beside a wait over 5%, advice for a limit that does not bind, a GPU named where the step ran on the CPU."""
+    from dataperf.commands import _render
+    from tests.answers import contradictions
+
+    real, printed = _render.print_recommendation, []
+
+    def checked(rec):
+        console = _render.console
+        with console.capture() as cap:
+            real(rec)
+        text = cap.get()
+        console.file.write(text)
+        cuda = str(rec.step.device).startswith("cuda") if rec.step is not None else None
+        printed.append((text, cuda))
+
+    monkeypatch.setattr(_render, "print_recommendation", checked)
+    yield
+    bad = [(c, text) for text, cuda in printed for c in contradictions(text, cuda)]
+    assert not bad, f"an answer contradicts itself: {bad[0][0]}\n{bad[0][1]}"
+
+
 @pytest.fixture(scope="session")
 def datasets(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("data")

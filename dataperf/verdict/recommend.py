@@ -320,14 +320,16 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     rec.fed = fed_rates(results, ranked)
     judged_rate = None
     if rec.fed and not outshone(rec.fed, ranked, step):
-        top_fed = fastest(rec.fed)
-        near = [f for f in rec.fed if f.samples_per_s >= NEAR_CONFIRMED * top_fed.samples_per_s]
+        # the job is input-bound when even the least idle fed config leaves the device idle mid-epoch; where one
+        # feeds it, the pick is one that feeds (the cheapest within 2% of the best rate may otherwise wait more)
+        fed_ok = [f for f in rec.fed if f.steady_stall_fraction <= FED_STALL]
+        pool = fed_ok or rec.fed
+        top_fed = fastest(pool)
+        near = [f for f in pool if f.samples_per_s >= NEAR_CONFIRMED * top_fed.samples_per_s]
         win = min(near, key=lambda f: cost_key(f.config))
         rec.pick, rec.confirmed, rec.pick_config = win.trial, True, win.config
         rec.fed_samples_per_s, rec.fed_stall_fraction = win.samples_per_s, win.stall_fraction
-        # the job is input-bound when even the least idle fed config leaves the device idle mid-epoch (the pick,
-        # within 2% of the best rate, may wait a little more); a fed figure outranks every prediction
-        rec.input_bound = min(f.steady_stall_fraction for f in rec.fed) > FED_STALL
+        rec.input_bound = not fed_ok  # a fed figure outranks every prediction
         rec.outcome = "input_bound" if rec.input_bound else "feeds"
         rec.gains = variant_gains(rec.fed)
         rec.steady_samples_per_s, rec.steady_stall_fraction = win.steady_samples_per_s, win.steady_stall_fraction
