@@ -52,11 +52,12 @@ def sample_s() -> float:
 
 
 def _startup() -> None:
-    """PACED_START seconds at a worker's first sample of an iterator (a fresh worker, or a new epoch)."""
+    """PACED_START seconds at a worker's first sample of an iterator (a fresh worker, or a new epoch). Keyed by
+    the process: a worker forked from a parent that read a sample (to shape the model's input) starts afresh."""
     start = _env("PACED_START", 0.0)
-    if start and not _local.__dict__.get("started"):
+    if start and _local.__dict__.get("started") != os.getpid():
         time.sleep(start)
-        _local.started = True
+        _local.started = os.getpid()
         _local.__dict__.setdefault("deadlines", {}).pop("sample", None)
 
 
