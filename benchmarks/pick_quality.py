@@ -41,6 +41,17 @@ grid's time (the ladder from 0 workers, prefetch 2 and 4, pin and persistence bo
 rata from the measured grid's time a config, says so, and tune's share of the measured grid is kept beside.
 DIR gets log.txt (every command, its wall time and output tail), truth.jsonl, each path's jsonl and output,
 summary.json, and at the end DIR.tar.gz of it all.
+
+Issue 49: a second truth that is not dataperf. For a --dataset factory (paced and the known answers), each round's
+configs also run, on the same windows, in benchmarks/plain_loop.py: a plain DataLoader loop feeding the model in
+its own process, no dataperf imported (plain.jsonl; its steady wait and epoch start apart). Picks are scored
+against both. --scenario S1a ... S6 are the known answers of tests/ka_scenarios.py, each with its analytic answer
+(best rate, verdict, binding limit, cheapest config); their goals per path: answered within its bound (sweep 5
+min, the budget B, tune 10 min), ratio >= 0.95 by the fed loop and by the plain loop, verdict and binding limit
+right by the analytic answer and not contradicting each other, MAPE <= 10% against each truth. Their grid is
+small (workers 0-8 on the ladder, prefetch 2, no pin, persistence off but in S6, 3 rounds), the paths sweep,
+budget 2m and tune; --scenario ka runs all seven, each in DIR/NAME, and writes one scenarios x paths table.
+    PYTHONPATH=.:tests:benchmarks python benchmarks/pick_quality.py --scenario ka --out DIR   # ~2 h, quiet box
 """
 
 from __future__ import annotations
@@ -1137,7 +1148,8 @@ def run_path(p: str, sc: Scenario, a: argparse.Namespace, out: Path, clock: Cloc
 def print_plan(sc: Scenario, a: argparse.Namespace, say: Say, workers: list[int], n_configs: int) -> int:
     phases = estimate(sc, a, len(workers), n_configs)
     say(f"plan: {n_configs} configs (workers {workers}) x {a.rounds} rounds, window at most {a.run_s:g} s a run; "
-        f"paths {', '.join(a.paths)}; a path killed at {a.path_cap_s:.0f} s"
+        f"paths {', '.join(a.paths)}; a path killed at "
+        + ("its bound + 30 s (the budget's at B + 60 s)" if sc.known is not None else f"{a.path_cap_s:.0f} s")
         + (f"; everything within {a.deadline_s:.0f} s" if a.deadline_s else ""))
     for name, s in phases:
         say(f"  {name:<50} ~{s / 60:5.1f} min")
