@@ -41,6 +41,17 @@ grid's time (the ladder from 0 workers, prefetch 2 and 4, pin and persistence bo
 rata from the measured grid's time a config, says so, and tune's share of the measured grid is kept beside.
 DIR gets log.txt (every command, its wall time and output tail), truth.jsonl, each path's jsonl and output,
 summary.json, and at the end DIR.tar.gz of it all.
+
+Issue 49: a second truth that is not dataperf. For a --dataset factory (paced and the known answers), each round's
+configs also run, on the same windows, in benchmarks/plain_loop.py: a plain DataLoader loop feeding the model in
+its own process, no dataperf imported (plain.jsonl; its steady wait and epoch start apart). Picks are scored
+against both. --scenario S1a ... S6 are the known answers of tests/ka_scenarios.py, each with its analytic answer
+(best rate, verdict, binding limit, cheapest config); their goals per path: answered within its bound (sweep 5
+min, the budget B, tune 10 min), ratio >= 0.95 by the fed loop and by the plain loop, verdict and binding limit
+right by the analytic answer and not contradicting each other, MAPE <= 10% against each truth. Their grid is
+small (workers 0-8 on the ladder, prefetch 2, no pin, persistence off but in S6, 3 rounds), the paths sweep,
+budget 2m and tune; --scenario ka runs all seven, each in DIR/NAME, and writes one scenarios x paths table.
+    PYTHONPATH=.:tests:benchmarks python benchmarks/pick_quality.py --scenario ka --out DIR   # ~2 h, quiet box
 """
 
 from __future__ import annotations
@@ -88,6 +99,24 @@ PINS = {"both": (False, True), "on": (True,)}
 IMAGES_PER_S = 390.0  # `shards make --like imagenet` on 16 cores (200,000 in 8.5 min, 2026-12-03): estimates
 # per fed run beyond its window (fork, warm-up of workers x prefetch batches, model build): estimates only
 RUN_OVERHEAD_S = {"paced": 3.0, "imagenet": 6.0, "wds-uneven": 6.0, "tokens": 4.0, "cold": 6.0}
+PLAIN = Path(__file__).resolve().parent / "plain_loop.py"  # the truth with no dataperf in its process
+PLAIN_START_S, KA_RUN_OVERHEAD_S = 4.0, 1.5  # estimates: a plain-loop process's python + torch start; a KA run's
+# each known-answer path's time bound (issue 49's goal: default sweep 5 min, the budget B, tune 10 min)
+KA_BOUND_S = {"sweep": GOAL_DEFAULT_S, "tune": 600.0}
+KA_PATHS = ("sweep", "budget", "tune")
+
+
+def known_answers() -> dict[str, Any]:
+    """tests/ka_scenarios.SCENARIOS (issue 49's known answers), tests/ put on the path to import it."""
+    tests = str(REPO / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import ka_scenarios
+
+    return ka_scenarios.SCENARIOS
+
+
+KA_NAMES = ("S1a", "S1b", "S2", "S3", "S4", "S5", "S6")
 
 
 # ---------------------------------------------------------------- scenarios
@@ -114,6 +143,7 @@ class Scenario:
     drop_caches: bool = False
     env: dict[str, str] = field(default_factory=dict)
     made: dict[str, Any] = field(default_factory=dict)  # how the data was made (command, wall)
+    known: Any = None  # a known-answer scenario's ka_scenarios.Known: its analytic answer
 
     @property
     def cuda(self) -> bool:
@@ -150,6 +180,10 @@ def make_scenario(a: argparse.Namespace) -> Scenario:
 
 def scenario_defaults(a: argparse.Namespace) -> Scenario:
     amp = None if a.amp == "none" else a.amp
+    if a.scenario in KA_NAMES:
+        k = known_answers()[a.scenario]
+        return Scenario(k.name, None, k.factory, k.model, "image", "cpu", None, 8, None, 224, 512, "warm", k.count, 2,
+                        env=dict(k.env), known=k)
     if a.scenario == "paced":
         bs = a.batch_size or 8
         env = {"PACED_T": str(PACED_T), "PACED_STEP_S": f"{bs / PACED_MODEL_SPS:g}", "PACED_N": str(a.count or 4000)}
@@ -181,7 +215,7 @@ def apply_env(sc: Scenario) -> None:
     """The scenario's environment for this process, its DataLoader workers and every subprocess (paced: the
     known answers in tests/ and their settings)."""
     os.environ.update(sc.env)
-    if sc.name == "paced":
+    if sc.factory:
         tests = str(REPO / "tests")
         if tests not in sys.path:
             sys.path.insert(0, tests)
@@ -271,6 +305,41 @@ class Fed:
         return {"config": self.short, "key": self.key, "fed_samples_per_s": self.rate, "rounds": self.rounds,
                 "spread_pct": self.spread_pct, "idle": self.idle, "idle_rounds": self.idle_rounds,
                 "steps": self.steps, "epoch_restarts": self.epoch_restarts, "failed": self.failed}
+
+
+@dataclass
+class PlainFed(Fed):
+    """One config's plain-loop runs (benchmarks/plain_loop.py rows) pooled as Fed pools fed runs: samples / wall,
+    data waits / wall (idle), and apart from them the steady wait (mid-epoch waits over the wall less epoch
+    starts) and each run's epoch start."""
+
+    steady_wait_s: float = 0.0
+    steady_wall_s: float = 0.0
+    epoch_starts: list[float] = field(default_factory=list)
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        if "error" in row:
+            self.failed.append(row["error"])
+            return
+        steady_wall = row["wall_s"] - row["epoch_start_wait_s"]
+        self.samples, self.wall_s, self.idle_s = (self.samples + row["samples"], self.wall_s + row["wall_s"],
+                                                  self.idle_s + row["wait_s"])
+        self.steady_wait_s += row["steady_wait_share"] * steady_wall
+        self.steady_wall_s += steady_wall
+        self.rounds.append(row["samples_per_s"])
+        self.idle_rounds.append(row["wait_share"])
+        self.epoch_starts.append(row["epoch_start_s"])
+        self.steps += row["steps"]
+        self.epoch_restarts += row["epoch_starts_timed"]
+
+    @property
+    def steady_wait(self) -> float:
+        return self.steady_wait_s / self.steady_wall_s if self.steady_wall_s else float("nan")
+
+    def row(self) -> dict[str, Any]:
+        starts = [x for x in self.epoch_starts if x is not None]
+        return {**super().row(), "steady_wait": self.steady_wait,
+                "epoch_start_s": sum(starts) / len(starts) if starts else None, "epoch_start_rounds": starts}
 
 
 def best_of(fed: dict[str, Fed]) -> Fed | None:
@@ -412,9 +481,36 @@ class Grid:
             self.probes[pk] = r.samples_per_s, wall - timed
         return self.probes[pk]
 
+    def plain_round(self, cfgs: list[LoaderConfig], plan: dict[str, tuple[int, bool]], run_s: float, path: Path,
+                    note: str) -> list[dict[str, Any]]:
+        """One benchmarks/plain_loop.py process over `cfgs` in order, each on the fed run's window (steps, or whole
+        epochs for run_s); its rows (a failed row for a config it did not finish), each appended to `path`."""
+        spec = [{"key": c.key(), "batch_size": c.batch_size, "num_workers": c.num_workers,
+                 "prefetch_factor": c.prefetch_factor, "persistent_workers": c.persistent_workers,
+                 "pin_memory": c.pin_memory, "steps": plan[c.key()][0], "whole": plan[c.key()][1]} for c in cfgs]
+        cmd = [sys.executable, str(PLAIN), "--dataset", str(self.sc.factory), "--model", self.sc.model,
+               "--configs", json.dumps(spec), "--seconds", f"{run_s:g}"]
+        cap = PLAIN_START_S + len(cfgs) * (4 * run_s + 30)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=cap)
+            out, err = p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            out, err = (e.stdout or b"").decode(), f"killed at {cap:.0f} s"
+        rows = {r["key"]: r for r in (json.loads(x) for x in out.splitlines() if x.startswith("{"))}
+        shorts = {c.key(): c.short() for c in cfgs}
+        got = []
+        with open(path, "a", encoding="utf-8") as f:
+            for k, short in shorts.items():
+                r = rows.get(k) or {"key": k, "error": f"no row: {err.strip().splitlines()[-1:] or '?'}"}
+                r.update(short=short, note=note)
+                f.write(json.dumps(r) + "\n")
+                got.append(r)
+        return got
+
     def run(self, cfgs: list[LoaderConfig], rounds: int, path: Path, left_s: float | None,
-            what: str) -> dict[str, Fed]:
-        """Probe each worker count, size each config's window, then `rounds` interleaved rounds of `cfgs`."""
+            what: str, plain_path: Path | None = None) -> tuple[dict[str, Fed], dict[str, PlainFed]]:
+        """Probe each worker count, size each config's window, then `rounds` interleaved rounds of `cfgs`; with
+        plain_path, each round's configs also run in the plain loop (the same order and windows) after it."""
         t0 = time.monotonic()
         probes = {c.key(): self.probe(c, path) for c in sorted(cfgs, key=lambda c: c.num_workers)}
         runs = [(*probes[c.key()], c.batch_size) for c in cfgs for _ in range(rounds)]
@@ -424,6 +520,7 @@ class Grid:
             self.say(f"  window cap lowered from {self.a.run_s:.1f} s to {run_s:.1f} s to fit the {left_s:.0f} s cap")
         plan = {c.key(): window_steps(probes[c.key()][0], self.sc.count, c.batch_size, run_s) for c in cfgs}
         fed = {c.key(): Fed(c.key(), c.short()) for c in cfgs}
+        plain = {c.key(): PlainFed(c.key(), c.short()) for c in cfgs} if plain_path else {}
         n = len(cfgs) * rounds
         for k in range(rounds):
             order = cfgs if k % 2 == 0 else cfgs[::-1]
@@ -438,7 +535,16 @@ class Grid:
                 self.say(f"  {what} round {k + 1} [{done}/{n}] {c.short():<48} {figure}; {steps} steps"
                          f"{' (an epoch)' if whole else ''}, {r.epoch_restarts} restarts, "
                          f"{time.monotonic() - t1:.1f} s")
-        return fed
+            if plain_path:
+                t1 = time.monotonic()
+                for row in self.plain_round(order, plan, run_s, plain_path, f"{what} round {k + 1}"):
+                    plain[row["key"]].add_row(row)
+                    self.say(f"  {what} round {k + 1} plain {row['short']:<48} " + (
+                        f"FAILED: {row['error']}" if "error" in row else
+                        f"{row['samples_per_s']:,.1f} samples/s, waiting {row['wait_share']:.1%} (steady "
+                        f"{row['steady_wait_share']:.1%}), epoch start {row['epoch_start_s']:.2f} s, {row['mode']}"))
+                self.say(f"  {what} round {k + 1} plain loop: {time.monotonic() - t1:.1f} s")
+        return fed, plain
 
 
 def analytic_paced(cfg: LoaderConfig) -> float:
@@ -456,6 +562,16 @@ def fingerprint(sc: Scenario, grid: Grid) -> dict[str, Any]:
             "bytes": d.total_bytes, "files": len(d.files), "env": sc.env, "cores": cores(), "device": sc.device,
             "model": sc.model, "amp": sc.amp, "batch_size": sc.batch_size, "transform": sc.transform,
             "cache": sc.cache}
+
+
+def load_plain(path: Path) -> dict[str, PlainFed]:
+    """A plain.jsonl's rows (benchmarks/plain_loop.py, one a config a round) pooled by config key."""
+    plain: dict[str, PlainFed] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            plain.setdefault(row["key"], PlainFed(row["key"], row["short"])).add_row(row)
+    return plain
 
 
 def load_truth(src: Path, grid: Grid, fp: dict[str, Any]) -> tuple[dict[str, Fed], float]:
@@ -774,13 +890,65 @@ def score(name: str, d: DecisionResult | None, ran: Ran, truth: dict[str, Fed], 
     return s
 
 
+def contradictions(d: DecisionResult) -> list[str]:
+    """Where a decision's own lines disagree (issue 49's goal: one answer that never contradicts itself): an
+    input-bound verdict with the model binding, "feeds" with another limit binding, "feeds" beside a fed (steady)
+    wait over 5%, no verdict at all."""
+    out = []
+    if d.input_bound is None:
+        out.append("no verdict")
+    elif d.input_bound and d.binding_limit == "model":
+        out.append("INPUT-BOUND with the model binding")
+    elif not d.input_bound and d.binding_limit not in ("", "model"):
+        out.append(f"feeds with {d.binding_limit} binding")
+    if d.input_bound is False and d.fed_stall_fraction is not None and d.fed_stall_fraction > INPUT_BOUND_IDLE:
+        out.append(f"feeds beside a fed wait of {d.fed_stall_fraction:.1%}")
+    return out
+
+
+def score_known(s: dict[str, Any], d: DecisionResult | None, ran: Ran, known: Any, plain: dict[str, Fed],
+                plain_extra: dict[str, Fed], key_of: Callable[[dict], str], budget_s: float | None) -> None:
+    """A known-answer scenario's goals (issue 49), replacing s["goals"]: the path answered within its bound
+    (KA_BOUND_S; the budget B), the pick >= 0.95 of the best fed rate by the fed loop and by the plain loop, the
+    verdict type and the binding limit right by the analytic answer and not contradicting each other, MAPE <= 10%
+    of the predicted fed rates against the fed loop and against the plain loop."""
+    bound = budget_s if s["path"] == "budget" else KA_BOUND_S[s["path"]]
+    goals: dict[str, bool] = {f"answered within {bound:.0f} s": d is not None and bool(d.config)
+                              and ran.wall_s <= bound and not ran.timed_out}
+    s["known"] = {"best": known.best, "input_bound": known.input_bound, "binding": list(known.binding),
+                  "cheapest": known.cheapest, "why": known.why}
+    pick = s.get("pick_key")
+    ref = plain if pick in plain else plain_extra
+    best = best_of(plain) if pick in plain else plain_extra.get("best")
+    p = ref.get(pick) if pick else None
+    if p is not None and p.wall_s and best is not None and best.wall_s:
+        s.update(plain_pick=p.rate, plain_best=best.rate, plain_best_config=best.short, plain_ratio=p.rate / best.rate,
+                 plain_pick_steady_wait=getattr(p, "steady_wait", None))
+    goals[f"ratio >= {GOAL_RATIO} (fed loop)"] = s.get("ratio", 0.0) >= GOAL_RATIO
+    goals[f"ratio >= {GOAL_RATIO} (plain loop)"] = s.get("plain_ratio", 0.0) >= GOAL_RATIO
+    said = contradictions(d) if d is not None else ["no decision"]
+    s["contradictions"] = said
+    s["binding_said"] = d.binding_limit if d is not None else None
+    goals["verdict right"] = d is not None and d.input_bound is known.input_bound and not said
+    goals["binding limit right"] = d is not None and d.binding_limit in known.binding and not said
+    plain_errs = prediction_errors(d, pick, s.get("plain_pick"), key_of, plain) if d is not None and pick else []
+    s["prediction_errors_plain"] = plain_errs
+    for what, errs, k in (("fed loop", s.get("prediction_errors", []), "mape_pct"),
+                          ("plain loop", plain_errs, "mape_plain_pct")):
+        s[k] = sum(e["error_pct"] for e in errs) / len(errs) if errs else None
+        goals[f"MAPE <= {GOAL_MAPE_PCT:.0f}% ({what})"] = s[k] is not None and s[k] <= GOAL_MAPE_PCT
+    s["goals"] = goals
+
+
 # ---------------------------------------------------------------- the run
 
 
 def estimate(sc: Scenario, a: argparse.Namespace, n_workers: int, n_configs: int) -> list[tuple[str, float]]:
     """Each phase's time, before anything ran (upper-bound style: every window at --run-s)."""
-    o = RUN_OVERHEAD_S[sc.name]
+    o = RUN_OVERHEAD_S.get(sc.name, KA_RUN_OVERHEAD_S)
     grid = n_workers * (o + PROBE_STEPS * 0.5) + n_configs * a.rounds * (o + a.run_s)
+    if sc.factory:  # each round again in one plain-loop process
+        grid += a.rounds * (PLAIN_START_S + n_configs * (KA_RUN_OVERHEAD_S + a.run_s))
     if a.grid_cap_s:
         grid = min(grid, a.grid_cap_s)
     phases = []
@@ -791,6 +959,8 @@ def estimate(sc: Scenario, a: argparse.Namespace, n_workers: int, n_configs: int
     for p in a.paths:
         t = {"sweep": GOAL_DEFAULT_S, "budget": parse_duration(a.budget) + 10, "tune": GOAL_TUNE_SHARE * grid,
              "watch": 60 + GOAL_DEFAULT_S}[p]
+        if sc.known is not None and p in KA_BOUND_S:
+            t = KA_BOUND_S[p] + 30  # the cap: the bound (tune's 10 min) is the most a path may take
         phases.append((p, min(t, cap * (2 if p == "watch" else 1))))
     phases.append(("extra rounds for picks off the grid (2 at most)", 2 * a.rounds * (o + a.run_s) + 2 * o))
     return phases
@@ -841,21 +1011,28 @@ def bench(a: argparse.Namespace, say: Say) -> int:
         return 0
     fp = fingerprint(sc, grid)
     summary["fingerprint"] = fp
-    truth_path = out / "truth.jsonl"
+    truth_path, plain_path = out / "truth.jsonl", out / "plain.jsonl" if sc.factory else None
     if a.truth_from:
         fed, grid_wall = load_truth(a.truth_from, grid, fp)
+        plain = load_plain(a.truth_from / "plain.jsonl")
         if a.truth_from.resolve() != out.resolve():
             truth_path.write_bytes((a.truth_from / "truth.jsonl").read_bytes())
+            if plain:
+                (out / "plain.jsonl").write_bytes((a.truth_from / "plain.jsonl").read_bytes())
         say(f"truth grid reused from {a.truth_from} (same data, cores, model, CPU and GPU; its wall time "
             f"{grid_wall:.0f} s)")
     else:
         truth_path.unlink(missing_ok=True)
+        if plain_path:
+            plain_path.unlink(missing_ok=True)
         pins = "/".join("on" if p else "off" for p in PINS[a.pin]) if sc.cuda else "off (CPU)"
         say(f"truth grid: {len(grid.configs)} configs x {a.rounds} rounds (workers {grid.workers}, cap "
             f"{grid.cap}; prefetch {a.prefetch}; pin {pins}; "
-            f"persistent {a.persistent})")
+            f"persistent {a.persistent})" + ("; each round also in the plain loop (benchmarks/plain_loop.py)"
+                                             if plain_path else ""))
         t0 = time.monotonic()
-        fed = grid.run(grid.configs, a.rounds, truth_path, clock.cap(a.grid_cap_s) if a.grid_cap_s else None, "grid")
+        fed, plain = grid.run(grid.configs, a.rounds, truth_path, clock.cap(a.grid_cap_s) if a.grid_cap_s else None,
+                              "grid", plain_path)
         grid_wall = time.monotonic() - t0
     best = best_of(fed)
     full = full_grid(grid, a, sc.cuda)
@@ -869,8 +1046,13 @@ def bench(a: argparse.Namespace, say: Say) -> int:
                         "prefetch": a.prefetch, "pin": a.pin,
                         "min_workers": a.min_workers, "from": str(a.truth_from) if a.truth_from else None,
                         "best": best.row() if best else None,
-                        "table": [f.row() for f in sorted(fed.values(), key=lambda f: -f.rate if f.wall_s else 0)]}
+                        "table": [f.row() for f in sorted(fed.values(), key=lambda f: -f.rate if f.wall_s else 0)],
+                        "plain_best": best_of(plain).row() if best_of(plain) else None,
+                        "plain_table": [f.row() for f in sorted(plain.values(),
+                                                                key=lambda f: -f.rate if f.wall_s else 0)]}
     print_truth(fed, best, sc, grid, say, summary)
+    if plain:
+        print_plain(plain, fed, sc, say, summary)
     save()
     if best is None:
         say("no config of the grid ran: nothing to score against")
@@ -889,22 +1071,32 @@ def bench(a: argparse.Namespace, say: Say) -> int:
             if key not in fed:
                 off[key] = c
     extra: dict[str, Fed] = {}
+    plain_extra: dict[str, Fed] = {}
     if off and clock.left() < MIN_PATH_S:
         say(f"picks off the grid not fed: {clock.left():.0f} s left of the --deadline-s")
     elif off:
-        cfgs = [grid.configs[[c.key() for c in grid.configs].index(best.key)], *off.values()]
+        keys = [c.key() for c in grid.configs]
+        bests = dict.fromkeys([best.key, *([best_of(plain).key] if plain else [])])
+        cfgs = [*(grid.configs[keys.index(k)] for k in bests), *off.values()]
         say(f"picks off the grid: {', '.join(c.short() for c in off.values())}; fed in {a.rounds} extra rounds "
             f"beside the grid's best")
-        extra = grid.run(cfgs, a.rounds, out / "extra.jsonl", clock.cap(a.path_cap_s), "extra")
+        extra, plain_extra = grid.run(cfgs, a.rounds, out / "extra.jsonl", clock.cap(a.path_cap_s), "extra",
+                                      out / "extra_plain.jsonl" if plain_path else None)
         extra["best"] = extra[best.key]
+        if plain:
+            plain_extra["best"] = plain_extra[best_of(plain).key]
     scores = {}
     budget_s = parse_duration(a.budget)
     for p, (d, ran) in decisions.items():
         s = score(p, d, ran, fed, lambda cfg: grid.key(cfg)[0], extra, (grid_wall, full_s), budget_s)
+        if sc.known is not None:
+            score_known(s, d, ran, sc.known, plain, plain_extra, lambda cfg: grid.key(cfg)[0], budget_s)
         s.update({k: v for k, v in summary["paths"].get(p, {}).items() if k not in s})
         scores[p] = s
     summary["paths"] = scores
     print_scores(scores, say)
+    summary["table"] = cell_rows(sc.name, scores)
+    print_table(summary["table"], say)
     save()
     return 0
 
@@ -922,7 +1114,10 @@ def run_path(p: str, sc: Scenario, a: argparse.Namespace, out: Path, clock: Cloc
     if p != "watch":
         cmd = path_command(p, sc, a, res)
         info["command"] = shlex.join(["dataperf", *cmd])
-        cap = clock.cap(a.path_cap_s if p != "budget" else max(a.path_cap_s, parse_duration(a.budget) + 60))
+        want = a.path_cap_s if p != "budget" else max(a.path_cap_s, parse_duration(a.budget) + 60)
+        if sc.known is not None and p in KA_BOUND_S:
+            want = min(want, KA_BOUND_S[p] + 30)  # 30 s past its bound the path has missed its goal: stop it
+        cap = clock.cap(want)
         ran = run_cli(cmd, out / f"{p}.log", cap, say)
     else:
         script = out / f"train_{sc.name}.py"
@@ -953,7 +1148,8 @@ def run_path(p: str, sc: Scenario, a: argparse.Namespace, out: Path, clock: Cloc
 def print_plan(sc: Scenario, a: argparse.Namespace, say: Say, workers: list[int], n_configs: int) -> int:
     phases = estimate(sc, a, len(workers), n_configs)
     say(f"plan: {n_configs} configs (workers {workers}) x {a.rounds} rounds, window at most {a.run_s:g} s a run; "
-        f"paths {', '.join(a.paths)}; a path killed at {a.path_cap_s:.0f} s"
+        f"paths {', '.join(a.paths)}; a path killed at "
+        + ("its bound + 30 s (the budget's at B + 60 s)" if sc.known is not None else f"{a.path_cap_s:.0f} s")
         + (f"; everything within {a.deadline_s:.0f} s" if a.deadline_s else ""))
     for name, s in phases:
         say(f"  {name:<50} ~{s / 60:5.1f} min")
@@ -963,17 +1159,16 @@ def print_plan(sc: Scenario, a: argparse.Namespace, say: Say, workers: list[int]
 
 def print_truth(fed: dict[str, Fed], best: Fed | None, sc: Scenario, grid: Grid, say: Say,
                 summary: dict[str, Any]) -> None:
-    """The measured grid, fastest first (the paced analytic answer beside it)."""
-    paced = sc.name == "paced"
+    """The measured grid, fastest first (the analytic answer beside it: paced and the known answers)."""
+    paced = sc.name == "paced" or sc.known is not None
     say(f"truth ({len(fed)} configs), fed samples/s pooled over rounds:" + ("   analytic  measured/analytic"
                                                                            if paced else ""))
     rows = []
     for f in sorted(fed.values(), key=lambda f: -f.rate if f.wall_s else 0):
         line = (f"  {f.short:<50} {f.rate:8.1f} (rounds {', '.join(f'{x:.1f}' for x in f.rounds)}; spread "
                 f"{f.spread_pct:4.1f}%) idle {f.idle:6.1%}")
-        if paced:
-            c = LoaderConfig(**json.loads(f.key))
-            want = analytic_paced(c)
+        want = analytic_of(sc, f.key)
+        if want:
             line += f"   {want:6.1f}   {f.rate / want:.3f}"
             rows.append({"key": f.key, "analytic": want, "measured": f.rate, "ratio": f.rate / want})
         say(line + (f" FAILED x{len(f.failed)}: {f.failed[0]}" if f.failed else ""))
@@ -984,11 +1179,74 @@ def print_truth(fed: dict[str, Fed], best: Fed | None, sc: Scenario, grid: Grid,
             + ("INPUT-BOUND" if calm.idle > INPUT_BOUND_IDLE else "the model can be fed"))
         summary["truth"]["least_idle"] = calm.row()
         summary["truth"]["input_bound"] = calm.idle > INPUT_BOUND_IDLE
-    if paced:
+    if sc.known is not None:
+        k = sc.known
+        say(f"analytic ({k.name}: {k.what}): best fed {k.best:.1f} samples/s, "
+            f"{'INPUT-BOUND' if k.input_bound else 'feeds'}, binding {'/'.join(k.binding)}, cheapest "
+            f"{', '.join(f'{a}={v}' for a, v in k.cheapest.items())}; {k.why}")
+        summary["truth"]["analytic"] = rows
+    elif paced:
         feed = math.ceil(PACED_MODEL_SPS * PACED_T - 1e-9)
         say(f"analytic: best fed {PACED_MODEL_SPS:.0f} samples/s; {feed} or more workers feed it "
             f"({math.ceil(HEADROOM * PACED_MODEL_SPS * PACED_T - 1e-9)} with the {HEADROOM}x headroom)")
         summary["truth"]["analytic"] = rows
+
+
+def analytic_of(sc: Scenario, key: str) -> float | None:
+    """A grid config's analytic fed rate (paced; a known answer's where its definition gives one)."""
+    c = LoaderConfig(**json.loads(key))
+    if sc.known is not None:
+        return sc.known.analytic(c.num_workers, bool(c.persistent_workers))
+    return analytic_paced(c) if sc.name == "paced" else None
+
+
+def print_plain(plain: dict[str, PlainFed], fed: dict[str, Fed], sc: Scenario, say: Say,
+                summary: dict[str, Any]) -> None:
+    """The plain loop's grid, fastest first, with the fed loop's rate and the analytic one beside it; its
+    verdict by the steady wait (mid-epoch) of its least waiting config, the epoch start apart."""
+    say(f"plain truth ({len(plain)} configs, benchmarks/plain_loop.py, no dataperf), samples/s pooled over rounds; "
+        "the fed loop's and the analytic rate beside:")
+    for f in sorted(plain.values(), key=lambda f: -f.rate if f.wall_s else 0):
+        fl = fed.get(f.key)
+        want = analytic_of(sc, f.key)
+        row = f.row()
+        say(f"  {f.short:<50} {f.rate:8.1f} (spread {f.spread_pct:4.1f}%) waiting {f.idle:6.1%}, steady "
+            f"{f.steady_wait:6.1%}, epoch start {row['epoch_start_s'] or float('nan'):.2f} s   fed loop "
+            f"{fl.rate if fl else float('nan'):8.1f}   analytic {want or float('nan'):7.1f}"
+            + (f" FAILED x{len(f.failed)}: {f.failed[0]}" if f.failed else ""))
+    ok = [f for f in plain.values() if f.wall_s and not f.failed]
+    if ok:
+        calm = min(ok, key=lambda f: f.steady_wait)
+        bound = calm.steady_wait > INPUT_BOUND_IDLE
+        summary["truth"]["plain_input_bound"] = bound
+        say(f"plain best: {best_of(plain).short} at {best_of(plain).rate:,.1f}; least steady wait {calm.short} at "
+            f"{calm.steady_wait:.1%} -> {'INPUT-BOUND' if bound else 'the model can be fed'}"
+            + (f" (the analytic answer says {'INPUT-BOUND' if sc.known.input_bound else 'feeds'}: CHECK the "
+               "scenario or the machine)" if sc.known is not None and bound != sc.known.input_bound else ""))
+
+
+def cell_rows(scenario: str, scores: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row a path for the summary table: the figures, met when every goal is, and the goals not met."""
+    return [{"scenario": scenario, "path": p, "wall_s": s["wall_s"], "pick": s.get("pick"),
+             "ratio_fed": s.get("ratio"), "ratio_plain": s.get("plain_ratio"),
+             "said": {True: "INPUT-BOUND", False: "feeds", None: "none"}.get(s.get("input_bound_said"), "none"),
+             "binding_said": s.get("binding_said"), "mape_fed": s.get("mape_pct"),
+             "mape_plain": s.get("mape_plain_pct"), "met": bool(s["goals"]) and all(s["goals"].values()),
+             "not_met": [g for g, ok in s["goals"].items() if not ok]} for p, s in scores.items()]
+
+
+def print_table(rows: list[dict[str, Any]], say: Say) -> None:
+    """The scenarios x paths table, met / NOT met a cell (every goal of the path met), the goals missed after."""
+    def f(x: float | None, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    say(f"{'scenario':<9}{'path':<8}{'wall s':>7}  {'pick':<34}{'fed':>6}{'plain':>7}  {'said':<12}{'binding':<14}"
+        f"{'MAPE fed':>9}{'plain':>7}  cell")
+    for r in rows:
+        say(f"{r['scenario']:<9}{r['path']:<8}{r['wall_s']:7.0f}  {str(r['pick'] or '-')[:33]:<34}"
+            f"{f(r['ratio_fed'], '.3f'):>6}{f(r['ratio_plain'], '.3f'):>7}  {r['said']:<12}"
+            f"{str(r['binding_said'] or '-'):<14}{f(r['mape_fed'], '.1f'):>9}{f(r['mape_plain'], '.1f'):>7}  "
+            + ("met" if r["met"] else "NOT met: " + "; ".join(r["not_met"])))
 
 
 def print_scores(scores: dict[str, dict[str, Any]], say: Say) -> None:
@@ -1007,7 +1265,9 @@ def print_scores(scores: dict[str, dict[str, Any]], say: Say) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scenario", choices=("paced", "imagenet", "wds-uneven", "tokens", "cold"), default="paced")
+    ap.add_argument("--scenario", choices=("paced", "imagenet", "wds-uneven", "tokens", "cold", *KA_NAMES, "ka"),
+                    default="paced", help="S1a ... S6: issue 49's known answers (tests/ka_scenarios.py); ka: all "
+                    "of them, each in OUT/NAME, one table over them in OUT/summary.json")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--data", default=None, help="the folder the H200 scenarios' data is made in and read from "
                     "(made/, imagefolder/, wdsN/, tokens.bin) [/tmp/pick_quality]")
@@ -1020,12 +1280,13 @@ def main() -> int:
                     "of an H200 scenario's code on CPU)")
     ap.add_argument("--model", default=None, help="another model for the scenario [paced: paced:fixed_step_model; "
                     "images: torchvision.models:resnet50; tokens: gpt-medium]")
-    ap.add_argument("--prefetch", type=lambda s: [int(x) for x in s.split(",")], default=FULL_PREFETCH)
-    ap.add_argument("--persistent", choices=list(PERSISTENT), default="both",
-                    help="persistent workers in the truth grid [both]; off halves a short lease's grid (a pick with "
-                         "them is then fed in extra rounds beside the best)")
+    ap.add_argument("--prefetch", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                    help="the truth grid's depths [2,4; known answers: 2]")
+    ap.add_argument("--persistent", choices=list(PERSISTENT), default=None,
+                    help="persistent workers in the truth grid [both; known answers: off, S6 both]; off halves a "
+                         "short lease's grid (a pick with them is then fed in extra rounds beside the best)")
     ap.add_argument("--max-workers", type=int, default=None, help="the ladder's top [the cores; paced: 4x the "
-                    "cores, preflight's limit, since paced samples sleep]")
+                    "cores, preflight's limit, since paced samples sleep; known answers: 8]")
     ap.add_argument("--min-workers", type=int, default=0,
                     help="the grid's lowest worker count [0]; a short lease leaves out counts far from the best "
                          "(they only idle more, so the verdict rule, decided by the least idle, is unchanged; "
@@ -1033,12 +1294,14 @@ def main() -> int:
     ap.add_argument("--pin", choices=list(PINS), default="both",
                     help="pin_memory in the truth grid on CUDA [both]; on: pinned only (an unpinned pick is then "
                          "fed in extra rounds beside the best)")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=None, help="[2; known answers 3]")
     ap.add_argument("--repeats", type=int, default=1, help="fed repeats in each round of a config")
-    ap.add_argument("--run-s", type=float, default=None, help="a fed run's window cap [paced 6, else 8]")
+    ap.add_argument("--run-s", type=float, default=None, help="a fed run's window cap [paced 6, known answers 3 "
+                    "(S3 5), else 8]")
     ap.add_argument("--grid-cap-s", type=float, default=None, help="lower the window cap until the grid fits")
-    ap.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], default=list(PATHS))
-    ap.add_argument("--budget", default="5m", help="the budgeted sweep's --budget")
+    ap.add_argument("--paths", type=lambda s: [p for p in s.split(",") if p], default=None,
+                    help=f"a subset of {','.join(PATHS)} [all; known answers: {','.join(KA_PATHS)}]")
+    ap.add_argument("--budget", default=None, help="the budgeted sweep's --budget [5m; known answers 2m]")
     ap.add_argument("--confirm", type=int, default=None, help="--confirm K for both sweeps [not given]")
     ap.add_argument("--path-cap-s", type=float, default=900.0, help="a path's command is killed past this")
     ap.add_argument("--make-cap-s", type=float, default=600.0)
@@ -1047,13 +1310,9 @@ def main() -> int:
     ap.add_argument("--truth-from", type=Path, default=None, help="reuse an earlier run's truth grid")
     ap.add_argument("--dry-run", action="store_true", help="print the plan and its time estimate")
     a = ap.parse_args()
-    bad = [p for p in a.paths if p not in PATHS]
-    if bad or a.rounds < 2:
-        ap.error(f"--paths takes {','.join(PATHS)}; --rounds at least 2" + (f" (got {bad})" if bad else ""))
-    a.max_workers = a.max_workers or (4 * cores() if a.scenario == "paced" else cores())
-    a.run_s = a.run_s or (6.0 if a.scenario == "paced" else 8.0)
-    a.script_steps = a.script_steps or (60 if a.scenario == "paced" else 80)
-    a.prefetch = sorted(set(a.prefetch))
+    if a.scenario == "ka":
+        return run_known(a, ap)
+    defaults(a, ap)
     if a.dry_run:
         return bench(a, print)
     try:
@@ -1063,6 +1322,50 @@ def main() -> int:
         with tarfile.open(tar, "w:gz") as t:
             t.add(a.out, arcname=a.out.name)
         print(f"archive: {tar}", flush=True)
+
+
+def defaults(a: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
+    """Each flag left out, by scenario (a known answer: the small grid of issue 49, 3 rounds, its three paths)."""
+    k = known_answers()[a.scenario] if a.scenario in KA_NAMES else None
+    a.prefetch = sorted(set(a.prefetch or ([2] if k else FULL_PREFETCH)))
+    a.persistent = a.persistent or (k.persistent if k else "both")
+    a.rounds = a.rounds or (3 if k else 2)
+    a.paths = a.paths or list(KA_PATHS if k else PATHS)
+    a.budget = a.budget or ("2m" if k else "5m")
+    a.max_workers = a.max_workers or (8 if k else 4 * cores() if a.scenario == "paced" else cores())
+    a.run_s = a.run_s or (k.run_s if k else 6.0 if a.scenario == "paced" else 8.0)
+    a.script_steps = a.script_steps or (60 if a.scenario == "paced" else 80)
+    allowed = KA_PATHS if k else PATHS
+    bad = [p for p in a.paths if p not in allowed]
+    if bad or a.rounds < 2:
+        ap.error(f"--paths takes {','.join(allowed)}; --rounds at least 2" + (f" (got {bad})" if bad else ""))
+
+
+def run_known(a: argparse.Namespace, ap: argparse.ArgumentParser) -> int:
+    """--scenario ka: every known answer in turn, each in OUT/NAME (--truth-from DIR: DIR/NAME), then one table
+    of scenarios x paths, printed and in OUT/summary.json."""
+    rows: list[dict[str, Any]] = []
+    for name in KA_NAMES:
+        b = argparse.Namespace(**{**vars(a), "scenario": name, "out": a.out / name,
+                                  "truth_from": a.truth_from / name if a.truth_from else None})
+        defaults(b, ap)
+        if a.dry_run:
+            bench(b, print)
+            continue
+        run_logged(b.out, lambda say, b=b: bench(b, say))
+        done = b.out / "summary.json"
+        table = json.loads(done.read_text()).get("table") if done.is_file() else None
+        rows += table or [{"scenario": name, "path": p, "wall_s": 0.0, "pick": None, "ratio_fed": None,
+                           "ratio_plain": None, "said": "none", "binding_said": None, "mape_fed": None,
+                           "mape_plain": None, "met": False, "not_met": ["no score (see its log.txt)"]}
+                          for p in b.paths]
+    if not a.dry_run:
+        a.out.mkdir(parents=True, exist_ok=True)
+        (a.out / "summary.json").write_text(json.dumps({"scenarios": list(KA_NAMES), "table": rows}, indent=2,
+                                                       default=str), encoding="utf-8")
+        print_table(rows, print)
+        print(f"cells met: {sum(r['met'] for r in rows)} of {len(rows)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -237,3 +237,123 @@ def test_truth_from_an_old_run_keys_its_rounds_as_todays_grid(tmp_path, monkeypa
     want = pq.on_scenario({"num_workers": 12, "prefetch_factor": 2, "pin_memory": True}, base, cuda=True)[0]
     assert list(fed) == [want.key()] and wall == 12.0
     assert fed[want.key()].rate > 0
+
+
+# ---------------------------------------------------------------- issue 49: the known answers and the plain truth
+
+
+def plain_row(c: LoaderConfig, rate: float, wait: float, steady: float, start_s: float = 0.1) -> dict:
+    """A plain_loop.py row of 1 s: `rate` samples, waiting `wait` of it, `start_s` of that at the epoch start."""
+    return {"key": c.key(), "short": c.short(), "samples": rate, "wall_s": 1.0, "samples_per_s": rate, "steps": 10,
+            "wait_s": wait,
+            "wait_share": wait, "steady_wait_share": steady, "epoch_start_s": start_s, "epoch_start_wait_s": start_s,
+            "epoch_starts_timed": 1}
+
+
+def plain_truth(*rows: tuple[LoaderConfig, float, float]) -> dict[str, pq.PlainFed]:
+    out = {}
+    for c, rate, wait in rows:
+        out[c.key()] = pq.PlainFed(c.key(), c.short())
+        out[c.key()].add_row(plain_row(c, rate, wait, wait))
+    return out
+
+
+KA = pq.known_answers()
+# S2 by hand: a lock caps the loader at 100/s from w=3 on, below a 200/s model
+S2_FED = truth((cfg(2), 79.0, 0.6), (cfg(3), 98.0, 0.5), (cfg(6), 99.0, 0.5))
+S2_PLAIN = plain_truth((cfg(2), 80.0, 0.6), (cfg(3), 99.0, 0.5), (cfg(6), 99.5, 0.5))
+
+
+def ka_score(d: DecisionResult | None, wall: float = 100.0, path: str = "sweep") -> dict:
+    s = pq.score(path, d, ran(wall), S2_FED, key_of, {}, (500.0, 500.0), 120.0)
+    pq.score_known(s, d, ran(wall), KA["S2"], S2_PLAIN, {}, key_of, 120.0)
+    return s
+
+
+def test_a_right_known_answer_meets_every_goal_against_both_truths():
+    d = DecisionResult(config=asdict(cfg(3)), input_bound=True, binding_limit=KA["S2"].binding[0],
+                       predicted_samples_per_s=100.0, fed_stall_fraction=0.5)
+    s = ka_score(d)
+    assert s["ratio"] == pytest.approx(98 / 99) and s["plain_ratio"] == pytest.approx(99 / 99.5)
+    assert s["mape_pct"] == pytest.approx(2 / 98 * 100) and s["mape_plain_pct"] == pytest.approx(1 / 99 * 100)
+    assert s["contradictions"] == [] and all(s["goals"].values()), s["goals"]
+    assert list(s["goals"]) == ["answered within 300 s", "ratio >= 0.95 (fed loop)", "ratio >= 0.95 (plain loop)",
+                                "verdict right", "binding limit right", "MAPE <= 10% (fed loop)",
+                                "MAPE <= 10% (plain loop)"]
+    row = pq.cell_rows("S2", {"sweep": s})[0]
+    assert row["met"] and row["not_met"] == [] and row["ratio_plain"] == pytest.approx(99 / 99.5)
+
+
+def test_a_contradicting_answer_is_wrong_on_verdict_and_binding():
+    """The audit's S2: INPUT-BOUND beside "binding limit: model": the verdict type is right, the answer is not."""
+    d = DecisionResult(config=asdict(cfg(6)), input_bound=True, binding_limit="model", predicted_samples_per_s=99.0)
+    s = ka_score(d)
+    assert s["contradictions"] == ["INPUT-BOUND with the model binding"]
+    assert not s["goals"]["verdict right"] and not s["goals"]["binding limit right"]
+    assert s["goals"]["ratio >= 0.95 (plain loop)"]
+    feeds = DecisionResult(config=asdict(cfg(6)), input_bound=False, binding_limit="model",
+                           predicted_samples_per_s=99.0, fed_stall_fraction=0.4)
+    assert pq.contradictions(feeds) == ["feeds beside a fed wait of 40.0%"]
+    assert pq.contradictions(replace(feeds, binding_limit="decode", fed_stall_fraction=0.0)) == [
+        "feeds with decode binding"]
+    assert pq.contradictions(replace(feeds, input_bound=None)) == ["no verdict"]
+
+
+def test_a_wrong_binding_or_a_late_answer_is_not_met():
+    d = DecisionResult(config=asdict(cfg(3)), input_bound=True, binding_limit="workers", predicted_samples_per_s=100.0)
+    s = ka_score(d)
+    assert s["goals"]["verdict right"] and not s["goals"]["binding limit right"]
+    late = ka_score(replace(d, binding_limit=KA["S2"].binding[0]), wall=301.0)
+    assert not late["goals"]["answered within 300 s"] and late["goals"]["binding limit right"]
+    budget = ka_score(replace(d, binding_limit=KA["S2"].binding[0]), wall=125.0, path="budget")
+    assert not budget["goals"]["answered within 120 s"]
+    none = ka_score(None)
+    assert not any(none["goals"].values())
+    assert pq.cell_rows("S2", {"tune": none})[0]["not_met"][0] == "answered within 300 s"
+
+
+def test_the_plain_pool_keeps_the_steady_wait_and_the_epoch_start_apart():
+    c = cfg(2, persist=True)
+    p = pq.PlainFed(c.key(), c.short())
+    p.add_row(plain_row(c, 150.0, 0.25, 0.0, start_s=0.25))  # an epoch start of 0.25 s, no steady wait
+    p.add_row({**plain_row(c, 130.0, 0.3, 0.1, start_s=0.2), "wall_s": 2.0, "samples": 260.0, "wait_s": 0.6})
+    assert p.rounds == [150.0, 130.0]
+    assert p.rate == pytest.approx(410 / 3) and p.idle == pytest.approx(0.85 / 3)
+    assert p.steady_wait == pytest.approx(0.1 * 1.8 / (0.75 + 1.8))
+    assert p.row()["epoch_start_s"] == pytest.approx(0.225)
+    p.add_row({"key": c.key(), "error": "boom"})
+    assert p.failed == ["boom"] and p.rate == pytest.approx(410 / 3)
+
+
+def test_each_known_answer_is_written_down_whole():
+    """Every scenario says its best rate, verdict, binding limit (dataperf's names, or the unmeasured one) and
+    cheapest config, and its analytic rates agree with its best."""
+    from dataperf.verdict.limits import LIMITS
+
+    assert set(KA) == set(pq.KA_NAMES)
+    for k in KA.values():
+        assert k.binding and all(b in (*LIMITS, KA["S2"].binding[0]) for b in k.binding), k.name
+        assert (k.binding == ("model",)) is (not k.input_bound), k.name  # the answers themselves never contradict
+        assert max(k.rates.values()) == pytest.approx(k.best), k.name
+        w, persist = k.cheapest["num_workers"], bool(k.cheapest.get("persistent_workers"))
+        assert k.analytic(w, persist) >= 0.95 * k.best, k.name
+
+
+def test_the_plain_loop_measures_a_paced_known_answer(monkeypatch):
+    """2 workers x 20 ms paced samples, a 10 ms step: 100 samples/s +- 5%, the model waiting about 7/8 of the
+    time, from benchmarks/plain_loop.py in its own process, which imports no dataperf (40 steps: 3.2 s; 20 read
+    94 once at load 5 on 2 cores, where a sleep woken a period late restarts its deadline)."""
+    import subprocess
+
+    env = {**pq.os.environ, "PACED_T": "0.02", "PACED_STEP_S": "0.01", "PACED_N": "4000",
+           "PYTHONPATH": str(Path(__file__).resolve().parent)}
+    spec = [{"key": "k", "batch_size": 8, "num_workers": 2, "prefetch_factor": 2, "persistent_workers": False,
+             "steps": 40, "whole": False}]
+    p = subprocess.run([sys.executable, str(pq.PLAIN), "--dataset", "paced:sleep_map", "--model",
+                        "paced:fixed_step_model", "--configs", json.dumps(spec), "--warmup", "4"],
+                       capture_output=True, text=True, env=env, timeout=120, check=True)
+    row = json.loads(p.stdout.splitlines()[-1])
+    assert row["dataperf_imported"] is False and row["steps"] == 40 and row["mode"] == "window"
+    assert row["samples_per_s"] == pytest.approx(100.0, rel=0.05)
+    assert row["steady_wait_share"] == pytest.approx(0.875, abs=0.05)
+    assert row["epoch_starts_timed"] == 0 and row["first_epoch_start_s"] >= 0.16
