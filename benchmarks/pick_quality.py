@@ -901,9 +901,19 @@ def contradictions(d: DecisionResult) -> list[str]:
         out.append("INPUT-BOUND with the model binding")
     elif not d.input_bound and d.binding_limit not in ("", "model"):
         out.append(f"feeds with {d.binding_limit} binding")
-    if d.input_bound is False and d.fed_stall_fraction is not None and d.fed_stall_fraction > INPUT_BOUND_IDLE:
-        out.append(f"feeds beside a fed wait of {d.fed_stall_fraction:.1%}")
+    wait = d.steady_stall_fraction if d.confirmed and d.steady_stall_fraction == d.steady_stall_fraction \
+        else d.fed_stall_fraction  # mid-epoch where the record has it (a record from before: the whole run)
+    if d.input_bound is False and wait is not None and wait > INPUT_BOUND_IDLE:
+        out.append(f"feeds beside a fed wait of {wait:.1%} mid-epoch")
     return out
+
+
+def answer_contradictions(text: str) -> list[str]:
+    """What the path's printed answer contradicts in itself, read as tests/answers.py reads every answer the
+    suite prints (the same rules as `contradictions`, on the text the user sees)."""
+    from tests.answers import contradictions as printed
+
+    return printed(text)
 
 
 def score_known(s: dict[str, Any], d: DecisionResult | None, ran: Ran, known: Any, plain: dict[str, Fed],
@@ -1091,6 +1101,10 @@ def bench(a: argparse.Namespace, say: Say) -> int:
         s = score(p, d, ran, fed, lambda cfg: grid.key(cfg)[0], extra, (grid_wall, full_s), budget_s)
         if sc.known is not None:
             score_known(s, d, ran, sc.known, plain, plain_extra, lambda cfg: grid.key(cfg)[0], budget_s)
+            log = out / f"{p}.log"
+            printed = answer_contradictions(log.read_text(errors="replace")) if log.exists() else []
+            s["printed_contradictions"] = printed
+            s["goals"]["printed answer coherent"] = not printed
         s.update({k: v for k, v in summary["paths"].get(p, {}).items() if k not in s})
         scores[p] = s
     summary["paths"] = scores

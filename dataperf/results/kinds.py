@@ -391,6 +391,13 @@ class DecisionResult(TrialRecord):
     fed_samples_per_s: float | None = None  # the pick's fed rate: pooled over its fed rounds
     fed_samples_per_s_rounds: list[float] = field(default_factory=list)
     fed_stall_fraction: float | None = None
+    # mid-epoch and epoch start apart (verdict: Recommendation): the pick's rate and the model's idle share
+    # mid-epoch (fed where the fed loop measured them, else predicted), and what each epoch start costs the model
+    # waiting, in seconds and as a share of an epoch of the data
+    steady_samples_per_s: float = float("nan")
+    steady_stall_fraction: float = float("nan")
+    epoch_start_s: float = float("nan")
+    epoch_start_fraction: float = float("nan")
     # the pick is the largest worker count that could be tried and does not feed the model: a lower bound
     lower_bound: bool = False
     lower_bound_why: str = ""

@@ -7,6 +7,10 @@ beside it. On CPU the step is synchronous, so the device is idle exactly while t
 
 from __future__ import annotations
 
+import math
+import statistics
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -41,6 +45,10 @@ class FedPlan:
     warmup: int = 3
     predict: bool = True
     sync_each_step: bool = False
+    # more repeats of `steps` while the pooled rate's 95% interval is wider than this share of it (a few slow
+    # samples make the short runs disagree: the 2026-12-06 audit's heavy tail fed 202 and 157 in two rounds of
+    # one config, truth 212), until an epoch is timed or MAX_EXTRA x the planned steps; None: as planned
+    until_ci: float | None = None
 
 
 @dataclass
@@ -88,11 +96,16 @@ class _Timed:
         self.lens += t.padded_lengths
 
 
+TAIL_CI = 0.05  # sweep's and tune's fed runs: the pooled rate known to +-5% (95%), FedPlan.until_ci
+MAX_EXTRA = 3  # a fed run extended for its tail times at most this many times its planned steps
+
+
 def run_e2e(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, steps: int = 20, repeats: int = 3,
-            warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None) -> E2EResult:
+            warmup: int = 3, predict: bool = True, topts: TrialOptions | None = None,
+            until_ci: float | None = None) -> E2EResult:
     """`run_fed` with the plan's fields as arguments, as the sweep's confirmation, the benchmarks and the tests
     call it (no sync each step: that is the e2e command's own option)."""
-    return run_fed(data, cfg, sopts, FedPlan(steps, repeats, warmup, predict), topts)
+    return run_fed(data, cfg, sopts, FedPlan(steps, repeats, warmup, predict, until_ci=until_ci), topts)
 
 
 def run_fed(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, plan: FedPlan,
@@ -116,7 +129,8 @@ def run_fed(data: Data | Path, cfg: LoaderConfig, sopts: StepOptions, plan: FedP
             cache.prepare(prep.paths, "warm")
         _warm(stream, tr, cfg, plan.warmup, res)
         counts = _timed_counts(batches, plan, res)
-        timed = _time_repeats(stream, tr, data, cfg, prep.paths, counts, topts, res)
+        timed = _time_repeats(stream, tr, data, cfg, prep.paths, counts, topts, res,
+                              _extend(plan, epoch_steps(batches), topts.deadline))
     except (torch.cuda.OutOfMemoryError, RuntimeError) as e:
         if is_oom(e):
             raise oom_error(e, sopts) from None
@@ -160,14 +174,40 @@ def _timed_counts(batches: Any, plan: FedPlan, res: E2EResult) -> list[int]:
     return counts
 
 
+def _extend(plan: FedPlan, epoch: int | None, deadline: float | None) -> Callable[[_Timed, list[int]], int]:
+    """Steps of one more repeat (0: the run is done): while plan.until_ci is set, the pooled rate's 95% interval
+    (1.96 x the repeats' standard error) is wider than that share of it, the run has not timed an epoch nor
+    MAX_EXTRA x its planned steps, and one more repeat fits before the deadline."""
+    def more(timed: _Timed, counts: list[int]) -> int:
+        if plan.until_ci is None or len(timed.sps) < 2:
+            return 0
+        done, limit = sum(counts), MAX_EXTRA * plan.steps * plan.repeats
+        if (epoch and done >= epoch) or done >= limit:
+            return 0
+        if deadline is not None and time.monotonic() + sum(timed.wall_s) / len(timed.wall_s) > deadline:
+            return 0
+        rate = sum(timed.samples) / sum(timed.wall_s)
+        half = 1.96 * statistics.stdev(timed.sps) / math.sqrt(len(timed.sps))
+        return plan.steps if rate > 0 and half > plan.until_ci * rate else 0
+
+    return more
+
+
 def _time_repeats(stream: EpochStream, tr: Trainer, data: Data, cfg: LoaderConfig, paths: list[Path],
-                  counts: list[int], topts: TrialOptions, res: E2EResult) -> _Timed:
+                  counts: list[int], topts: TrialOptions, res: E2EResult,
+                  more: Callable[[_Timed, list[int]], int] | None = None) -> _Timed:
     """The timed repeats, each after the cache is made what cfg.cache asks (cold: evicted), with the bytes read
-    from storage meanwhile."""
+    from storage meanwhile; then, while `more` asks for them (_extend), further repeats of its steps."""
     timed, cuda = _Timed(), tr.device.type == "cuda"
     # warm, small data: residency once before the repeats (asking between them would pause the fed loop)
     held = cache.warm_resident(paths) if cfg.cache == "warm" and data.cache_managed else None
-    for n_steps in counts:
+    counts = list(counts)
+    i = 0
+    while i < len(counts) or (more is not None and (extra := more(timed, counts))):
+        if i == len(counts):
+            counts.append(extra)
+        n_steps = counts[i]
+        i += 1
         if cfg.cache == "cold" and data.cache_managed:
             prepared = cache.prepare(paths, "cold", topts.drop_caches)
             res.notes.extend(n for n in prepared.notes if n not in res.notes)
@@ -177,6 +217,11 @@ def _time_repeats(stream: EpochStream, tr: Trainer, data: Data, cfg: LoaderConfi
         read0 = cache.tree_read_bytes()
         t, wall = train_loop(stream, tr, n_steps, sync_each_step=res.sync_each_step)
         timed.add(t, wall, n_steps, cache.tree_read_bytes() - read0, cuda, backends.of(cfg).workers(cfg.__dict__))
+    if len(counts) > len(res.steps_repeats):
+        res.notes.append(f"timed {len(counts) - len(res.steps_repeats)} more repeat(s) of {counts[-1]} steps: the "
+                         "repeats' rates disagreed (slow samples), so the run went on until its pooled rate was "
+                         f"known to the interval asked, an epoch, or {MAX_EXTRA}x its plan; {sum(counts)} steps")
+        res.steps_repeats, res.repeats = counts, len(counts)
     return timed
 
 

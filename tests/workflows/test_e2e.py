@@ -199,3 +199,22 @@ def test_mid_epoch_and_epoch_start_apart_read_their_known_answers(paced, one_thr
     assert r.steady_samples_per_s == pytest.approx(100, rel=0.15)
     assert r.steady_stall_fraction < 0.15
     assert 0.5 <= r.epoch_start_s <= 0.58 + 1.0  # the fork's cost on a busy box: a bound, not the answer
+
+
+def test_a_fed_run_goes_on_while_its_repeats_disagree_until_an_epoch_or_its_cap():
+    """FedPlan.until_ci: repeats reading 200, 150 and 210 samples/s (a slow-sample tail) leave the pooled rate's
+    95% interval at +-31%: one more repeat of the planned steps; repeats that agree, an epoch timed, or
+    MAX_EXTRA x the plan end the run."""
+    from dataperf.workflows.e2e import MAX_EXTRA, FedPlan, _extend, _Timed
+
+    def timed(rates: list[float]) -> _Timed:
+        t = _Timed()
+        t.sps, t.samples, t.wall_s = rates, [int(r) for r in rates], [1.0] * len(rates)
+        return t
+
+    plan = FedPlan(steps=20, repeats=3, until_ci=0.05)
+    assert _extend(plan, None, None)(timed([200, 150, 210]), [20, 20, 20]) == 20
+    assert _extend(plan, None, None)(timed([200, 199, 201]), [20, 20, 20]) == 0
+    assert _extend(plan, 60, None)(timed([200, 150, 210]), [20, 20, 20]) == 0  # a whole epoch is timed
+    assert _extend(plan, None, None)(timed([200, 150] * 5), [20] * (3 * MAX_EXTRA)) == 0
+    assert _extend(FedPlan(steps=20, repeats=3), None, None)(timed([200, 150, 210]), [20, 20, 20]) == 0

@@ -13,7 +13,7 @@ from dataperf.errors import UserError
 from dataperf.measure.limits import LimitsOptions
 from dataperf.measure.step import StepOptions
 from dataperf.measure.trial import TrialOptions
-from dataperf.results import LoaderConfig, LoaderResult, StepResult
+from dataperf.results import E2EResult, LoaderConfig, LoaderResult, StepResult
 from dataperf.workflows import sweep as sw
 from dataperf.workflows.sweep import edge, stages
 
@@ -436,10 +436,10 @@ def test_a_pick_at_the_top_of_the_ladder_that_does_not_feed_tries_more_workers(t
     assert "answer: DataLoader(dataset, batch_size=4" in r.output
 
 
-def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
-    """96 samples at batch 8 give 4 workers 3 batches each: past a best at 2 workers that does not feed, the jump
-    (to 4x) is clamped to 4, the data's most, rather than given up (the H200's 16,000 images at batch 256 stopped
-    at 16 with 'at most 20')."""
+def test_the_edge_climbs_one_rung_at_a_time_and_stops_at_what_the_data_can_run(datasets):
+    """96 samples at batch 8 give 4 workers 3 batches each: past a best at 2 workers that does not feed, the next
+    rung, 3 (no jump over the rungs where the pick may land: the 2026-12-06 audit's lock reached its cap at 3-4
+    and the sweep went 2 -> 6 -> 8); at 4, the data's most, the edge says why it stops."""
     data = as_data(datasets["image-files"])
     cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
     t = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=100.0,
@@ -447,7 +447,7 @@ def test_the_edge_stops_at_what_the_data_can_run_not_short_of_it(datasets):
     slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=50.0,
                         training_samples_per_s=50.0)
     nxt, why = edge.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
-    assert nxt is not None and nxt[1].num_workers == 4 and why == ""
+    assert nxt is not None and nxt[1].num_workers == 3 and why == ""
     t.config = {**cfg.__dict__, "num_workers": 4}
     nxt, why = edge.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
     assert nxt is None and "cannot each get 3 batches" in why and "(at most 4)" in why
@@ -467,7 +467,7 @@ def test_the_edge_is_settled_when_the_best_kept_every_core_busy(datasets):
     assert edge.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2) == (None, "")
     t.cpu_cores_busy_median = 1.2
     nxt, why = edge.edge_trial([t, slow], [(data, cfg)], StepResult(samples_per_s=1000.0), 1.2)
-    assert nxt is not None and nxt[1].num_workers == 4 and why == ""
+    assert nxt is not None and nxt[1].num_workers == 3 and why == ""
 
 
 def test_the_edge_is_settled_when_its_workers_take_every_core_with_cpu_bound_samples(datasets, monkeypatch):
@@ -689,3 +689,26 @@ def test_a_sweep_reads_its_results_file_once(tmp_path, datasets, monkeypatch):
     reads.clear()
     sw.run(sw.SweepPlan(sw.grid_trials([data], grid), FAST_OPTS, out, resume=True))
     assert reads == [out]
+
+
+def test_the_edge_judges_a_fed_best_by_its_fed_idle_and_a_shared_limit_as_settled(datasets):
+    """The 2026-12-06 audit's S3: the best fed config, the largest count tried, idled the model 11% fed while its
+    prediction said it fed: the fed figure decides, and the next count is tried. S2: a sample's worker time
+    tripling from 1 to 2 workers at flat CPU (a lock) settles the edge: more workers would only wait longer."""
+    from dataperf.verdict import FedRate
+
+    data = as_data(datasets["image-files"])
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    best = LoaderResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=300.0,
+                        training_samples_per_s=300.0)
+    slow = LoaderResult(data=data.spec, config={**cfg.__dict__, "num_workers": 1}, samples_per_s_median=150.0,
+                        training_samples_per_s=150.0)
+    step = StepResult(samples_per_s=200.0)
+    assert edge.edge_trial([best, slow], [(data, cfg)], step, 1.2) == (None, "")  # predicted to feed
+    run = E2EResult(data=data.spec, config=cfg.__dict__, config_key=cfg.key(), samples_per_s=178.0,
+                    steady_stall_fraction=0.11, steps_repeats=[20], batch_size=8, confirm_round=1)
+    nxt, why = edge.edge_trial([best, slow], [(data, cfg)], step, 1.2, FedRate(best, [run]))
+    assert nxt is not None and nxt[1].num_workers == 3 and why == ""
+    best.stage_ms_per_sample, slow.stage_ms_per_sample = {"transform": 60.0}, {"transform": 20.0}
+    best.cpu_cores_busy_median, slow.cpu_cores_busy_median = 0.02, 0.015
+    assert edge.edge_trial([best, slow], [(data, cfg)], step, 1.2, FedRate(best, [run])) == (None, "")

@@ -3,6 +3,7 @@ decision record."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, replace
 
 from dataperf import verdict
@@ -80,7 +81,7 @@ def _fit(fed: list[Fed], step: StepResult, sopts: StepOptions, copts: ConfirmOpt
 
 def _feed(state: SweepState, fed: list[Fed], rounds: int, copts: ConfirmOptions) -> list[E2EResult]:
     """The fed runs in interleaved rounds, each kept in the state (and --out) as it ends."""
-    from dataperf.workflows.e2e import compare, run_e2e
+    from dataperf.workflows.e2e import TAIL_CI, compare, run_e2e
 
     sopts, alone = state.step_opts, {state.step.batch_size: state.step}
     runs: list[E2EResult] = []
@@ -89,9 +90,14 @@ def _feed(state: SweepState, fed: list[Fed], rounds: int, copts: ConfirmOptions)
             for t, cfg in fed if rnd % 2 else fed[::-1]:
                 if cfg.batch_size not in alone:
                     alone[cfg.batch_size] = measure_step(replace(sopts, batch_size=cfg.batch_size))
+                # a run extended for its tail (TAIL_CI) takes no more than its share of the budget left
+                topts = replace(state.opts, collect=False)
+                if state.opts.deadline is not None:
+                    share = (state.opts.deadline - time.monotonic()) / (len(fed) * rounds - len(runs))
+                    topts = replace(topts, deadline=time.monotonic() + share)
                 try:
                     r = run_e2e(state.datas.get(t.data) or as_data(t.data), cfg, sopts, copts.steps, copts.repeats,
-                                copts.warmup, predict=False, topts=replace(state.opts, collect=False))
+                                copts.warmup, predict=False, topts=topts, until_ci=TAIL_CI)
                     compare(r, t, alone[cfg.batch_size])
                 except (KeyboardInterrupt, UserError):
                     raise
@@ -124,6 +130,10 @@ def decision_record(command: str, rec: verdict.Recommendation, recs: list[Record
     if rec.predicted_samples_per_s is not None:
         d.predicted_samples_per_s = rec.predicted_samples_per_s
         d.predicted_stall_fraction = rec.predicted_stall_fraction
+    for k in ("steady_samples_per_s", "steady_stall_fraction", "epoch_start_s", "epoch_start_fraction"):
+        v = getattr(rec, k)
+        if v is not None:
+            setattr(d, k, v)
     win = next((f for f in rec.fed if f.trial is pick and cfg is not None and f.config.key() == cfg.key()), None)
     if win is not None:
         d.fed_samples_per_s, d.fed_stall_fraction = win.samples_per_s, win.stall_fraction
