@@ -24,10 +24,10 @@ ADVICE = (
 
 
 def _binding(text: str) -> str | None:
-    m = re.search(r"^binding limit: (the model|workers|one dataperf does not measure|[a-z_]+)", text, re.M)
+    m = re.search(r"^binding limit: (the model|workers|a limit dataperf does not measure|[a-z_]+)", text, re.M)
     if not m:
         return None
-    return {"the model": "model", "one dataperf does not measure": "unmeasured"}.get(m.group(1), m.group(1))
+    return {"the model": "model", "a limit dataperf does not measure": "unmeasured"}.get(m.group(1), m.group(1))
 
 
 def _verdict(text: str) -> str | None:

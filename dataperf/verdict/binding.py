@@ -14,7 +14,8 @@ from dataperf.verdict.attack import ATTACK, STAGE_LIMITS
 from dataperf.verdict.rates import finite, host_s, machine_cores, model_rate, receive_s, workers_of
 
 UNMEASURED = "unmeasured"
-EXPLAINS = 0.8  # a ceiling explains a rate that reaches this share of it; below, something else binds first
+EXPLAINS = 0.85  # a ceiling explains a rate that reaches this share of it; below, something else binds first
+NO_GAIN = 1.05  # more workers that gave no more than this multiple of the rate: the workers do not bind
 CONTENTION = 1.5  # a sample's worker time this many times its time at the fewest workers: they wait on a share
 FLAT_CPU = 1.2  # ... while its CPU time grew by less than this factor
 BUSY_CORES = 0.8  # ... and the cores were not this full (workers past the cores share them: that is decode)
@@ -46,7 +47,8 @@ class Contention:
     high_cpu_ms: float
 
     def sentence(self) -> str:
-        return (f"a sample's worker time rose from {self.low_ms:.1f} ms at {self.low_workers} worker(s) to "
+        one = "worker" if self.low_workers == 1 else "workers"
+        return (f"a sample's worker time rose from {self.low_ms:.1f} ms at {self.low_workers} {one} to "
                 f"{self.high_ms:.1f} ms at {self.high_workers} while its CPU time went {self.low_cpu_ms:.1f} -> "
                 f"{self.high_cpu_ms:.1f} ms: the workers wait on something they share")
 
@@ -86,6 +88,24 @@ def contention(trials: list[LoaderResult], of: LoaderResult) -> Contention | Non
         return None  # the cores are full: workers past them share the cores, which decode names
     return Contention(low.config["num_workers"], _worker_ms(low), high.config["num_workers"], _worker_ms(high),
                       lc, hc)
+
+
+def more_gave_no_more(trials: list[LoaderResult], of: LoaderResult) -> str | None:
+    """Where an alike trial with more workers gave no more than NO_GAIN x `of`'s rate, with the cores not full:
+    the measured evidence that the workers are not what binds (the 2026-12-06 audit's lock: 3 workers 95
+    samples/s, 4 workers 94, while 3 x one worker's rate read 117). None where no such trial was run."""
+    w = of.config.get("num_workers") or 0
+    more = [r for r in trials if r.status == "ok" and (r.config.get("num_workers") or 0) > w and
+            _alike(r.loader_config, of.loader_config)]
+    if not w or not more or not finite(of.samples_per_s_median):
+        return None
+    top = max(more, key=lambda r: r.samples_per_s_median)
+    busy = top.cpu_cores_busy_median
+    if top.samples_per_s_median > NO_GAIN * of.samples_per_s_median or \
+            (finite(busy) and busy >= BUSY_CORES * machine_cores(top)):
+        return None
+    return (f"{top.config['num_workers']} workers gave {top.samples_per_s_median:,.0f} samples/s, no more than "
+            f"{w}'s {of.samples_per_s_median:,.0f}, with cores to spare")
 
 
 def fed_ceilings(trial: LoaderResult, step: StepResult | None, limits: LimitsResult | None,
@@ -157,15 +177,20 @@ def judge(trial: LoaderResult | None, step: StepResult | None, input_bound: bool
     cs = fed_ceilings(trial, step, limits, trials)
     if not cs or not finite(rate):
         return Binding("", math.nan, rate, "binding limit: not judged (no ceiling could be measured)")
+    more = more_gave_no_more(trials, trial)
+    if more is not None:
+        cs.pop("workers", None)  # measured: more workers did not raise the rate, whatever W x one worker says
+    if not cs:
+        cs = {"workers": (math.inf, "")}
     limit, (ceiling, how) = min(cs.items(), key=lambda kv: kv[1][0])
     share = rate / ceiling
     if share >= EXPLAINS:
         return Binding(limit, ceiling, rate, f"binding limit: {limit} at {ceiling:,.0f} samples/s ({how}); "
                                              f"{name} reaches {share:.0%} of it", advice(limit, trial, cuda))
     c = contention(trials, trial)
-    evidence = f"; {c.sentence()}" if c else ""
+    evidence = "".join(f"; {x}" for x in (more, c.sentence() if c else None) if x)
     return Binding(UNMEASURED, math.nan, rate,
-                   f"binding limit: one dataperf does not measure (storage behind your Dataset, a lock, the "
+                   f"binding limit: a limit dataperf does not measure (storage behind your Dataset, a lock, the "
                    f"network): {name} gives {rate:,.0f} samples/s, {share:.0%} of the lowest ceiling measured "
                    f"({limit} {ceiling:,.0f}){evidence}",
                    "find what the workers share (a lock, a rate-limited store, the network): more workers do not "

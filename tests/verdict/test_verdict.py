@@ -345,8 +345,7 @@ def test_a_shortfall_no_measured_ceiling_explains_is_said_with_its_evidence():
     lim = LimitsResult(config_key=rs[1].config_key, per_worker_samples_per_s=38.0, decode_samples_per_s=8000.0)
     rec = verdict.recommend([*rs, lim], StepResult(samples_per_s=200.0))
     assert rec.input_bound and rec.binding_limit == verdict.UNMEASURED
-    assert "a limit dataperf does not measure" not in rec.binding.sentence  # the wording is the verdict's own
-    assert "one dataperf does not measure" in rec.binding.sentence and "26.0 ms at 1 worker" in rec.binding.sentence
+    assert "a limit dataperf does not measure" in rec.binding.sentence and "26.0 ms at 1 worker" in rec.binding.sentence
     assert rec.attack.startswith("find what the workers share")
 
 
