@@ -165,6 +165,11 @@ HEADROOM = click.option("--headroom", type=float, default=1.2, show_default=True
                         help="how much faster than the step a loader must be to feed it")
 
 
+EPOCH_SAMPLES = click.option("--epoch-samples", type=click.IntRange(min=1), default=None,
+                              help="samples in one of your training epochs, which the epoch start's share is "
+                                   "of [the data's own count]")
+
+
 OUT = click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 
 

@@ -9,7 +9,7 @@ import click
 
 from dataperf import verdict
 from dataperf.commands import _answer, _plots, _render, diagnose, e2e, lengths, profile, watch
-from dataperf.commands._options import HEADROOM
+from dataperf.commands._options import EPOCH_SAMPLES, HEADROOM
 from dataperf.errors import UserError
 from dataperf.results import Record
 
@@ -21,10 +21,11 @@ PRINTERS = {"e2e": e2e.render, "lengths": lengths.render, "profile": profile.ren
 @click.command("report")
 @click.argument("results", type=click.Path(path_type=Path))
 @HEADROOM
+@EPOCH_SAMPLES
 @click.option("--plot", type=click.Path(path_type=Path), default=None,
               help="a PNG of samples/s against workers, with the model's rate, the fed configs and the pick")
 @click.option("--verbose", is_flag=True, help="every column of the loader table (MiB/s, waits, workers, per core)")
-def report(results, headroom, plot, verbose) -> None:
+def report(results, headroom, epoch_samples, plot, verbose) -> None:
     """Tables, the rates plot and the input-bound verdict from a saved results file."""
     from dataperf.measure import preflight
     from dataperf.results import jsonl
@@ -33,17 +34,18 @@ def report(results, headroom, plot, verbose) -> None:
     recs = jsonl.current(jsonl.load(results))
     if not recs:
         raise UserError(f"{results} holds no records; run `dataperf sweep --out {results}` first")
-    render(recs, headroom, plot, verbose)
+    render(recs, headroom, plot, verbose, epoch_samples)
 
 
-def render(recs: list[Record], headroom: float, plot: Path | None, verbose: bool = False) -> None:
+def render(recs: list[Record], headroom: float, plot: Path | None, verbose: bool = False,
+           epoch_samples: int | None = None) -> None:
     """Every record of a file: provenance first, then each kind, then the answer `sweep` printed after its
     trials (_answer.print_answer: the loader table, its warnings, the step, the rates plot and the
     recommendation). A confirmation and the recommendation's own limits record are shown inside the verdict, not
     twice. The verdict is the sweep's: judged again from the same records, with the lower bound the sweep's plan
     decided read back from its decision record (verdict.saved_bound)."""
     print_env(recs)
-    rec = verdict.recommend(recs, verdict.latest_step(recs), headroom)
+    rec = verdict.recommend(recs, verdict.latest_step(recs), headroom, epoch_samples or verdict.saved_epoch(recs))
     verdict.saved_bound(rec, recs)
     for r in recs:
         confirmation = r.kind == "e2e" and r.confirm_round is not None  # shown in the verdict's fed table

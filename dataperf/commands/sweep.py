@@ -10,7 +10,7 @@ import click
 
 from dataperf.commands import _plots, _render
 from dataperf.commands._build import default_decode, make_grid, make_step_options, make_trial_options, resolve_data
-from dataperf.commands._options import HEADROOM, loader_options, model_options, split, trial_options
+from dataperf.commands._options import EPOCH_SAMPLES, HEADROOM, loader_options, model_options, split, trial_options
 from dataperf.errors import UserError
 from dataperf.workflows import clock
 
@@ -30,6 +30,7 @@ from dataperf.workflows import clock
 @model_options("sweep")
 @click.option("--model-batch-size", type=int, default=None, help="step batch size [first --batch-size]")
 @HEADROOM
+@EPOCH_SAMPLES
 @click.option("--confirm", "confirm_k", type=int, default=None, metavar="K",
               help="with --model: feed the model from K configs (the cheapest predicted to feed it, then the "
                    "fastest predicted) and, on CUDA, the first pinned, 2 interleaved rounds each, and pick by the "
@@ -104,12 +105,13 @@ def _request(data: tuple[str, ...], plot: Path | None, kw: dict[str, Any]):
                                   seq_len=loader["seq_len"], image_size=loader["image_size"])
     request = sw.SweepRequest(datas, grid, opts, out, step=sopts, headroom=own["headroom"], confirm=confirm,
                               ladder=loader["num_workers"] is None and not own["config_file"], resume=own["resume"],
-                              overwrite=own["overwrite"], budget_s=budget_s, started=started)
+                              overwrite=own["overwrite"], budget_s=budget_s, started=started,
+                              epoch_samples=own["epoch_samples"])
     return request, own["nproc"]
 
 
-OWN = ("config_file", "out", "resume", "overwrite", "model_batch_size", "headroom", "confirm_k", "confirm_steps",
-       "nproc", "budget_text")  # sweep's own options, beside the shared loader, model and trial options
+OWN = ("config_file", "out", "resume", "overwrite", "model_batch_size", "headroom", "epoch_samples", "confirm_k",
+       "confirm_steps", "nproc", "budget_text")  # sweep's own options, beside the shared loader, model, trial ones
 
 
 def _confirm_options(k: int | None, steps: int, model: str | None):

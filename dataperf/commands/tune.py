@@ -9,7 +9,7 @@ import click
 
 from dataperf.commands import _answer, _render
 from dataperf.commands._build import make_config, make_step_options, make_trial_options, resolve_data
-from dataperf.commands._options import HEADROOM, loader_options, model_options, split, trial_options
+from dataperf.commands._options import EPOCH_SAMPLES, HEADROOM, loader_options, model_options, split, trial_options
 from dataperf.data.sizes import check_image_side
 from dataperf.errors import UserError
 from dataperf.results import LimitsResult, fmt
@@ -21,6 +21,7 @@ from dataperf.verdict import rank_rate
 @click.option("--target-samples-per-s", type=float, default=None, help="the rate to sustain")
 @model_options("tune")
 @HEADROOM
+@EPOCH_SAMPLES
 @loader_options("tune")
 @click.option("--min-gain", type=float, default=0.05, show_default=True,
               help="smallest gain that moves the search one more step")
@@ -30,12 +31,12 @@ from dataperf.verdict import rank_rate
 @click.option("--vary-batch", is_flag=True, default=False,
               help="with --model, also try larger batch sizes (off: the training's --batch-size is kept)")
 @click.option("--budget", "budget_text", default=None, metavar="DURATION",
-              help="stop the search when 60%% of this time (300, 90s, 10m) is spent and end with the best measured; "
+              help="stop the search when 60% of this time (300, 90s, 10m) is spent and end with the best measured; "
                    "the rest goes to the pick's limits and fed check [5m with --model; none: no budget]")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
 @trial_options
-def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_size, vary_batch, budget_text, out,
-         **kw) -> None:
+def tune(data, target_samples_per_s, headroom, epoch_samples, min_gain, max_workers, max_batch_size, vary_batch,
+         budget_text, out, **kw) -> None:
     """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
     from the limits, their neighbours and a confirmation of the top two or three, without the whole grid."""
     from dataperf.measure import preflight
@@ -70,7 +71,7 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
                               image_size=loader["image_size"]) if model else None
     _render.print_data([data])
     req = TuneRequest(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
-                      out=out, vary_batch=vary_batch, budget_s=budget_s)
+                      out=out, vary_batch=vary_batch, budget_s=budget_s, epoch_samples=epoch_samples)
     outcome = Tuner(req, on_trial=print_trial, on_prediction=print_prediction, bar=_render.progress_bar).run()
     render(outcome)
     if outcome.pick is None:  # nothing ran: never "done" (0), nor a target missed by a config that runs (1)

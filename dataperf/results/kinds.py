@@ -398,6 +398,7 @@ class DecisionResult(TrialRecord):
     steady_stall_fraction: float = float("nan")
     epoch_start_s: float = float("nan")
     epoch_start_fraction: float = float("nan")
+    epoch_samples: int | None = None  # the epoch the share is of (--epoch-samples, else the data's size)
     # the pick is the largest worker count that could be tried and does not feed the model: a lower bound
     lower_bound: bool = False
     lower_bound_why: str = ""

@@ -81,19 +81,20 @@ from dataperf.verdict.recommend import (
     outshone,
     recommend,
     saved_bound,
+    saved_epoch,
     variant_gains,
     variants,
 )
 
 __all__ = [
     "answer", "Basis", "Binding", "by_prediction", "cheaper_feeding", "confirm_candidates", "contention",
-    "Contention", "CORES_FULL", "cores_full", "cores_taken", "cost_key", "CPU_BOUND", "cpu_bound", "cpu_cap",
+    "Contention", "cores_full", "CORES_FULL", "cores_taken", "cost_key", "cpu_bound", "CPU_BOUND", "cpu_cap",
     "dataloader_args", "Effect", "EffectName", "epoch_restarts", "epoch_start_s", "fastest", "fed_ceilings",
-    "fed_effects", "fed_epoch_s", "fed_rates", "FED_STALL", "FedRate", "feeds", "finite", "fit", "Fit", "fullest",
+    "fed_effects", "fed_epoch_s", "fed_rates", "FED_STALL", "FedRate", "feeds", "finite", "Fit", "fit", "fullest",
     "idle_warning", "idle_workers", "judge", "Judged", "judged", "latest_limits", "latest_step", "limit_rows",
     "LimitRow", "loader_effects", "machine_cores", "model_rate", "NEAR_BEST", "NEAR_CONFIRMED", "ok_loaders",
     "Outcome", "outshone", "predicted_fed", "predicted_steady", "rank_rate", "recommend", "Recommendation",
-    "restart_stall", "run_samples", "run_wall_s", "saved_bound", "shared_cpu", "shared_gpu", "sorted_by_rate",
-    "SPLIT_POINTS", "STARVED", "stream_rate", "table_findings", "trial_fit", "trial_fits", "TrialFit", "UNMEASURED",
-    "variant_gains", "variants", "verdict_caveats", "workers_of",
+    "restart_stall", "run_samples", "run_wall_s", "saved_bound", "saved_epoch", "shared_cpu", "shared_gpu",
+    "sorted_by_rate", "SPLIT_POINTS", "STARVED", "stream_rate", "table_findings", "trial_fit", "trial_fits",
+    "TrialFit", "UNMEASURED", "variant_gains", "variants", "verdict_caveats", "workers_of",
 ]

@@ -284,10 +284,12 @@ def latest_limits(results: list[Record], trial: LoaderResult) -> LimitsResult | 
     return mine[-1] if mine else None
 
 
-def recommend(results: list[Record], step: StepResult | None = None, headroom: float = 1.2) -> Recommendation:
+def recommend(results: list[Record], step: StepResult | None = None, headroom: float = 1.2,
+              epoch_samples: int | None = None) -> Recommendation:
     """The config to use: with a model, the cheapest predicted to feed it (or, confirmed end to end, the cheapest
     within 2% of the best fed rate); without, the cheapest within 5% of the best training rate. An unverified
-    cold trial is never judged as cold."""
+    cold trial is never judged as cold. `epoch_samples`: the user's epoch, which the epoch start's share is of
+    (default: the data's size)."""
     j = judged(results)
     ok = j.trials
     shown = {"step": step, "fits": trial_fits(results, step, headroom), "findings": table_findings(results, step)}
@@ -347,15 +349,15 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
         rec.steady_samples_per_s = steady
         rec.steady_stall_fraction = max(0.0, 1 - steady / fed_m) if finite(steady) else None
         judged_rate = steady
-    _epoch_start(rec, step)
+    _epoch_start(rec, epoch_samples)
     _describe_pick(rec, results, step, judged_rate)
     return rec
 
 
-def _epoch_start(rec: Recommendation, step: StepResult) -> None:
+def _epoch_start(rec: Recommendation, epoch_samples: int | None) -> None:
     """The pick's epoch start (fed where measured, else the loader trial's time to its first batch, which the
-    model waits out) and its share of one epoch of the pick's data at the steady fed rate, with the finding
-    that states it where it is over FED_STALL of the epoch."""
+    model waits out) and its share of one epoch (`epoch_samples`, else the pick's data) at the steady fed rate,
+    with the finding that states it where it is over FED_STALL of the epoch."""
     pick = rec.pick
     if pick is None:
         return
@@ -365,7 +367,7 @@ def _epoch_start(rec: Recommendation, step: StepResult) -> None:
             start = min(start, pick.config.get("batch_size", 0) * (pick.active_workers or 1) /
                         max(stream_or_rank(pick), 1e-9))
         rec.epoch_start_s = start
-    rec.epoch_samples = pick.epoch_samples or None
+    rec.epoch_samples = epoch_samples or pick.epoch_samples or None
     steady = rec.steady_samples_per_s
     if rec.epoch_samples and steady and finite(steady) and steady > 0 and finite(rec.epoch_start_s):
         epoch = rec.epoch_samples / steady + rec.epoch_start_s
@@ -408,6 +410,13 @@ def saved_bound(rec: Recommendation, results: list[Record]) -> None:
     if d and rec.pick_config is not None and d.config_key == rec.pick_config.key() \
             and d.trials == len(ok_loaders(results)):
         rec.lower_bound, rec.lower_bound_why = d.lower_bound, d.lower_bound_why
+
+
+def saved_epoch(results: list[Record]) -> int | None:
+    """The epoch the sweep's decision took the epoch start's share of (its --epoch-samples), so that `report`
+    states the share the sweep stated."""
+    d = next((r for r in reversed(results) if isinstance(r, DecisionResult) and r.command == "sweep"), None)
+    return d.epoch_samples if d is not None else None
 
 
 def outshone(fed: list[FedRate], ranked: list[LoaderResult], step: StepResult) -> bool:

@@ -97,6 +97,7 @@ class TuneRequest:
     # a loader knob; the 2026-12-06 audit: tune --model turned batch 8 into 16, 128 and 256)
     vary_batch: bool = False
     budget_s: float | None = None  # the search stops when this is spent and ends with the best it measured
+    epoch_samples: int | None = None  # the user's epoch, which the epoch start's share is of (None: the data's)
 
 
 class Tuner:
@@ -116,7 +117,7 @@ class Tuner:
         self.max_workers = req.max_workers if req.max_workers is not None else preflight.max_workers()
         keep = req.sopts is not None and not req.vary_batch
         self.max_batch = req.base.batch_size if keep else max(req.max_batch, req.base.batch_size)
-        self.budget_s = req.budget_s
+        self.budget_s, self.epoch_samples = req.budget_s, req.epoch_samples
         self.deadline = time.monotonic() + req.budget_s if req.budget_s is not None else None
         self.on_trial, self.on_prediction = on_trial, on_prediction
         self.trial, self.limits_of, self.step_of, self.lopts = trial, limits_of, step_of, req.lopts
@@ -466,7 +467,7 @@ class Tuner:
             if cut:
                 res.cut = "; ".join(x for x in (res.cut, cut) if x)
             recs += runs
-        res.recommendation = verdict.recommend(recs, res.step, self.headroom)
+        res.recommendation = verdict.recommend(recs, res.step, self.headroom, self.epoch_samples)
         res.records = recs
 
 

@@ -441,3 +441,18 @@ def test_cores_taken_counts_a_backends_own_workers(backend, knobs):
     half = {k: 8 for k in knobs}
     trial.config = LoaderConfig(backend=backend, batch_size=8, decode=True, **half).explicit().__dict__
     assert not verdict.cores_taken(trial, lim)
+
+
+def test_the_epoch_start_is_its_own_finding_as_a_share_of_the_users_epoch():
+    """A loader that feeds the model mid-epoch (2 workers, 100 samples/s against 50) but makes it wait 1 s for
+    its first batch every epoch: over an epoch of its 200 samples (4 s at 50/s) that is 20%, its own finding,
+    not INPUT-BOUND; over the user's epoch of 10,000 samples (--epoch-samples) 0.5%, no finding."""
+    t = loader(100, 2, 2)
+    t.ttfb_s_median, t.epoch_samples = 1.0, 200
+    rec = verdict.recommend([t], StepResult(samples_per_s=50.0))
+    assert rec.outcome == "feeds" and rec.epoch_start_s == 1.0
+    assert rec.epoch_start_fraction == pytest.approx(0.2)
+    assert any(f.startswith("epoch start: each epoch start keeps the model waiting 1.00 s") and
+               "persistent_workers=True" in f for f in rec.findings)
+    rec = verdict.recommend([t], StepResult(samples_per_s=50.0), epoch_samples=10_000)
+    assert rec.epoch_start_fraction == pytest.approx(1 / 201) and not any("epoch start" in f for f in rec.findings)

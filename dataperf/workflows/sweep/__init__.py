@@ -78,7 +78,7 @@ def _start(plan: SweepPlan, ctx: DistContext, on_result: Callable[[LoaderResult 
     return SweepState(plan.out, opts, datas={d.spec: d for d, _ in plan.trials}, confirm=conf,
                       headroom=plan.headroom, lopts=plan.lopts, written=list(finished),
                       skip=ok_ids(finished) if plan.resume else set(), rank=ctx.rank, on_result=on_result,
-                      bar=bar or no_bar)
+                      bar=bar or no_bar, epoch_samples=plan.epoch_samples)
 
 
 def _stages(state: SweepState, plan: SweepPlan, ctx: DistContext) -> bool:

@@ -130,7 +130,8 @@ def decision_record(command: str, rec: verdict.Recommendation, recs: list[Record
     if rec.predicted_samples_per_s is not None:
         d.predicted_samples_per_s = rec.predicted_samples_per_s
         d.predicted_stall_fraction = rec.predicted_stall_fraction
-    for k in ("steady_samples_per_s", "steady_stall_fraction", "epoch_start_s", "epoch_start_fraction"):
+    for k in ("steady_samples_per_s", "steady_stall_fraction", "epoch_start_s", "epoch_start_fraction",
+              "epoch_samples"):
         v = getattr(rec, k)
         if v is not None:
             setattr(d, k, v)

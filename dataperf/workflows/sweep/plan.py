@@ -53,6 +53,7 @@ class SweepRequest:
     confirm: ConfirmOptions | None = None
     budget_s: float | None = None
     started: float | None = None  # when the budget's clock started (workflows.clock.started); None: at plan()
+    epoch_samples: int | None = None  # the user's epoch (--epoch-samples), which the epoch start's share is of
 
 
 @dataclass
@@ -75,6 +76,7 @@ class SweepPlan:
     budget_s: float | None = None
     spare: list[Trial] = field(default_factory=list)
     finished: list[Record] | None = None
+    epoch_samples: int | None = None
     estimate: budget.Plan | None = None  # what the plan expects and what the budget cut, for the command to print
 
 
@@ -102,7 +104,7 @@ def plan(request: SweepRequest) -> SweepPlan:
     return SweepPlan(est.trials, est.opts, r.out, r.step, r.confirm, headroom=r.headroom, resume=r.resume,
                      overwrite=r.overwrite, extend=r.ladder, budget_s=r.budget_s, spare=est.spare,
                      deadline=None if r.budget_s is None else started + r.budget_s,
-                     finished=finished if r.resume else [], estimate=est)
+                     finished=finished if r.resume else [], estimate=est, epoch_samples=r.epoch_samples)
 
 
 def data_id(spec: str) -> str:

@@ -69,6 +69,7 @@ class SweepState:
     on_result: OnResult | None = None
     bar: Bar = no_bar
     outcome: SweepOutcome = field(default_factory=SweepOutcome)
+    epoch_samples: int | None = None  # the user's epoch (--epoch-samples; None: the data's)
     _version: int = field(default=0, init=False, repr=False)
     _current: tuple[int, list[Record]] | None = field(default=None, init=False, repr=False)
     _verdicts: dict[tuple[int, int, float], verdict.Recommendation] = field(default_factory=dict, init=False,
@@ -107,7 +108,7 @@ class SweepState:
         step = self.step if step is None else step
         key = (self._version, id(step), self.headroom)
         if key not in self._verdicts:
-            self._verdicts = {key: verdict.recommend(self.records, step, self.headroom)}
+            self._verdicts = {key: verdict.recommend(self.records, step, self.headroom, self.epoch_samples)}
         return self._verdicts[key]
 
     def left_s(self, reserve_s: float = 0.0) -> float | None:
