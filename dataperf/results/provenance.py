@@ -92,6 +92,15 @@ def _commit() -> str | None:
         return None
 
 
+def _usable_cores() -> int | None:
+    """The cores this process may run on (its affinity: taskset, a cgroup cpuset), which a judgement of cores
+    busy or full is against; the machine's count where affinity is not known."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count()
+
+
 @functools.lru_cache(maxsize=1)
 def machine_and_software() -> dict[str, Any]:
     """The per-process part: gathered once, shared by every record this process writes."""
@@ -100,6 +109,7 @@ def machine_and_software() -> dict[str, Any]:
         "host": socket.gethostname(),
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "usable_cores": _usable_cores(),
         "mem_total_gib": _mem_total_gib(),
         "kernel": platform.release(),
         "gpu_model": gpu_model,

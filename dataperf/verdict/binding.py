@@ -11,7 +11,7 @@ from dataperf import backends
 from dataperf.results import LimitsResult, LoaderConfig, LoaderResult, StepResult
 from dataperf.stages import WORKER_STAGES
 from dataperf.verdict.attack import ATTACK, STAGE_LIMITS
-from dataperf.verdict.rates import finite, host_s, machine_cores, model_rate, receive_s, workers_of
+from dataperf.verdict.rates import cpu_cap, finite, host_s, machine_cores, model_rate, receive_s, workers_of
 
 UNMEASURED = "unmeasured"
 EXPLAINS = 0.85  # a ceiling explains a rate that reaches this share of it; below, something else binds first
@@ -130,6 +130,11 @@ def fed_ceilings(trial: LoaderResult, step: StepResult | None, limits: LimitsRes
             model_cpu = step.cpu_cores_busy_median / step.samples_per_s
             decode = 1 / (1 / decode + model_cpu / cores)
             how += f"; less the step's {1000 * model_cpu:.2f} ms CPU a sample on the same cores"
+            both = cpu_cap(trial, step)  # the trial's whole CPU a sample (its consumer's too) beside the step's
+            if both < decode:
+                tree_ms = 1000 * trial.cpu_cores_busy_median / trial.samples_per_s_median
+                decode, how = both, (f"{cores} cores / the CPU a sample of the trial ({tree_ms:.2f} ms, its "
+                                     f"consumer's included) and the step ({1000 * model_cpu:.2f} ms)")
         out["decode"] = (decode, how)
     w = workers_of(trial.config)
     busy = trial.cpu_cores_busy_median
@@ -146,9 +151,10 @@ def fed_ceilings(trial: LoaderResult, step: StepResult | None, limits: LimitsRes
         active = trial.active_workers or w
         if finite(one) and one > 0:
             out["workers"] = (active * one, f"{active} workers x {one:,.0f} samples/s, {how}")
-    recv = receive_s(trial)
-    if recv <= 0 and limits is not None and finite(limits.main_process_samples_per_s) and w:
-        recv = 1 / limits.main_process_samples_per_s if limits.main_process_samples_per_s > 0 else 0.0
+    # the hand-over: the limits' replay where measured (workers that only copy: the training process's own
+    # receive, no worker's send in it), else the trial's (rates.receive_s)
+    main = limits.main_process_samples_per_s if limits is not None else math.nan
+    recv = 1 / main if w and finite(main) and main > 0 else receive_s(trial)
     if recv > 0:
         host = host_s(step, model_rate(step, trial.config, trial.input_mib_per_sample)) if step is not None else 0.0
         out["main_process"] = (1 / (host + recv), f"the hand-over {1000 * recv:.2f} ms a sample" +

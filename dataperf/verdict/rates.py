@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from dataperf import backends
 from dataperf.backends import ONE_STREAM
 from dataperf.results import BUFFER_HID_READS, E2EResult, LoaderConfig, LoaderResult, Record, StepResult, ranked
+from dataperf.stages import WORKER_STAGES
 
 NEAR_BEST = 0.95  # without a model: configs within 5% of the best rate count as equally fast
 NEAR_CONFIRMED = 0.98  # confirmed in interleaved rounds (fed, or tune's candidates): within 2% of the best is as fast
@@ -152,15 +153,29 @@ def epoch_start_s(trial: LoaderResult) -> tuple[float, bool]:
     return (trial.startup_s_median if finite(trial.startup_s_median) else 0.0), False
 
 
+GIL_BOUND = 0.5  # a worker whose CPU time is this share of its wall time a sample holds its GIL most of the time
+
+
 def receive_s(trial: LoaderResult) -> float:
     """Seconds a sample costs the training process to take from the workers (the hand-over: the batch received
     and unpickled, measure.breakdown's `transfer`), paid in the same process as the step and serial with it; 0
-    with no workers (loading is then all in the training process, predicted_fed counts it whole) or where the
-    trial has no breakdown."""
+    with no workers (loading is then all in the training process, predicted_fed counts it whole), where the
+    trial has no breakdown, or where the workers keep their cores busy: then the hand-over also holds the
+    worker's own send, its queue's feeder thread waiting for the GIL its next sample holds (a latency the
+    prefetch covers, not the training process's time: CPU-burning samples on the lent H100's 2-core cpusets
+    read transfer 10.4 ms a sample at 1 worker, its whole period, where the fed step was not slowed)."""
     if not trial.config.get("num_workers") or trial.config.get("backend") in ONE_STREAM:
         return 0.0
     ms = (trial.stage_ms_per_sample or {}).get("transfer", 0.0)
-    return ms / 1000 if finite(ms) and ms > 0 else 0.0
+    if not (finite(ms) and ms > 0):
+        return 0.0
+    worker_ms = sum(v for k, v in trial.stage_ms_per_sample.items() if k in WORKER_STAGES and finite(v))
+    busy, rate = trial.cpu_cores_busy_median, trial.samples_per_s_median
+    # CPU a sample (the whole tree's: the workers' and the consumer's, so at most a little high) against a
+    # worker's wall time a sample
+    if finite(busy) and finite(rate) and rate > 0 and worker_ms > 0 and 1000 * busy / rate >= GIL_BOUND * worker_ms:
+        return 0.0
+    return ms / 1000
 
 
 def host_s(step: StepResult, m: float) -> float:
@@ -272,8 +287,10 @@ def latest_step(recs: list[Record]) -> StepResult | None:
 
 
 def machine_cores(r: Record | None = None) -> int:
-    """The cores of the machine that measured r (its provenance), else this process's affinity."""
-    n = (getattr(r, "env", None) or {}).get("cpu_count") if r is not None else None
+    """The cores the process that measured r could use (its provenance: its affinity, else the machine's count),
+    else this process's affinity."""
+    env = (getattr(r, "env", None) or {}) if r is not None else {}
+    n = env.get("usable_cores") or env.get("cpu_count")  # affinity where recorded (taskset, cpusets)
     if isinstance(n, int) and n > 0:
         return n
     try:
