@@ -76,6 +76,21 @@ def test_bad_factory_is_one_error_line():
     assert r.exit_code == 2 and r.output.startswith("error: cannot import module")
 
 
+def test_a_dataset_whose_len_raises_is_blamed_on_its_len(tmp_path, monkeypatch):
+    """The review's case: a user Dataset whose __len__ raised was "RuntimeError: len broke ... a dataperf bug"."""
+    (tmp_path / "badlen.py").write_text(
+        "import torch\nfrom torch.utils.data import Dataset\n"
+        "class B(Dataset):\n"
+        "    def __len__(self): raise RuntimeError('len broke')\n"
+        "    def __getitem__(self, i): return torch.zeros(3)\n"
+        "def build(): return B()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = CliRunner().invoke(cli, ["bench", "--dataset", "badlen:build", "--no-collect"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert r.output.startswith("error: the Dataset of --dataset badlen:build: its __len__ raised RuntimeError: len "
+                               "broke; fix its __len__"), r.output
+
+
 @pytest.mark.slow
 def test_more_workers_hide_http_latency(user_data, tmp_path):
     """Each shard request sleeps 2 s on the server: with 3 shards and 3 workers the requests overlap (~2 s plus
