@@ -111,7 +111,7 @@ def launch_self(nproc: int, argv: list[str], on_interrupt: Callable[[], None] | 
            f"--nproc_per_node={nproc}", "--signals-to-handle", "SIGTERM,SIGHUP,SIGQUIT", "-m", "dataperf",
            *strip_nproc(argv)]
     env = dict(os.environ, DATAPERF_DIST_BACKEND=os.environ.get("DATAPERF_DIST_BACKEND", "gloo"), **(env or {}))
-    proc = subprocess.Popen(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -128,6 +128,17 @@ def launch_self(nproc: int, argv: list[str], on_interrupt: Callable[[], None] | 
         if on_interrupt is not None:
             on_interrupt()
         sys.exit(130)
+
+
+def _die_with_parent() -> None:
+    """The agent's preexec_fn: it gets SIGTERM when this launcher dies (SIGKILL, the OOM killer), and stops its
+    ranks as on a Ctrl-C; else rank 0 would go on writing --out, holding its lock, for a command nobody waits for."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def agent() -> None:

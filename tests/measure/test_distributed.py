@@ -198,3 +198,40 @@ def test_failed_ranks_end_with_one_line_and_the_documented_code():
     assert code == 2 and line.startswith("rank 1 was killed by SIGKILL")
     line, code = failed_ranks({1: 3})
     assert code == 2 and "lost each other" in line
+
+
+@pytest.mark.slow
+def test_a_killed_launcher_stops_its_ranks_and_frees_the_out_lock(tmp_path):
+    """SIGKILL of `sweep --nproc 2` itself (the OOM killer picks one process): torchrun's agent and the ranks went
+    on, rank 0 holding --out's lock for a command nobody waited for. Now the agent is told of its parent's death
+    and stops the ranks, and the next run takes the lock. The waits are hang guards."""
+    import contextlib
+    import signal
+
+    import psutil
+
+    out = tmp_path / "k.jsonl"
+    tests = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.Popen([sys.executable, "-m", "dataperf", "sweep", "--dataset", "paced:sleep_map", "--nproc", "2",
+                          "--num-workers", "0,1", "--prefetch-factor", "2", "--batch-size", "4", "--repeats", "300",
+                          "--repeat-seconds", "1", "--min-batches", "3", "--warmup-batches", "1", "--no-collect",
+                          "--out", str(out)], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         start_new_session=True)  # 10 minutes of repeats: left alone, the ranks outlast the guard
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:  # rank 0's plan: the ranks are running, rank 0 holds the lock
+            if line.startswith("plan:"):
+                break
+        started = psutil.Process(p.pid).children(recursive=True)
+        p.kill()
+        p.wait()
+        _, alive = psutil.wait_procs(started, timeout=120)
+        assert alive == [], alive
+        with results.exclusive(out):
+            pass
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever is left of the session it started
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
