@@ -8,7 +8,7 @@ import sys
 import click
 
 from dataperf.commands import COMMANDS
-from dataperf.errors import error_line
+from dataperf.errors import RankLost, error_line
 from dataperf.workflows.clock import mark_started
 
 
@@ -38,6 +38,8 @@ class ContractGroup(click.Group):
         """Exit with the one `error:` line for e (or its traceback under DATAPERF_TRACEBACK=1)."""
         if os.environ.get("DATAPERF_TRACEBACK"):
             raise e
+        if isinstance(e, RankLost):  # a rank whose peer ended first: the peer's line says why
+            sys.exit(e.exit_code)
         msg, code = error_line(e)
         click.echo(f"error: {msg}", err=True)
         sys.exit(code)

@@ -19,6 +19,13 @@ class TrialError(Exception):
     """A single trial failed (worker crash, corrupt shard, impossible config); a sweep records it and goes on."""
 
 
+class RankLost(Exception):
+    """Under several ranks, a collective failed because another rank ended first (or never came): that rank says
+    why, so this one ends quietly with exit_code, which the torchrun agent (measure.distributed.agent) knows."""
+
+    exit_code = 3
+
+
 def describe_failure(e: BaseException) -> str:
     """One line naming what went wrong inside the loader, without the traceback."""
     msg = str(e).strip().splitlines()

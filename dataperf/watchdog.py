@@ -9,9 +9,10 @@ process. The runner shuts the workers down as the error passes (trial.time_repea
 
 The same guard keeps a Ctrl-C: Python drops an exception raised in an at-fork hook, and a SIGINT landing while
 DataLoader workers fork raised its KeyboardInterrupt there, so a sweep went on and exited 0. The guard's SIGINT
-handler sets a flag; while the runner starts workers (`forking`) it raises nothing, and the KeyboardInterrupt
-comes when they have started; a Ctrl-C dropped anywhere else in the trial is raised at the next batch or at the
-trial's end.
+handler sets a flag; while the runner starts workers (`forking`) or a finalizer runs (`__del__`, where Python
+prints the exception as "Exception ignored" and drops it) it raises nothing, and the KeyboardInterrupt comes when
+the workers have started or at the next batch; a Ctrl-C dropped anywhere else in the trial is raised at the next
+batch or at the trial's end.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class Watchdog:
 
     def _on_sigint(self, signum: int, frame: Any) -> None:
         self.interrupted = True
-        if not _forking:
+        if not _forking and not _in_finalizer(frame):
             raise KeyboardInterrupt
 
     def _on_usr1(self, signum: int, frame: Any) -> None:
@@ -143,6 +144,17 @@ class Watchdog:
         # not a stall: the budget's time ran out mid-trial (the H200: 20 workers, the last batch 0 s before)
         return (f"ran past its deadline (sweep --budget), {now - last:.0f} s after its last batch: {waiting}; the "
                 "budget cut it, nothing was stuck")
+
+
+def _in_finalizer(frame: Any) -> bool:
+    """Is the main thread inside a __del__ (a DataLoader iterator's, a tar stream's)? Python prints an exception
+    raised there as "Exception ignored in ..." with a traceback and drops it; the flag raises it later instead (at
+    the next batch, or as the trial ends)."""
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 class _Watcher:

@@ -291,6 +291,29 @@ def test_watchdog_leaves_the_signal_handlers_as_it_found_them_and_does_nothing_o
         watchdog.beat()
 
 
+def test_a_ctrl_c_inside_a_finalizer_is_raised_at_the_next_batch_not_printed_as_ignored(monkeypatch):
+    """A SIGINT whose handler runs inside a __del__ (a DataLoader iterator's, a tar stream's, as the review saw):
+    raised there, Python printed "Exception ignored in ... KeyboardInterrupt" with a traceback. Now nothing is
+    printed and the Ctrl-C comes at the next batch."""
+    import sys
+
+    ignored = []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+
+    class Closes:
+        def __del__(self):
+            signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the finalizer
+            self.closed = True
+
+    with pytest.raises(KeyboardInterrupt), watchdog.Watchdog(stall_s=60):
+        obj = Closes()
+        del obj
+        assert ignored == []
+        watchdog.beat()
+        raise AssertionError("the Ctrl-C was lost")
+    assert ignored == []
+
+
 @pytest.mark.slow
 def test_a_ctrl_c_while_workers_fork_is_not_swallowed(user_code):
     """The SIGINT lands in an at-fork hook as the first DataLoader worker forks, where Python drops the

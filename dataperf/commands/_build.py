@@ -30,6 +30,12 @@ def _check_own(own: dict[str, Any]) -> None:
         raise TypeError(f"unknown loader option(s) {sorted(unknown)}")
 
 
+# the most a trial may ask for: past them a command runs for days with no output (bench prints no plan line), which
+# is a typo, not a measurement (5 repeats of 5 s settle a rate; compare pools runs for more)
+MAX_REPEATS = 1000
+MAX_REPEAT_S = 3600
+
+
 @dataclass(frozen=True)
 class TrialValues:
     """trial_options' values by their option names (raw_dir aside): what a user asked each trial to do."""
@@ -49,6 +55,12 @@ class TrialValues:
         """Refuse values that could only measure nothing."""
         if self.repeats < 1:
             raise UserError(f"--repeats must be at least 1, got {self.repeats}")
+        if self.repeats > MAX_REPEATS:
+            raise UserError(f"--repeats {self.repeats} is past the limit of {MAX_REPEATS} (a trial would run for "
+                            f"days, printing nothing); give at most {MAX_REPEATS}, or pool several runs in one file")
+        if self.repeat_seconds is not None and self.repeat_seconds > MAX_REPEAT_S:
+            raise UserError(f"--repeat-seconds {self.repeat_seconds:g} is past the limit of {MAX_REPEAT_S} (an hour "
+                            f"a repeat); give at most {MAX_REPEAT_S}, or 0 for whole epochs")
         if self.warmup_batches < 0:
             raise UserError(f"--warmup-batches must be >= 0, got {self.warmup_batches}")
         if self.min_batches < 2:

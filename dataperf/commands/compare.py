@@ -27,6 +27,10 @@ def compare(base, head, metrics, threshold) -> None:
     changes = cmp.compare(base, head, metrics, cmp.parse_threshold(threshold))
     print_env_differences(cmp.env_differences(base, head))
     render(changes, threshold)
+    for side, path in (("base", base), ("head", head)):
+        for kind, n in cmp.unpaired(path).items():
+            _render.console.print(f"note: {n} {kind} record(s) in {side} skipped: compare pairs records by their "
+                                  f"config, and {kind} records have none")
     if cmp.has_regression(changes):
         sys.exit(1)
 

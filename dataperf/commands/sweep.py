@@ -12,6 +12,7 @@ from dataperf.commands import _plots, _render
 from dataperf.commands._build import default_decode, make_grid, make_step_options, make_trial_options, resolve_data
 from dataperf.commands._options import EPOCH_SAMPLES, HEADROOM, loader_options, model_options, split, trial_options
 from dataperf.errors import UserError
+from dataperf.results import jsonl
 from dataperf.workflows import clock
 
 
@@ -52,6 +53,8 @@ def sweep(data, verbose, plot, **kw) -> None:
     out = request.out
     if nproc is not None:
         sw.check_ranks(request.datas, nproc)
+        with jsonl.exclusive(out):  # a locked or occupied --out is refused here, before any rank starts
+            sw.prepare_out(out, request.resume, request.overwrite)
         sys.exit(distributed.launch_self(nproc, sys.argv[1:], lambda: interrupted(len(sw.finished_ids(out)), out),
                                          env={clock.BUDGET_START_ENV: repr(request.started)}))
     plan = sw.plan(request)

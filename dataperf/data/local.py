@@ -7,6 +7,7 @@ in silently."""
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import os
@@ -31,6 +32,9 @@ def resolve_local(spec: str, path: str, options: dict[str, str]) -> Data:
         return _from_files(spec, _stat(files), options, root=_pattern_root(path), key=os.path.abspath(path))
     p = Path(path)
     if not p.exists():
+        broken = _broken_link(p)
+        if broken:
+            raise UserError(f"dataset path {p} is {broken}; fix the link, or give the folder or file itself")
         raise UserError(f"dataset path does not exist: {p}; give a folder, a file, a glob or a brace pattern "
                         f"(or generate data with `dataperf shards make --out {p}`)")
     if p.is_file():
@@ -38,6 +42,19 @@ def resolve_local(spec: str, path: str, options: dict[str, str]) -> Data:
     if (p / MANIFEST).is_file():
         return from_manifest(spec, p, read_manifest(p))
     return _from_folder(spec, p, options)
+
+
+def _broken_link(p: Path) -> str | None:
+    """What is wrong with a path that exists as a link but leads to nothing: a loop, or a link to nothing (None:
+    the path is no link, or not there at all)."""
+    try:
+        os.stat(p)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "a symlink loop (following its links comes back to where it started)"
+        if p.is_symlink():
+            return f"a symlink to {os.readlink(p)}, which does not exist"
+    return None
 
 
 def _stat(paths: list[Path]) -> list[Stat]:

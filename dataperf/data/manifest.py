@@ -71,7 +71,19 @@ def read_manifest(root: str | os.PathLike) -> Manifest:
         raise UserError(f"{mp} says {what}, and {r} holds {_holds(r)}; a dataperf dataset is 'webdataset' (.tar "
                         "shards named in 'shards') or 'files' (named in 'files'): fix the manifest, or regenerate "
                         "the dataset")
+    for name in getattr(m, key):
+        if _outside(name):
+            raise UserError(f"{mp} lists {name!r}, which is outside the dataset folder {r}; a dataperf dataset "
+                            "names its files relative to its folder and inside it: fix the manifest, or "
+                            "regenerate the dataset")
     return m
+
+
+def _outside(name: str) -> bool:
+    """Does a manifest entry leave its dataset folder (an absolute path, or `..` above the folder)? A manifest is
+    data, and it must not make dataperf open /etc/passwd or a neighbour's files."""
+    n = os.path.normpath(name)
+    return os.path.isabs(n) or n == ".." or n.startswith("../")
 
 
 def _holds(root: Path) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import io
 import os
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -24,6 +25,10 @@ import numpy as np
 from dataperf.errors import UserError
 
 TIMEOUT_S = 10.0
+# a GET a server fails (5xx) or a connection it drops is tried again after BACKOFF_S, then twice that, ... up to
+# RETRIES times: one transient error must not fail a trial (a timeout is not retried: its wait was long enough)
+RETRIES = 3
+BACKOFF_S = 0.25
 S3_EXTRA = "install it with `pip install 'dataperf[s3]'`"
 RANGE_FORMATS = ("tokens-bin", "npy", "parquet")  # read by byte ranges; JSONL is streamed end to end
 NPY_HEAD_BYTES = 4096  # enough for any .npy header dataperf accepts (1-d or 2-d integer arrays)
@@ -70,7 +75,26 @@ def _no_bucket(fs: Any, url: str) -> None:
         return
 
 
+class FetchError(OSError):
+    """A remote file that could not be fetched; the message names the URL and the server's answer."""
+
+
+def _transient(e: BaseException) -> bool:
+    """A failure worth another try: a server error (5xx), a connection refused, reset or closed mid-answer."""
+    if isinstance(e, urllib.error.HTTPError):
+        return e.code >= 500
+    if isinstance(e, urllib.error.URLError):
+        e = e.reason if isinstance(e.reason, BaseException) else e
+    return isinstance(e, (ConnectionError, http.client.HTTPException)) and not isinstance(e, TimeoutError)
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(BACKOFF_S * 2**attempt)
+
+
 def _why(e: BaseException) -> str:
+    if isinstance(e, FetchError):
+        return str(e)
     if isinstance(e, urllib.error.HTTPError):
         return f"HTTP {e.code} {e.reason}"
     if isinstance(e, urllib.error.URLError):
@@ -96,8 +120,11 @@ def stat(url: str) -> int | None:
             return int(n) if n is not None else None
     except urllib.error.HTTPError as e:
         if e.code in (405, 501):  # a server without HEAD: the shard is there if GET opens
-            with open_url(url):
-                return None
+            try:
+                with open_url(url):
+                    return None
+            except OSError as get:
+                raise UserError(str(get)) from None
         raise UserError(f"cannot fetch {url}: {_why(e)}") from None
     except (urllib.error.URLError, OSError, ValueError) as e:
         raise UserError(f"cannot fetch {url}: {_why(e)}; is the server up and the URL right?") from None
@@ -115,9 +142,20 @@ def s3_filesystem():
 
 
 def open_url(url: str) -> IO[bytes]:
+    """A remote file opened for streaming; a server error or a dropped connection is retried with back-off, and
+    a failure is a FetchError naming the URL and the server's answer."""
     if url.startswith("s3://"):
         return s3_filesystem().open(url, "rb", block_size=8 * 2**20)
-    return urllib.request.urlopen(url, timeout=TIMEOUT_S)
+    attempt = 0
+    while True:
+        try:
+            return urllib.request.urlopen(url, timeout=TIMEOUT_S)
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            if attempt == RETRIES or not _transient(e):
+                tries = f" (tried {attempt + 1} times)" if attempt else ""
+                raise FetchError(f"cannot fetch {url}: {_why(e)}{tries}") from None
+            _backoff(attempt)
+            attempt += 1
 
 
 def url_opener(src):
@@ -126,7 +164,8 @@ def url_opener(src):
         try:
             sample["stream"] = open_url(sample["url"])
         except Exception as e:
-            raise OSError(f"cannot fetch {sample['url']}: {_why(e)}") from None
+            raise FetchError(_why(e) if isinstance(e, FetchError) else f"cannot fetch {sample['url']}: {_why(e)}") \
+                from None
         yield sample
 
 
@@ -162,17 +201,24 @@ def read_range(url: str, start: int, stop: int) -> bytes:
     else:
         u = urllib.parse.urlsplit(url)
         path = (u.path or "/") + (f"?{u.query}" if u.query else "")
-        for attempt in (0, 1):  # a kept-alive connection the server has dropped fails once: retry on a new one
+        # a kept-alive connection the server has dropped fails once: retried at once on a new one; a server
+        # error (5xx) or another dropped connection after back-off
+        for attempt in range(RETRIES + 1):
             conn = _http(u)
             try:
                 conn.request("GET", path, headers={"Range": f"bytes={start}-{stop - 1}"})
                 r = conn.getresponse()
                 body = r.read()
-                break
             except (http.client.HTTPException, OSError) as e:
                 conn.close()
-                if attempt:
+                if attempt == RETRIES or (attempt and not _transient(e)):
                     raise OSError(f"cannot read bytes {start}-{stop - 1} of {url}: {_why(e)}") from None
+                if attempt:
+                    _backoff(attempt - 1)
+                continue
+            if r.status < 500 or attempt == RETRIES:
+                break
+            _backoff(attempt)
         if r.status != 206:
             why = "the server ignores Range requests" if r.status == 200 else f"HTTP {r.status} {r.reason}"
             raise NoRanges(f"cannot read bytes {start}-{stop - 1} of {url}: {why}")

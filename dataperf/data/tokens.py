@@ -157,7 +157,8 @@ def check(data: Data) -> None:
         try:
             first = next(iter_texts(data, data.files[0]), None)
         except OSError as e:
-            raise UserError(f"{e}; check the server (Parquet is read by HTTP Range requests)") from None
+            how = "Parquet is read by HTTP Range requests" if data.format == "parquet" else "JSONL is streamed"
+            raise UserError(f"{e}; check that the server is up and serves it ({how})") from None
         if first is None:
             raise UserError(f"{data.files[0].path} holds no text in field {data.options.get('field', 'text')!r}; "
                             "name the field with DATA#field=NAME")

@@ -45,6 +45,10 @@ def check_factory(spec: str) -> int | None:
         return None if isinstance(ds, IterableDataset) else len(ds)
     except TypeError:  # no __len__
         return None
+    except Exception as e:  # the user's __len__ itself failed: theirs to fix, not a dataperf bug
+        raise UserError(f"the Dataset of --dataset {spec}: its __len__ raised {type(e).__name__}: {e}; fix its "
+                        "__len__ (a DataLoader reads it to know an epoch's samples), or drop it to make it "
+                        "an IterableDataset") from None
 
 
 def build_dataset(spec: str) -> Dataset:

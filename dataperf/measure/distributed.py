@@ -31,7 +31,7 @@ class DistContext:
             return None
         import torch.distributed as dist
 
-        return dist.barrier
+        return lambda: _collective(dist.barrier)
 
     @property
     def gather(self) -> Callable[[Any], list[Any]] | None:
@@ -42,7 +42,7 @@ class DistContext:
 
         def _gather(obj: Any) -> list[Any]:
             out: list[Any] = [None] * self.world_size
-            dist.all_gather_object(out, obj)
+            _collective(dist.all_gather_object, out, obj)
             return out
 
         return _gather
@@ -51,8 +51,19 @@ class DistContext:
         if self.world_size > 1:
             import torch.distributed as dist
 
-            dist.barrier()
+            _collective(dist.barrier)
             dist.destroy_process_group()
+
+
+def _collective(fn: Callable[..., Any], *args: Any) -> Any:
+    """A collective call; one that fails (a peer that ended: gloo's "Connection closed by peer", or a timeout)
+    is RankLost, so this rank ends quietly and the rank that ended first is the one to say why."""
+    from dataperf.errors import RankLost
+
+    try:
+        return fn(*args)
+    except RuntimeError as e:  # gloo and NCCL raise their transport errors as RuntimeError (DistError)
+        raise RankLost(str(e)) from None
 
 
 def init_from_env() -> DistContext:
@@ -100,7 +111,7 @@ def launch_self(nproc: int, argv: list[str], on_interrupt: Callable[[], None] | 
            f"--nproc_per_node={nproc}", "--signals-to-handle", "SIGTERM,SIGHUP,SIGQUIT", "-m", "dataperf",
            *strip_nproc(argv)]
     env = dict(os.environ, DATAPERF_DIST_BACKEND=os.environ.get("DATAPERF_DIST_BACKEND", "gloo"), **(env or {}))
-    proc = subprocess.Popen(cmd, env=env)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -119,6 +130,17 @@ def launch_self(nproc: int, argv: list[str], on_interrupt: Callable[[], None] | 
         sys.exit(130)
 
 
+def _die_with_parent() -> None:
+    """The agent's preexec_fn: it gets SIGTERM when this launcher dies (SIGKILL, the OOM killer), and stops its
+    ranks as on a Ctrl-C; else rank 0 would go on writing --out, holding its lock, for a command nobody waits for."""
+    import ctypes
+
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
 def agent() -> None:
     """torchrun's agent (torch.distributed.run's main) as launch_self runs it. SIGINT is left to launch_self (a
     Ctrl-C reaches both, and a second stop broke the agent's own shutdown with a traceback; launch_self keeps it
@@ -127,6 +149,7 @@ def agent() -> None:
     import logging
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main
 
     signal.signal(signal.SIGINT, lambda signum, frame: None)  # not SIG_IGN: the ranks must not inherit it
@@ -135,3 +158,27 @@ def agent() -> None:
         main(sys.argv[1:])
     except SignalException:
         sys.exit(130)
+    except ChildFailedError as e:
+        line, code = failed_ranks({rank: f.exitcode for rank, f in e.failures.items()})
+        if line:
+            print(f"error: {line}", file=sys.stderr)
+        sys.exit(code)
+
+
+def failed_ranks(codes: dict[int, int]) -> tuple[str | None, int]:
+    """The one `error:` line (None: a rank printed it already) and the exit code a --nproc command ends with,
+    from its failed ranks' exit codes, instead of torchrun's ChildFailedError traceback and exit 1. A rank that
+    exited with a code printed its own line (a UserError: 2); a rank that only lost its peers (RankLost) printed
+    nothing; a rank killed by a signal could not say why, so it is said here."""
+    from dataperf.errors import RankLost
+
+    killed = sorted((r, -c) for r, c in codes.items() if c < 0)
+    if killed:
+        rank, sig = killed[0]
+        return (f"rank {rank} was killed by {signal.Signals(sig).name} (killed, or out of memory?); run the same "
+                "command with --resume to keep the trials finished before it"), 2
+    said = sorted(c for c in codes.values() if c != RankLost.exit_code)
+    if said:
+        return None, said[-1]
+    return ("the ranks lost each other (a collective between them failed or timed out); run the same command "
+            "with --resume to keep the trials finished before it"), 2

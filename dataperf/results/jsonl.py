@@ -47,23 +47,58 @@ def stamp(rec: Record) -> Record:
 def lock_path(path: str | os.PathLike) -> Path:
     """The sidecar file whose flock marks a results file as in use; it holds the holder's pid.
 
-    The lock is on a sidecar, not on the results file, so `--overwrite` can replace the results file while
-    the lock stays where a second run looks for it. The sidecar is left in place: unlinking it would let a
-    late opener lock an orphaned inode."""
-    p = Path(path)
+    It sits beside the file the path names with every symlink followed, so a symlink to the results file (or to
+    its folder) finds the same sidecar; a hard link is caught by the lock on the file itself (`exclusive`). The
+    lock is on a sidecar, not only on the results file, so `--overwrite` can replace the results file while the
+    lock stays where a second run looks for it. The sidecar is left in place: unlinking it would let a late
+    opener lock an orphaned inode."""
+    p = real_path(path)
     return p.with_name(f".{p.name}.lock")
 
 
-_held: dict[Path, int] = {}  # results file (resolved) -> fd of its lock, for this process
+def real_path(path: str | os.PathLike) -> Path:
+    """The path with every symlink followed: the one name all aliases of a results file share."""
+    try:
+        return Path(path).resolve()
+    except (RuntimeError, OSError):  # RuntimeError: a symlink loop (Python 3.11)
+        raise UserError(f"{path} is a symlink loop (or a link that cannot be followed); fix the link or choose "
+                        "another --out") from None
+
+
+@dataclasses.dataclass
+class _Lock:
+    """What this process holds for one results file: the sidecar's fd and, per identity (st_dev, st_ino) of the
+    results file, an fd whose flock claims that file under any name."""
+
+    sidecar: int
+    files: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)
+
+
+_held: dict[Path, _Lock] = {}  # results file (symlinks followed) -> what this process holds on it
+
+
+def _forget_in_child() -> None:
+    """A forked child (a DataLoader worker) closes its copies of the lock fds: a flock lives while any copy is
+    open, so a worker that outlives a killed run would keep the results file locked (and `--resume` refused)."""
+    for lock in _held.values():
+        for fd in (lock.sidecar, *lock.files.values()):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 @contextlib.contextmanager
 def exclusive(path: str | os.PathLike) -> Iterator[None]:
     """Hold the exclusive lock on a results file for as long as this run writes to it.
 
-    A second writer (a second sweep, `--resume` or `--overwrite` alike) gets a UserError naming the pid of
-    the run that holds it, instead of interleaving or deleting that run's trials."""
-    key = Path(path).resolve()
+    A second writer (a second sweep, `--resume` or `--overwrite` alike, under any name of the same file: a
+    symlink, a hard link, the folder spelled another way) gets a UserError naming the pid of the run that holds
+    it, instead of interleaving or deleting that run's trials. The lock is free once this process is gone, whatever
+    its forked workers do (`_forget_in_child`)."""
+    key = real_path(path)
     if key in _held:
         yield
         return
@@ -79,37 +114,87 @@ def exclusive(path: str | os.PathLike) -> Iterator[None]:
     except BlockingIOError:
         holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
         os.close(fd)
-        raise UserError(f"{path} is being written by another dataperf run (pid {holder}); wait for it to "
-                        "finish, or choose another --out") from None
+        raise _busy(path, holder) from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    _held[key] = fd
+    lock = _held[key] = _Lock(fd)
+    owner = os.getpid()
     try:
+        try:
+            f = os.open(key, os.O_RDONLY)
+        except OSError:  # no file yet (or unreadable): append claims it when it opens it
+            pass
+        else:
+            try:
+                _claim(path, lock, f)
+            finally:
+                os.close(f)
         yield
     finally:
-        del _held[key]
-        os.ftruncate(fd, 0)
-        os.close(fd)  # closing releases the flock
+        if os.getpid() == owner:  # never in a forked child, whose copies _forget_in_child closed
+            _held.pop(key, None)
+            for f in lock.files.values():
+                os.close(f)
+            os.ftruncate(fd, 0)
+            os.close(fd)  # closing releases the flock
+
+
+def _claim(path: str | os.PathLike, lock: _Lock, fd: int) -> None:
+    """Lock the results file open at fd itself (its inode: every hard link to it), unless this run already has."""
+    st = os.fstat(fd)
+    ident = (st.st_dev, st.st_ino)
+    if ident in lock.files:
+        return
+    mine = os.dup(fd)  # the flock belongs to the open file, kept open by this copy after fd is closed
+    try:
+        fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(mine)
+        raise _busy(path, _flock_holder(ident) or "unknown") from None
+    lock.files[ident] = mine
+
+
+def _busy(path: str | os.PathLike, holder: str) -> UserError:
+    return UserError(f"{path} is being written by another dataperf run (pid {holder}); wait for it to finish, or "
+                     "choose another --out")
+
+
+def _flock_holder(ident: tuple[int, int]) -> str | None:
+    """The pid holding a flock on the file (st_dev, st_ino), from /proc/locks (where the run writing it under
+    another name, a hard link, wrote no sidecar this run can find)."""
+    dev, ino = ident
+    want = f"{os.major(dev):02x}:{os.minor(dev):02x}:{ino}"
+    try:
+        text = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) > 5 and parts[1] == "FLOCK" and parts[5] == want:
+            return parts[4]
+    return None
 
 
 def append(path: str | os.PathLike, rec: Record) -> None:
     """Append one record as one whole line, then fsync, so finished trials survive a crash of the rest.
 
-    A partial last line (a crash or a full disk mid-write) is cut off first, never glued onto. If the write
-    or fsync fails (ENOSPC, EIO) the file is cut back to where it was, so it stays valid JSONL holding every
-    record written before, and the failure is a UserError naming the file."""
+    The file is opened O_APPEND and the line written in one write, so even a writer that bypassed the lock could
+    not land on another's bytes. A partial last line (a crash or a full disk mid-write) is cut off first, never
+    glued onto. If the write or fsync fails (ENOSPC, EIO) the file is cut back to where it was, so it stays valid
+    JSONL holding every record written before, and the failure is a UserError naming the file."""
     p = Path(path)
     line = (to_json(stamp(rec)) + "\n").encode("utf-8")
     with exclusive(p):
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         except OSError as e:
             raise UserError(f"cannot write results to {p}: {e.strerror}; choose another --out") from None
         try:
+            _claim(p, _held[real_path(p)], fd)  # a file this run created (or --overwrite replaced)
             end = _cut_partial_tail(fd)
             try:
-                n = os.pwrite(fd, line, end)
+                n = os.write(fd, line)
                 if n != len(line):
                     raise OSError(errno.ENOSPC, "short write (disk full?)")
                 os.fsync(fd)

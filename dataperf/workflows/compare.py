@@ -106,7 +106,7 @@ def pooled(path: Path) -> dict[tuple[str, str], tuple[object, dict[str, list[flo
     load, clocks, cache state) counts as noise instead of hiding behind one run's tight repeats."""
     out: dict[tuple[str, str], tuple[object, dict[str, list[float]]]] = {}
     for r in results.load(path):
-        if r.status != "ok":
+        if r.status != "ok" or not hasattr(r, "config_key"):  # unpaired kinds: named by `unpaired`
             continue
         key = (r.kind, r.config_key)
         _, reps = out.setdefault(key, (r, {}))
@@ -117,6 +117,16 @@ def pooled(path: Path) -> dict[tuple[str, str], tuple[object, dict[str, list[flo
     return out
 
 
+def unpaired(path: Path) -> dict[str, int]:
+    """Records compare cannot pair between base and head, by kind (a memory record has no config key: one per
+    optimizer and batch size, with no repeats to judge): skipped, and the command says so."""
+    out: dict[str, int] = {}
+    for r in results.load(path):
+        if not hasattr(r, "config_key"):
+            out[r.kind] = out.get(r.kind, 0) + 1
+    return out
+
+
 def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct: float) -> list[Change]:
     metrics = [METRIC_ALIASES.get(m, m) for m in metrics]
     unknown = [m for m in metrics if m not in METRICS]
@@ -124,6 +134,11 @@ def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct:
         raise UserError(f"unknown metric(s) {unknown}; choose from {', '.join(METRICS)}")
     base, head = pooled(base_path), pooled(head_path)
     matched = sorted(set(base) & set(head))
+    skipped = sorted(set(unpaired(base_path)) | set(unpaired(head_path)))
+    if not matched and skipped and not (base or head):
+        raise UserError(f"{', '.join(skipped)} records carry no metric compare can judge (it compares repeats of "
+                        f"{', '.join(_judged_kinds())} results); compare files of those, e.g. from bench or "
+                        "sweep --out")
     if not matched:
         raise UserError(f"no configuration appears in both {base_path} and {head_path}; run the same "
                         "configs (same seed, same options) for base and head")
@@ -143,14 +158,18 @@ def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct:
     if not out:
         kinds = sorted({k for k, _ in matched})
         measured = [m for m, (f, _) in METRICS.items() if set(f) & set(kinds)]
-        if not measured:  # lengths, profile, diagnose, limits, memory records: figures, but none in repeats
-            compared = sorted({k for f, _ in METRICS.values() for k in f})
+        if not measured:  # lengths, profile, diagnose, limits records: figures, but none in repeats
             raise UserError(f"{', '.join(kinds)} records carry no metric compare can judge (it compares repeats "
-                            f"of {', '.join(compared)} results); compare files of those, e.g. from bench or "
+                            f"of {', '.join(_judged_kinds())} results); compare files of those, e.g. from bench or "
                             "sweep --out")
         raise UserError(f"none of the metrics {metrics} is measured by the matched records ({', '.join(kinds)}); "
                         "choose from " + ", ".join(measured))
     return out
+
+
+def _judged_kinds() -> list[str]:
+    """The record kinds whose repeats compare judges."""
+    return sorted({k for f, _ in METRICS.values() for k in f})
 
 
 def has_regression(changes: list[Change]) -> bool:

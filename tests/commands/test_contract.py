@@ -286,3 +286,15 @@ def test_property_subprocess_runs_keep_the_contract(tmp_path, datasets):
         assert p.returncode == 2 and "Traceback" not in p.stderr
         assert [ln for ln in p.stderr.splitlines() if ln.startswith("error:")], p.stderr
     json.dumps(args)
+
+
+@pytest.mark.parametrize("cmd", ["bench", "sweep"])
+@pytest.mark.parametrize("flag,value,limit", [("--repeats", "1000000000", "1000"),
+                                              ("--repeat-seconds", "1e9", "3600")])
+def test_absurd_repeats_are_refused_naming_the_limit(tmp_path, datasets, cmd, flag, value, limit):
+    """`bench --repeats 1000000000` was accepted and ran silently for what would be years; now one line, exit 2,
+    before anything is measured."""
+    out = tmp_path / "b.jsonl"
+    err = one_error(run([cmd, datasets["image-files"], "--no-collect", flag, value, "--out", out]), 2, flag,
+                    f"limit of {limit}")
+    assert "at most" in err and not out.exists()

@@ -19,6 +19,8 @@ class SlowHandler(http.server.SimpleHTTPRequestHandler):
     latency_s = 0.0
     bandwidth_mib_s: float | None = None
     ranges = True
+    fail_every: int | None = None  # every Nth GET is answered 500 (1: every GET; HEAD is answered)
+    gets: list[int] = []  # GETs seen so far (one shared counter per server)
     log: list[tuple[str, str, int | None, int | None]] = []  # (method, path, first byte, last byte)
 
     def log_message(self, *args) -> None:
@@ -26,6 +28,12 @@ class SlowHandler(http.server.SimpleHTTPRequestHandler):
 
     def send_head(self):
         time.sleep(self.latency_s)
+        if self.command == "GET" and self.fail_every:
+            self.gets.append(1)
+            if len(self.gets) % self.fail_every == 0:
+                self.log.append((self.command, self.path, None, None))
+                self.send_error(500, "Internal Server Error")
+                return None
         self.remaining: int | None = None
         want = self.headers.get("Range")
         if not (self.ranges and want):
@@ -76,10 +84,11 @@ class HttpServer:
     every request's method, path and byte range (None, None: the whole file)."""
 
     def __init__(self, root: Path, latency_s: float = 0.0, bandwidth_mib_s: float | None = None,
-                 ranges: bool = True):
+                 ranges: bool = True, fail_every: int | None = None):
         self.log: list[tuple[str, str, int | None, int | None]] = []
         handler = type("H", (SlowHandler,), {"latency_s": latency_s, "bandwidth_mib_s": bandwidth_mib_s,
-                                             "ranges": ranges, "log": self.log})
+                                             "ranges": ranges, "fail_every": fail_every, "gets": [],
+                                             "log": self.log})
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                                      functools.partial(handler, directory=str(root)))
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

@@ -176,3 +176,34 @@ def test_a_server_that_dies_during_the_range_probe_is_not_told_to_serve_ranges(t
         srv.server_close()
     assert r.exit_code == 2 and r.output.startswith("error:") and "stopped answering" in r.output, r.output
     assert "serve it from a server that answers" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_a_remote_jsonl_whose_server_answers_500_names_the_url_not_parquet(token_dir, monkeypatch):
+    """The review's case: HEAD answers, every GET is a 500. The line named no URL and blamed Parquet; now it names
+    the URL and the server's answer, after the retries."""
+    monkeypatch.setattr("dataperf.data.remote.BACKOFF_S", 0.0)
+    with HttpServer(token_dir, fail_every=1) as srv:
+        url = f"{srv.url}/text.jsonl"
+        r = CliRunner().invoke(cli, ["bench", url + "#tokenizer=bytes", "--seq-len", str(SEQ)])
+        gets = sum(m == "GET" for m, *_ in srv.log)
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert r.output.startswith(f"error: cannot fetch {url}: HTTP 500") and "Parquet" not in r.output, r.output
+    assert gets == 4 and "tried 4 times" in r.output  # the first GET and 3 retries
+
+
+@pytest.mark.parametrize("name, fmt", [("text.jsonl", "jsonl"), ("train.bin", "tokens-bin")])
+def test_a_server_failing_every_third_get_is_retried_and_reads_what_the_local_file_holds(token_dir, name, fmt,
+                                                                                           monkeypatch):
+    """One transient 500 in three GETs (streamed JSONL, ranged .bin windows) failed the trial; each is retried
+    with back-off, and what is read equals the local file."""
+    monkeypatch.setattr("dataperf.data.remote.BACKOFF_S", 0.0)
+    with HttpServer(token_dir, fail_every=3) as srv:
+        if fmt == "jsonl":
+            d = resolve(f"{srv.url}/{name}#tokenizer=bytes")
+            local = resolve(f"{token_dir / name}#tokenizer=bytes")
+            got = [[t for f in x.files for t in tokens.iter_texts(x, f)] for x in (d, d, local)]
+            assert got[0] == got[1] == got[2]
+        else:
+            remote, local = windows(f"{srv.url}/{name}", fmt), windows(str(token_dir / name), fmt)
+            assert all(np.array_equal(a, b) for a, b in zip(remote, local, strict=True)) and len(remote) > 10
+        assert sum(m == "GET" for m, *_ in srv.log) >= 3  # so at least one GET was answered 500

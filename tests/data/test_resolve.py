@@ -76,6 +76,21 @@ def test_bad_factory_is_one_error_line():
     assert r.exit_code == 2 and r.output.startswith("error: cannot import module")
 
 
+def test_a_dataset_whose_len_raises_is_blamed_on_its_len(tmp_path, monkeypatch):
+    """The review's case: a user Dataset whose __len__ raised was "RuntimeError: len broke ... a dataperf bug"."""
+    (tmp_path / "badlen.py").write_text(
+        "import torch\nfrom torch.utils.data import Dataset\n"
+        "class B(Dataset):\n"
+        "    def __len__(self): raise RuntimeError('len broke')\n"
+        "    def __getitem__(self, i): return torch.zeros(3)\n"
+        "def build(): return B()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = CliRunner().invoke(cli, ["bench", "--dataset", "badlen:build", "--no-collect"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert r.output.startswith("error: the Dataset of --dataset badlen:build: its __len__ raised RuntimeError: len "
+                               "broke; fix its __len__"), r.output
+
+
 @pytest.mark.slow
 def test_more_workers_hide_http_latency(user_data, tmp_path):
     """Each shard request sleeps 2 s on the server: with 3 shards and 3 workers the requests overlap (~2 s plus
@@ -129,3 +144,21 @@ def test_a_missing_key_or_empty_folder_in_a_bucket_that_exists_is_not_blamed_on_
     for url, words in (("s3://there/img/", "no .tar shard found"), ("s3://there/t.bin", "does not exist")):
         r = CliRunner().invoke(cli, ["bench", url])
         assert r.exit_code == 2 and words in r.output and "bucket" not in r.output, r.output
+
+
+@pytest.mark.parametrize("cmd", ["sweep", "bench"])
+def test_a_symlink_loop_as_data_is_named_as_one(tmp_path, monkeypatch, cmd):
+    """The review's case: `sweep loopA` said "RuntimeError: Symlink loop ... this is a dataperf bug"; bench said the
+    path does not exist. Both now name the loop."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loopA").symlink_to("loopB")
+    (tmp_path / "loopB").symlink_to("loopA")
+    r = CliRunner().invoke(cli, [cmd, "loopA", "--num-workers", "0", "--no-collect", "--out", "r/l.jsonl"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert r.output.startswith("error: dataset path loopA is a symlink loop") and "dataperf bug" not in r.output
+
+
+def test_a_dangling_symlink_as_data_names_where_it_points(tmp_path):
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "gone")])
+    assert r.exit_code == 2 and f"a symlink to {tmp_path / 'nowhere'}, which does not exist" in r.output, r.output

@@ -110,3 +110,128 @@ def test_ctrl_c_under_nproc_is_130_with_one_hint_and_nothing_from_the_agent(tmp_
         "same command with --resume to skip them"], err
     _, alive = psutil.wait_procs(started, timeout=60)
     assert alive == []
+
+
+def one_error_line(err: str) -> str:
+    """The stderr of a --nproc command that failed: exactly one `error:` line, no traceback; that line."""
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err and "ChildFailedError" not in err, err
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_a_trial_failing_on_one_rank_only_fails_on_every_rank_instead_of_hanging(tmp_path, datasets):
+    """A truncated shard is in one rank's share of a repeat: that rank's trial fails while the other's goes on. The
+    ranks agree on the failure at the next repeat's start, so both trials are recorded as failed, naming the rank
+    and the shard, and the sweep ends (2: every trial failed, one `error:` line) instead of hanging in two
+    different collectives. The timeout is a hang guard only."""
+    import shutil
+
+    data = tmp_path / "trunc"
+    shutil.copytree(datasets["image-webdataset"], data)
+    os.truncate(data / "shard-000002.tar", 2000)
+    out = tmp_path / "x1.jsonl"
+    p = run_grid(data, out, "--nproc", "2", "--decode", "--stall-timeout", "10")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "every trial failed (2)" in one_error_line(p.stderr)
+    recs = [r for r in results.load(out) if r.kind == "loader"]
+    assert [r.status for r in recs] == ["failed", "failed"]
+    for r in recs:  # the failing rank's reason, not the other's "another rank's trial failed"
+        assert r.error.startswith(("rank 0: ", "rank 1: ")) and "another rank" not in r.error, r.error
+        assert "corrupt" in r.error or "tar" in r.error, r.error
+
+
+@pytest.mark.slow
+def test_a_dataloader_worker_killed_on_one_rank_fails_its_trial_and_the_sweep_goes_on(tmp_path):
+    """One rank's DataLoader worker is SIGKILLed (as the OOM killer would) mid-trial: the trial fails on every rank,
+    with rank 1's reason, and the next trial (no workers) runs and is recommended: exit 0 (it hung forever)."""
+    (tmp_path / "dies.py").write_text(
+        "import os, signal, torch\nfrom torch.utils.data import Dataset, get_worker_info\n"
+        "class D(Dataset):\n"
+        "    def __len__(self): return 400\n"
+        "    def __getitem__(self, i):\n"
+        "        if get_worker_info() is not None and os.environ.get('RANK') == '1' and i % 50 == 7:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        "        return torch.zeros(3, 16, 16), 0\n"
+        "def build(): return D()\n")
+    out = tmp_path / "kw.jsonl"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(tmp_path),
+                                                                              os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-m", "dataperf", "sweep", "--dataset", "dies:build", "--nproc", "2",
+                        "--num-workers", "1,0", "--prefetch-factor", "2", "--batch-size", "4", "--repeats", "3",
+                        "--min-batches", "3", "--warmup-batches", "1", "--no-collect", "--stall-timeout", "10",
+                        "--out", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    recs = {r.config["num_workers"]: r for r in results.load(out) if r.kind == "loader"}
+    # rank 1's own reason (torch says it as "worker ... killed by signal" or, when the worker dies mid-hand-over,
+    # as the connection it reset), not the other rank's "another rank's trial failed"
+    assert recs[1].status == "failed" and recs[1].error.startswith("rank 1: ") and "another rank" not in recs[1].error
+    assert recs[0].status == "ok" and "recommended:" in p.stdout
+
+
+@pytest.mark.slow
+def test_a_locked_out_under_nproc_is_refused_before_the_ranks_start(tmp_path, datasets):
+    """--out held by another run: one `error:` line naming the holder's pid and exit 2, from the launcher (the ranks
+    once ended with torchrun's traceback, exit 1, and a second rank's line calling its peer's exit a bug)."""
+    out = tmp_path / "x5.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from dataperf import results\n"
+                               "with results.exclusive(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()",
+                               str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        p = run_grid(datasets["image-files"], out, "--nproc", "2")
+        assert p.returncode == 2 and f"pid {holder.pid}" in one_error_line(p.stderr), p.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdin.close()
+
+
+def test_failed_ranks_end_with_one_line_and_the_documented_code():
+    """What the agent makes of its ranks' exit codes: a rank's own exit (2: it printed its line) is passed on
+    quietly, a rank that only lost its peers (3) is not counted, a rank killed by a signal is named."""
+    from dataperf.measure.distributed import failed_ranks
+
+    assert failed_ranks({0: 2, 1: 3}) == (None, 2)
+    line, code = failed_ranks({0: 3, 1: -9})
+    assert code == 2 and line.startswith("rank 1 was killed by SIGKILL")
+    line, code = failed_ranks({1: 3})
+    assert code == 2 and "lost each other" in line
+
+
+@pytest.mark.slow
+def test_a_killed_launcher_stops_its_ranks_and_frees_the_out_lock(tmp_path):
+    """SIGKILL of `sweep --nproc 2` itself (the OOM killer picks one process): torchrun's agent and the ranks went
+    on, rank 0 holding --out's lock for a command nobody waited for. Now the agent is told of its parent's death
+    and stops the ranks, and the next run takes the lock. The waits are hang guards."""
+    import contextlib
+    import signal
+
+    import psutil
+
+    out = tmp_path / "k.jsonl"
+    tests = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.Popen([sys.executable, "-m", "dataperf", "sweep", "--dataset", "paced:sleep_map", "--nproc", "2",
+                          "--num-workers", "0,1", "--prefetch-factor", "2", "--batch-size", "4", "--repeats", "300",
+                          "--repeat-seconds", "1", "--min-batches", "3", "--warmup-batches", "1", "--no-collect",
+                          "--out", str(out)], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         start_new_session=True)  # 10 minutes of repeats: left alone, the ranks outlast the guard
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:  # rank 0's plan: the ranks are running, rank 0 holds the lock
+            if line.startswith("plan:"):
+                break
+        started = psutil.Process(p.pid).children(recursive=True)
+        p.kill()
+        p.wait()
+        _, alive = psutil.wait_procs(started, timeout=120)
+        assert alive == [], alive
+        with results.exclusive(out):
+            pass
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # whatever is left of the session it started
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()

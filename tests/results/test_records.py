@@ -136,15 +136,15 @@ def test_a_short_write_of_a_record_is_cut_back(tmp_path, monkeypatch):
     p = tmp_path / "s.jsonl"
     results.append(p, _rec(0))
     size = p.stat().st_size
-    real = os.pwrite
+    real = os.write
 
-    def eio(fd, data, off):
-        if not data.startswith(b"{"):  # the lock file's pid
-            return real(fd, data, off)
-        real(fd, data[:10], off)
+    def eio(fd, data):
+        if not data.startswith(b'{"'):  # anything but a record
+            return real(fd, data)
+        real(fd, data[:10])
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(os, "pwrite", eio)
+    monkeypatch.setattr(os, "write", eio)
     with pytest.raises(UserError, match="Input/output error"):
         results.append(p, _rec(1))
     assert p.stat().st_size == size and len(results.load(p)) == 1
@@ -247,3 +247,121 @@ def test_compare_takes_a_zero_base_as_infinite_change_and_refuses_no_common_metr
     results.append(b, _rec())
     r = CliRunner().invoke(cli, ["compare", str(a), str(b), "--metrics", "step_ms"])
     assert r.exit_code == 2 and r.output.startswith("error: none of the metrics")
+
+
+def _alias_names(tmp_path: Path) -> tuple[Path, list[Path]]:
+    """A results file and four other names of it: a symlink, a hard link, a symlink through a symlinked folder,
+    and the folder spelled with `..`."""
+    real = tmp_path / "r" / "real.jsonl"
+    real.parent.mkdir()
+    real.write_bytes(b"")
+    (tmp_path / "r" / "alias.jsonl").symlink_to("real.jsonl")
+    os.link(real, tmp_path / "hard.jsonl")
+    (tmp_path / "rl").symlink_to(tmp_path / "r")
+    return real, [tmp_path / "r" / "alias.jsonl", tmp_path / "hard.jsonl", tmp_path / "rl" / "alias.jsonl",
+                  tmp_path / "r" / ".." / "r" / "real.jsonl"]
+
+
+def test_a_symlink_or_hard_link_to_a_held_results_file_is_refused_naming_the_holder(tmp_path, datasets):
+    """The lock is the file's, not its name's: a second sweep through a symlink, a hard link or a symlinked folder
+    is refused with the holder's pid, as through the same path (both sweeps wrote one file)."""
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from dataperf.cli import cli
+
+    real, aliases = _alias_names(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from dataperf import results\n"
+                               "with results.exclusive(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()",
+                               str(real)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for alias in aliases:
+            r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0",
+                                         "--no-collect", "--out", str(alias), "--resume"])
+            assert r.exit_code == 2 and f"pid {holder.pid}" in r.output, (alias, r.output)
+        assert real.read_bytes() == b""
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdin.close()
+
+
+@pytest.mark.slow
+def test_appends_from_four_processes_through_four_names_of_one_file_lose_nothing(tmp_path):
+    """The review's stress: four processes append 150 records each through the file, its hard link, its symlink
+    and a symlink in a symlinked folder. Each waits its turn (a busy lock is retried), so every record is in the
+    file once, and no line is damaged."""
+    import subprocess
+    import sys
+
+    real, aliases = _alias_names(tmp_path)
+    code = ("import sys\nfrom dataperf import results\nfrom dataperf.errors import UserError\n"
+            "for i in range(150):\n"
+            "    while True:\n"
+            "        try:\n"
+            "            results.append(sys.argv[1], results.LoaderResult(data='d', config_key=f'{sys.argv[2]}-{i}',"
+            " env={'x': 1}))\n"
+            "            break\n"
+            "        except UserError as e:\n"
+            "            assert 'being written by another dataperf run' in str(e), e\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
+    names = [real, *aliases[:3]]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(n), str(k)], env=env, stderr=subprocess.PIPE,
+                              text=True) for k, n in enumerate(names)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    keys = [r.config_key for r in results.load(real)]
+    assert sorted(keys) == sorted(f"{k}-{i}" for k in range(4) for i in range(150))
+    assert real.read_bytes().count(b"\n") == 600
+
+
+@pytest.mark.slow
+def test_a_dataloader_worker_that_outlives_a_killed_run_does_not_keep_its_lock(tmp_path):
+    """SIGKILL a sweep while its DataLoader worker is blocked in the user's __getitem__: the orphaned worker lives
+    on, and the next run (--resume) takes the lock at once, instead of being refused in the name of a dead pid."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    (tmp_path / "hang2.py").write_text(
+        "import os, time, torch\nfrom torch.utils.data import Dataset\n"
+        "class H(Dataset):\n"
+        "    def __len__(self): return 400\n"
+        "    def __getitem__(self, i):\n"
+        "        if torch.utils.data.get_worker_info() is not None and i % 50 == 7:\n"
+        f"            open({str(tmp_path / 'worker.pid')!r}, 'w').write(str(os.getpid()))\n"
+        "            time.sleep(600)\n"
+        "        return torch.zeros(3, 16, 16), 0\n"
+        "def hang_in_worker(): return H()\n")
+    out = tmp_path / "stuck.jsonl"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(Path(__file__).parents[2])]))
+    p = subprocess.Popen([sys.executable, "-m", "dataperf", "sweep", "--dataset", "hang2:hang_in_worker",
+                          "--batch-size", "4", "--num-workers", "1", "--prefetch-factor", "2", "--no-collect",
+                          "--repeats", "3", "--out", str(out)], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    marker = tmp_path / "worker.pid"
+    orphan = None
+    try:
+        for _ in range(1200):  # a hang guard (120 s), not a margin: the worker writes the marker as it blocks
+            if marker.exists() and marker.read_text():
+                break
+            time.sleep(0.1)
+        orphan = int(marker.read_text())
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+        assert psutil.pid_exists(orphan), "the worker must outlive its run for this test to test anything"
+        with results.exclusive(out):  # the next run: not refused
+            pass
+    finally:
+        p.kill()
+        p.wait()
+        if orphan is not None and psutil.pid_exists(orphan):
+            os.kill(orphan, signal.SIGKILL)

@@ -129,3 +129,27 @@ def test_lengths_records_are_said_to_carry_no_comparable_metric(tmp_path, datase
     assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
     assert r.output.startswith("error: lengths records carry no metric compare can judge"), r.output
     assert "choose from" not in r.output
+
+
+def _memory_record() -> results.MemoryResult:
+    """A `memory` record as workflows/memory.py writes it (no GPU here to measure one)."""
+    return results.MemoryResult(model="gpt-tiny", optimizer="adamw", device="cuda", batch_size=2)
+
+
+def test_a_memory_record_is_skipped_and_said_so_beside_the_records_compare_pairs(tmp_path):
+    """The review's case: a file mixing kinds (as docs/results.md says compare reads) crashed on its memory record."""
+    a = tmp_path / "a.jsonl"
+    results.append(a, StepResult(config_key="k", step_ms_repeats=[10.0, 10.1, 10.0, 10.1, 10.0]))
+    results.append(a, _memory_record())
+    r = CliRunner().invoke(cli, ["compare", str(a), str(a), "--metrics", "step_ms"])
+    assert r.exit_code == 0 and "Traceback" not in r.output and "dataperf bug" not in r.output, r.output
+    assert "unchanged" in r.output
+    assert "note: 1 memory record(s) in base skipped" in r.output and "in head skipped" in r.output
+
+
+def test_a_file_of_memory_records_only_is_said_to_carry_no_comparable_metric(tmp_path):
+    mem = tmp_path / "mem.jsonl"
+    results.append(mem, _memory_record())
+    r = CliRunner().invoke(cli, ["compare", str(mem), str(mem)])
+    assert r.exit_code == 2 and len(r.output.splitlines()) == 1, r.output
+    assert r.output.startswith("error: memory records carry no metric compare can judge"), r.output

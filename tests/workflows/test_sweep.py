@@ -217,6 +217,24 @@ def test_every_failed_trial_is_all_failed():
     assert not sw.SweepOutcome(results=[ok, bad]).all_failed and not sw.SweepOutcome().all_failed
 
 
+def test_a_resume_whose_retried_trials_fail_again_is_not_all_failed_beside_kept_ok_trials():
+    ok, bad = LoaderResult(), LoaderResult(status="failed")
+    assert not sw.SweepOutcome(results=[bad], records=[ok, bad]).all_failed
+    assert sw.SweepOutcome(results=[bad], records=[bad]).all_failed
+
+
+@pytest.mark.slow
+def test_resume_that_only_retries_failed_trials_exits_0_with_the_kept_answer(tmp_path, datasets):
+    """The review's case: webdataset cannot read image files, so two trials fail; --resume retries them (by
+    design), they fail again, and the answer from the two kept ok trials stands: exit 0, no "every trial failed"."""
+    out = tmp_path / "s.jsonl"
+    base = ["sweep", str(datasets["image-files"]), "--backend", "auto,webdataset", "--out", str(out), *ARGS]
+    assert CliRunner().invoke(cli, base).exit_code == 0
+    r = CliRunner().invoke(cli, [*base, "--resume"])
+    assert r.exit_code == 0 and "every trial failed" not in r.output, r.output
+    assert "recommended" in r.output and "(2 new trials)" in r.output
+
+
 @pytest.mark.slow
 def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread, monkeypatch):
     """Samples of 10 ms (100 samples/s a worker), a model of 8 samples per 50 ms step (160 samples/s): w=4 and

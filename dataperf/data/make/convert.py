@@ -12,14 +12,20 @@ from dataperf.errors import UserError
 
 
 def group_files(src: Path) -> list[tuple[str, list[tuple[str, Path]]]]:
-    """Group every file under src by WebDataset key: a/b/000.jpg and a/b/000.cls make one sample."""
+    """Group every file under src by WebDataset key: a/b/000.jpg and a/b/000.cls make one sample. A symlink that
+    leads out of src is refused: packing its target would copy a file the user never put in the dataset (a link
+    to /etc/passwd became an image sample)."""
     groups: dict[str, list[tuple[str, Path]]] = {}
+    root = src.resolve()
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for fn in filenames:
             if fn.startswith(".") or fn == MANIFEST:
                 continue
             p = Path(dirpath) / fn
+            if p.is_symlink() and not p.resolve().is_relative_to(root):
+                raise UserError(f"{p} is a symlink to {os.readlink(p)}, outside the source folder {src}; shards "
+                                "convert packs only what is inside it: copy that file in, or remove the link")
             key, ext = split_key(p.relative_to(src).as_posix())
             if not ext:
                 ext = "bin"

@@ -22,12 +22,13 @@ import torch
 
 from dataperf import backends, watchdog
 from dataperf.data import Data, as_data
-from dataperf.errors import TrialError, UserError, describe_failure
+from dataperf.errors import RankLost, TrialError, UserError, describe_failure
 from dataperf.measure import cache, footprint
 from dataperf.measure.collectors import Running, default_collectors
 from dataperf.measure.trial.fill import (
     BUFFER_SHARE_MAX,
     FEW_BATCH_NOTE_WORKERS,
+    PEER_FAILED,
     SOLID_BATCHES,
     _combine_ranks,
     _fill,
@@ -97,18 +98,23 @@ def run_trial(data: Data | Path, cfg: LoaderConfig, opts: TrialOptions | None = 
     if opts.throttle_mib_s:
         res.notes.append(f"storage throttled to {opts.throttle_mib_s} MiB/s per reader (simulated)")
     reps: list[Repeat] = []
+    told = False  # this rank's failure is known to every rank (it came from their agreement)
     try:
         with watchdog.Watchdog(opts.stall_s, opts.deadline):
             reps = _measure(data, cfg, opts, res)
+    except PeerFailed as e:
+        res.status, res.error, told = "failed", str(e), True
     except (TrialError, UserError) as e:  # raised in a worker, the message carries the worker's traceback
         res.status, res.error = "failed", describe_failure(e) if "Original Traceback" in str(e) else str(e)
         _release(e)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, RankLost):
         raise
     except Exception as e:  # a worker crash or corrupt shard surfaces as whatever the worker raised
         res.status, res.error = "failed", describe_failure(e)
         _release(e)
     if opts.gather is not None:
+        if res.status != "ok" and not told:
+            _agree(opts, failed=True)  # the others are at their next agreement: they stop there, not hang
         _combine_ranks(res, reps, opts.gather)
     res.trial_s = time.perf_counter() - t0
     return res
@@ -159,8 +165,8 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
                 resident = prepared.resident_bytes
             elif held is not None:
                 resident = held
-            if opts.barrier:
-                opts.barrier()
+            if _agree(opts):  # every rank starts each repeat together, or stops together
+                raise PeerFailed(PEER_FAILED)
             net0 = psutil.net_io_counters().bytes_recv if data.remote else 0  # /proc/net/dev: 26 us, between windows
             with footprint.Meter() if opts.footprint else contextlib.nullcontext() as meter:
                 rep = time_repeat(batches, opts.max_batches, running.watch, opts.repeat_seconds, opts.min_batches,
@@ -179,7 +185,20 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     _fill(res, reps, opts, data, paths, cfg)
     if costs:
         _fill_footprint(res, costs, ledger.result())
+    if _agree(opts):  # the last point where a rank's failure can be heard before the gather
+        raise PeerFailed(PEER_FAILED)
     return reps
+
+
+class PeerFailed(TrialError):
+    """Another rank's trial failed: this rank stops its own at the same agreement, so all reach the gather."""
+
+
+def _agree(opts: TrialOptions, failed: bool = False) -> bool:
+    """Under several ranks, every rank says whether its trial failed; True when any did. Each rank calls it before
+    each repeat and once after the last, and a failing rank once more, instead of the call it did not reach: so
+    the ranks never wait in different collectives (one rank's truncated shard or killed worker hung them all)."""
+    return opts.gather is not None and any(opts.gather(failed))
 
 
 def _prepare(be: backends.Backend, data: Data, cfg: LoaderConfig, opts: TrialOptions,

@@ -314,6 +314,9 @@ def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint],
                          "per-sample metadata in numpy arrays, or use thread workers)")
 
 
+PEER_FAILED = "another rank's trial failed"  # the error of a rank that stopped because another failed
+
+
 def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any], list[Any]]) -> None:
     """Global samples/s per repeat = all ranks' samples over the slowest rank's time; stragglers named. A
     repeat's samples are all ranks' together, its duration the slowest rank's."""
@@ -322,7 +325,7 @@ def _combine_ranks(res: LoaderResult, reps: list[Repeat], gather: Callable[[Any]
             "samples": [r.steady_samples for r in reps], "steady_s": [r.steady_s for r in reps],
             "flow_s": [r.flow_s for r in reps]}
     ranks = gather(mine)
-    bad = [(i, r["error"]) for i, r in enumerate(ranks) if r["status"] != "ok"]
+    bad = [(i, r["error"]) for i, r in enumerate(ranks) if r["status"] != "ok" and r["error"] != PEER_FAILED]
     if bad:
         res.status = "failed"
         res.error = "; ".join(f"rank {i}: {e}" for i, e in bad)

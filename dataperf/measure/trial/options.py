@@ -39,8 +39,8 @@ class TrialOptions:
     seed: int = 0
     rank: int = 0
     world_size: int = 1
-    barrier: Callable[[], None] | None = None  # distributed: all ranks start each repeat together
-    gather: Callable[[Any], list[Any]] | None = None  # distributed: every rank's object, in rank order
+    gather: Callable[[Any], list[Any]] | None = None  # distributed: every rank's object, in rank order; ranks
+    # meet at it before each repeat (starting together), and a rank whose trial failed says so there
     footprint: bool = True  # CPU cores busy and PSS of the process tree per repeat (dataperf.measure.footprint)
     stall_s: float | None = watchdog.DEFAULT_STALL_S  # no batch for this long fails the trial (watchdog)
     deadline: float | None = None  # time.monotonic() past which a wait for a batch fails the trial (sweep --budget)

@@ -72,7 +72,7 @@ def _start(plan: SweepPlan, ctx: DistContext, on_result: Callable[[LoaderResult 
     finished = plan.finished
     if finished is None:
         finished = jsonl.load(plan.out) if plan.resume and plan.out.exists() else []
-    opts = replace(plan.opts, rank=ctx.rank, world_size=ctx.world_size, barrier=ctx.barrier, gather=ctx.gather,
+    opts = replace(plan.opts, rank=ctx.rank, world_size=ctx.world_size, gather=ctx.gather,
                    deadline=plan.deadline)
     conf = plan.confirm if plan.confirm is not None and plan.confirm.k > 0 else None
     return SweepState(plan.out, opts, datas={d.spec: d for d, _ in plan.trials}, confirm=conf,

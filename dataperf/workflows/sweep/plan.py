@@ -108,8 +108,14 @@ def plan(request: SweepRequest) -> SweepPlan:
 
 
 def data_id(spec: str) -> str:
-    """A URL as given; a local path made absolute, so a resumed sweep matches however the path was written."""
-    return spec if "://" in spec or ":" in spec.split("/")[0] else str(Path(spec).resolve())
+    """A URL as given; a local path made absolute, so a resumed sweep matches however the path was written (a
+    path whose links cannot be followed, a symlink loop, as written: resolving DATA names its trouble)."""
+    if "://" in spec or ":" in spec.split("/")[0]:
+        return spec
+    try:
+        return str(Path(spec).resolve())
+    except (RuntimeError, OSError):  # RuntimeError: a symlink loop (Python 3.11)
+        return str(Path(spec).absolute())
 
 
 def trial_id(data: Data | Path, cfg: LoaderConfig) -> str:

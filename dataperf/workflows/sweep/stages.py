@@ -196,7 +196,7 @@ def verdict_limits(state: SweepState) -> LimitsResult | None:
         return None
     with state.bar(f"limits of {chosen.loader_config.short()}", 5) as advance:
         res = measure_limits(state.datas.get(chosen.data) or as_data(chosen.data), chosen.loader_config,
-                             replace(state.opts, barrier=None, gather=None), step=state.step, best=chosen,
+                             replace(state.opts, gather=None), step=state.step, best=chosen,
                              lopts=state.lopts, advance=advance)
     state.add(res)
     return res

@@ -46,7 +46,10 @@ class SweepOutcome:
 
     @property
     def all_failed(self) -> bool:
-        return bool(self.results) and all(r.status != "ok" for r in self.results)
+        """This run's trials all failed and --out holds no ok trial either: a --resume that only retried failed
+        trials still answers from the ok ones it kept."""
+        kept = [r for r in self.records if isinstance(r, LoaderResult)]
+        return bool(self.results) and all(r.status != "ok" for r in self.results + kept)
 
 
 @dataclass

@@ -24,6 +24,22 @@ def test_convert_groups_by_basename_and_round_trips(tmp_path):
     assert {g["__key__"]: (g["jpg"], g["cls"]) for g in got} == expected
 
 
+def test_convert_refuses_a_symlink_out_of_its_source_folder_and_packs_one_inside(tmp_path):
+    """The review's f13: a link zzpasswd.jpg -> /etc/passwd was packed as an image sample. A link to a file inside
+    the source folder is packed as that file."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jpg").write_bytes(b"\xff\xd8a")
+    (src / "b.jpg").symlink_to("a.jpg")
+    r = CliRunner().invoke(cli, ["shards", "convert", str(src), str(tmp_path / "ok")])
+    assert r.exit_code == 0 and read_manifest(tmp_path / "ok").count == 2, r.output
+    (src / "zzpasswd.jpg").symlink_to("/etc/passwd")
+    r = CliRunner().invoke(cli, ["shards", "convert", str(src), str(tmp_path / "out")])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert "zzpasswd.jpg is a symlink to /etc/passwd, outside the source folder" in r.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_inspect_reports_counts_sizes_and_token_tail(datasets):
     ins = inspect_dataset(datasets["tokens-webdataset"])
     m = read_manifest(datasets["tokens-webdataset"])
