@@ -92,7 +92,13 @@ def print_made(out: Path, m: Manifest, made=None) -> None:
     """What was written; with `made` (data.make.generate.Generated) also how fast, over its wall time."""
     extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
     _render.console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
-    if left := (m.generator or {}).get("left_out"):
+    gen = m.generator or {}
+    if classes := gen.get("classes"):
+        shown = ", ".join(classes[:3]) + (", ..." if len(classes) > 3 else "")
+        _render.console.print(f"labels: {len(classes)} classes from the class folders ({shown}), as .cls")
+    if splits := gen.get("splits_left_out"):
+        _render.console.print(f"read {Path(gen['converted_from']).name}/ only; left out {', '.join(splits)}")
+    if left := gen.get("left_out"):
         shown = ", ".join(left[:3]) + (", ..." if len(left) > 3 else "")
         _render.console.print(f"left out {len(left)} files that belong to no image sample ({shown})")
     if made is not None:

@@ -126,7 +126,7 @@ def split_of(name: str) -> str | None:
     return "other" if parts & set(OTHER_SPLITS) else None
 
 
-def _split_folders(root: Path) -> tuple[Path | None, list[Path]]:
+def split_folders(root: Path) -> tuple[Path | None, list[Path]]:
     """root's training split folder and its other split folders, where it has both kinds."""
     try:
         subs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -181,7 +181,7 @@ def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
     foreign = _loader_dataset(spec, root)
     if foreign is not None:
         return foreign
-    train, others = _split_folders(root)
+    train, others = split_folders(root)
     if train is not None:
         d = resolve_local(spec, str(train), options)
         d.left_out = [f"{p.name}/ (another split)" for p in others] + d.left_out
