@@ -93,7 +93,7 @@ def print_made(out: Path, m: Manifest, made=None) -> None:
     extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
     _render.console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
     gen = m.generator or {}
-    if classes := gen.get("classes"):
+    if classes := gen.get("class_names"):
         shown = ", ".join(classes[:3]) + (", ..." if len(classes) > 3 else "")
         _render.console.print(f"labels: {len(classes)} classes from the class folders ({shown}), as .cls")
     if splits := gen.get("splits_left_out"):

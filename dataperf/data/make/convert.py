@@ -92,7 +92,7 @@ def convert(
     with staged_output(out, overwrite) as tmp:
         m = Manifest(kind=kind, format="webdataset", count=0, total_bytes=0, seed=None,
                      generator={"converted_from": str(src), "shard_mb": shard_mb, "left_out": left_out,
-                                "splits_left_out": splits, "classes": classes})
+                                "splits_left_out": splits, "class_names": classes})
         with wds.ShardWriter(str(tmp / "shard-%06d.tar"), maxsize=maxsize, maxcount=maxcount,
                              verbose=0, mtime=0.0) as sink:
             for key, members in groups:
