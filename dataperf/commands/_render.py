@@ -90,12 +90,13 @@ def figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
     return t
 
 
-def print_data(datas: list[Data]) -> None:
-    """One line a DATA on what is read and what is left out (other splits, stray files), once (rank 0)."""
+def print_data(datas: list[Data], decode: bool | None = None) -> None:
+    """One line a DATA on what is read and what is left out (other splits, stray files), once (rank 0); decode
+    (--decode's value) says whether byte columns are decoded."""
     if os.environ.get("RANK", "0") != "0":
         return
     for d in datas:
-        console.print(f"data: {d.summary()}", soft_wrap=True)
+        console.print(f"data: {d.summary(decode)}", soft_wrap=True)
 
 
 def print_notes(notes: list[str]) -> None:

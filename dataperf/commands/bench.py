@@ -38,13 +38,13 @@ def bench(data, out, verbose, plot, **kw) -> None:
     cfg = make_config(data, **loader)
     opts = make_trial_options(raw_dir=out.parent / "raw" if out else None, **topts)
     preflight.check_loader(data, cfg)
+    _render.print_data([data], cfg.decode)  # before measuring: a trial that fails is read against it
     with jsonl.exclusive(out) if out else contextlib.nullcontext():
         r = run_trial(data, cfg, opts)
         if out:
             jsonl.append(out, r)
     if r.status != "ok":
         raise UserError(f"{cfg.short()} failed: {r.error}")
-    _render.print_data([data])
     render(r, verbose)
     if plot:
         png = _plots.waterfall(r, plot)

@@ -57,7 +57,7 @@ def sweep(data, verbose, plot, **kw) -> None:
     ctx = distributed.init_from_env()
     if ctx.rank == 0:
         print_plan(plan.estimate)
-        _render.print_data(request.datas)
+        _render.print_data(request.datas, any(request.grid.decode))
     with _render.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
                               eta=True) as advance:
         outcome = sw.run(plan, ctx=ctx, on_result=lambda r: advance(1), bar=_render.progress_bar)

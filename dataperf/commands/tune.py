@@ -57,7 +57,7 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
     base = make_config(data, **loader)
     sopts = make_step_options(**model_kw, batch_size=loader["batch_size"], seq_len=loader["seq_len"],
                               image_size=loader["image_size"]) if model else None
-    _render.print_data([data])
+    _render.print_data([data], base.decode)
     req = TuneRequest(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
                       out=out)
     outcome = Tuner(req, on_trial=print_trial, on_prediction=print_prediction, bar=_render.progress_bar).run()
