@@ -27,6 +27,7 @@ def bench(data, out, verbose, plot, **kw) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf.measure import preflight
     from dataperf.measure.trial import run_trial
+    from dataperf.measure.trial.plan import check_epoch
     from dataperf.results import jsonl
 
     loader, topts = split(kw, "bench")
@@ -38,6 +39,7 @@ def bench(data, out, verbose, plot, **kw) -> None:
     cfg = make_config(data, **loader)
     opts = make_trial_options(raw_dir=out.parent / "raw" if out else None, **topts)
     preflight.check_loader(data, cfg)
+    check_epoch(data, [cfg.batch_size], cfg.num_workers, opts.min_batches, opts.world_size)
     _render.print_data([data], cfg.decode)  # before measuring: a trial that fails is read against it
     with jsonl.exclusive(out) if out else contextlib.nullcontext():
         r = run_trial(data, cfg, opts)

@@ -76,6 +76,7 @@ def _request(data: tuple[str, ...], plot: Path | None, kw: dict[str, Any]):
     """The sweep's options parsed and checked into a SweepRequest (and --nproc): the budget counts from the
     process's start (cli.main), or under --nproc from the launching command (one host: one monotonic clock)."""
     from dataperf.measure import preflight
+    from dataperf.measure.trial.plan import check_epoch
     from dataperf.workflows import budget
     from dataperf.workflows import sweep as sw
 
@@ -98,6 +99,9 @@ def _request(data: tuple[str, ...], plot: Path | None, kw: dict[str, Any]):
         grid, file_opts = sw.load_grid_file(own["config_file"])
         topts.update(file_opts)
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)  # checks the values before any rank starts
+    world = own["nproc"] or opts.world_size
+    for d in datas:  # a batch size too big for the data fails every trial: refused before measuring
+        check_epoch(d, grid.batch_size, min(grid.num_workers), opts.min_batches, world)
     sopts = None
     if model:
         sopts = make_step_options(**step_kw, batch_size=own["model_batch_size"] or loader["batch_size"][0],

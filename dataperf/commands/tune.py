@@ -32,6 +32,7 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
     """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
     from the limits, their neighbours and a confirmation of the top two or three, without the whole grid."""
     from dataperf.measure import preflight
+    from dataperf.measure.trial.plan import batch_size_cap, check_epoch
     from dataperf.workflows.tune import Tuner, TuneRequest
 
     loader, model_kw, topts = split(kw, "tune", "model")
@@ -55,6 +56,9 @@ def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_
         preflight.check_model(model, seq_len=loader["seq_len"] if model.startswith("gpt") else None)
     data = resolve_data(data, loader["dataset_factory"])[0]
     base = make_config(data, **loader)
+    check_epoch(data, [base.batch_size], 0, opts.min_batches, opts.world_size)
+    if (fits := batch_size_cap(data, opts.min_batches, opts.world_size)) is not None:
+        max_batch_size = min(max_batch_size, fits)  # the search would try batches an epoch cannot fill
     sopts = make_step_options(**model_kw, batch_size=loader["batch_size"], seq_len=loader["seq_len"],
                               image_size=loader["image_size"]) if model else None
     _render.print_data([data], base.decode)
