@@ -79,7 +79,11 @@ def shards_inspect(data, verify) -> None:
     from dataperf.workflows.inspect_data import inspect_spec
 
     ins = inspect_spec(data, verify)
+    if ins.data is not None:
+        _render.print_data([ins.data], verify)
     print_inspection(ins)
+    if verify:
+        _render.console.print(f"verified: {ins.count + len(ins.corrupt):,} samples decoded, {len(ins.corrupt)} bad")
     if ins.corrupt:
         for c in ins.corrupt:
             _render.console.print(f"corrupt: {c}")

@@ -110,13 +110,6 @@ def _scan(root: Path) -> tuple[list[Stat], list[Stat], dict[str, list[Stat]], li
     return tars, images, tokens, other
 
 
-def image_manifest(root: Path) -> Manifest | None:
-    """The in-memory manifest of a folder of images (flat or ImageFolder) as bench reads it, so `shards inspect`
-    checks the same files; None when it holds shards (which win) or no images."""
-    tars, images, _, _ = _scan(root)
-    return _images(str(root), images, root).manifest if images and not tars else None
-
-
 def split_of(name: str) -> str | None:
     """The split a file or folder name says it holds: 'train' for train/, train.bin, imagenet-train-000000.tar,
     train-00000-of-00002.parquet; 'other' for val/test/dev and the like; None when the name says nothing."""

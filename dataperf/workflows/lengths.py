@@ -6,7 +6,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from dataperf.data.make.inspect import inspect_dataset
-from dataperf.data.manifest import read_manifest
 from dataperf.errors import UserError
 from dataperf.measure.step import StepOptions, measure_step
 from dataperf.results import LengthsResult, percentile
@@ -30,16 +29,15 @@ def token_lengths(spec: str, seq_len: int | None = None) -> list[int]:
     from dataperf.data import resolve
     from dataperf.workflows.inspect_data import samples_of
 
-    path = Path(spec)
     refuse = UserError(f"{spec} holds no token sequences (images, or shards without token arrays); lengths needs a "
                        "tokens dataset: a .bin/.npy stream, .jsonl or .parquet text, or shards of token arrays")
-    if path.is_dir() and ((path / "manifest.json").is_file() or any(path.glob("*.tar"))):
-        m = read_manifest(path) if (path / "manifest.json").is_file() else None
-        got = (list(m.token_lengths) if m else []) or inspect_dataset(path).token_lengths
+    data = resolve(spec)
+    if not data.remote and data.format in ("webdataset", "files"):
+        m = data.manifest
+        got = (list(m.token_lengths) if m else []) or inspect_dataset(data).token_lengths
         if not got:
             raise refuse
         return got
-    data = resolve(spec)
     if data.kind == "image":
         raise refuse
     return [len(s["x"]) for s in samples_of(data, seq_len) if "x" in s]

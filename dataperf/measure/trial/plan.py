@@ -69,7 +69,8 @@ def check_epoch(data: Data, batch_sizes: list[int], workers: int, min_batches: i
     why = f"{min_batches} a repeat" if need == min_batches else f"{STEADY_BATCHES} for each of {streams} workers"
     ok = batch_size_cap(data, min_batches, world_size, workers) or 0
     fewer = batch_size_cap(data, min_batches, world_size) or 0
-    fix = f"--batch-size {ok} or smaller" if ok else "more samples (even --batch-size 1 gives too few batches)"
+    fix = f"--batch-size {ok} or smaller" if ok else \
+        f"more samples or a smaller --min-batches (even --batch-size 1 gives {epoch_batches(data, 1, world_size)})"
     if fewer > ok:
         fix += f", or fewer workers (--batch-size {fewer} or smaller at 0 or 1)"
     raise UserError(f"{data.spec} holds {data.count // max(world_size, 1):,} samples{per}: "

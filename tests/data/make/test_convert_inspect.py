@@ -3,6 +3,7 @@ import webdataset as wds
 from click.testing import CliRunner
 
 from dataperf.cli import cli
+from dataperf.data import resolve
 from dataperf.data.make.inspect import inspect_dataset, length_histogram
 from dataperf.data.manifest import read_manifest
 
@@ -25,7 +26,7 @@ def test_convert_groups_by_basename_and_round_trips(tmp_path):
 
 
 def test_inspect_reports_counts_sizes_and_token_tail(datasets):
-    ins = inspect_dataset(datasets["tokens-webdataset"])
+    ins = inspect_dataset(resolve(str(datasets["tokens-webdataset"])))
     m = read_manifest(datasets["tokens-webdataset"])
     assert ins.count == 96 and ins.shard_count == len(m.shards)
     assert ins.token_lengths == m.token_lengths
