@@ -18,7 +18,8 @@ from dataperf.results import ProfileResult, fmt
 @click.argument("data", required=False)
 @loader_options("profile")
 @model_options("profile")
-@click.option("--out-dir", type=click.Path(path_type=Path), default=Path("results/profile"), show_default=True)
+@click.option("--out-dir", type=click.Path(path_type=Path), default=Path("results/profile"), show_default=True,
+              help="folder for the trace and the record")
 @click.option("--top", type=int, default=15, show_default=True, help="rows of the top-ops table")
 @click.option("--nsys", is_flag=True, help="also run under Nsight Systems (nsys) and save its report")
 @OUT

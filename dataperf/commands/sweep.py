@@ -20,7 +20,8 @@ from dataperf.workflows import clock
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
               help="TOML/YAML file of sweep axes (overrides the axis options)")
 @loader_options("sweep")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep.jsonl"), show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep.jsonl"), show_default=True,
+              help="append each trial's record to this .jsonl (read back by --resume and report)")
 @click.option("--resume", is_flag=True, help="skip trials already recorded as ok in --out")
 @click.option("--overwrite", is_flag=True, help="discard --out's old results")
 @click.option("--verbose", is_flag=True, help="every column of the loader table (MiB/s, waits, workers, per core)")

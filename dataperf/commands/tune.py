@@ -18,15 +18,17 @@ from dataperf.verdict import rank_rate
 
 @click.command()
 @click.argument("data", required=False)
-@click.option("--target-samples-per-s", type=float, default=None, help="the rate to sustain")
+@click.option("--target-samples-per-s", type=float, default=None,
+              help="the rate to sustain, in samples/s [none: the fastest]")
 @model_options("tune")
 @HEADROOM
 @loader_options("tune")
 @click.option("--min-gain", type=float, default=0.05, show_default=True,
-              help="smallest gain that moves the search one more step")
-@click.option("--max-workers", type=int, default=None, help="[2 x cores]")
+              help="smallest gain that moves the search one more step, a fraction (0.05: 5%)")
+@click.option("--max-workers", type=int, default=None, help="most worker processes the search tries [2 x cores]")
 @click.option("--max-batch-size", type=int, default=256, show_default=True, help="largest batch size tried")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True,
+              help="append each trial's record to this .jsonl")
 @trial_options
 def tune(data, target_samples_per_s, headroom, min_gain, max_workers, max_batch_size, out, **kw) -> None:
     """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
