@@ -42,9 +42,21 @@ from dataperf.results import (
 from dataperf.verdict import observed, ok_loaders, rank_rate, sorted_by_rate
 from dataperf.verdict.limits import limit_rows  # the limits table's rows (tests import it from here too)
 
+PIPE_WIDTH = 240  # logs and pipes without COLUMNS: wide enough that tables stay one line per trial
+
+
+def piped_width() -> int:
+    """The width output to a pipe or a log is sized to: COLUMNS where the user set it (a CI log, `| tee`, `| less`
+    read in a window of that size), else PIPE_WIDTH."""
+    try:
+        return max(int(os.environ.get("COLUMNS", "")), 40)
+    except ValueError:
+        return PIPE_WIDTH
+
+
 console = Console()
-if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
-    console = Console(width=240)
+if not console.is_terminal:
+    console = Console(width=piped_width())
 
 
 @contextlib.contextmanager
@@ -55,7 +67,7 @@ def to_stderr() -> Iterator[None]:
     saved = console
     console = Console(stderr=True)
     if not console.is_terminal:
-        console = Console(stderr=True, width=180)
+        console = Console(stderr=True, width=piped_width())
     try:
         yield
     finally:
@@ -96,12 +108,48 @@ def print_data(datas: list[Data], decode: bool | None = None) -> None:
     if os.environ.get("RANK", "0") != "0":
         return
     for d in datas:
-        console.print(f"data: {d.summary(decode)}", soft_wrap=True)
+        say(f"data: {d.summary(decode)}")
+
+
+def say(text: str, shell: bool = False, markup: bool = True) -> None:
+    """One line of prose (a note, a verdict) fitted to the console's width: wrapped at spaces with the
+    continuation indented, so the first line still starts with its `note:` (logs grep by it) and a 100-column
+    log holds every word; shell: a command to paste, each break ending in ` \\` so the pasted lines run as
+    one command; markup: rich's [style] tags in text are styles (as console.print reads them)."""
+    import textwrap
+
+    from rich.text import Text
+
+    plain = Text.from_markup(text).plain if markup else text
+    if not shell:
+        lines = textwrap.wrap(plain, width=console.width, subsequent_indent="  ", break_long_words=False,
+                              break_on_hyphens=False) or [""]
+        console.print("\n".join(lines), soft_wrap=True, markup=False, highlight=False)
+        return
+    lines = [""]
+    for word in shell_words(plain):  # broken between words only: a quoted path stays whole
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > console.width - 2:
+            lines.append("  ")
+        lines[-1] += (" " if lines[-1].strip() else "") + word
+    console.print(" \\\n".join(lines), soft_wrap=True, markup=False, highlight=False)
+
+
+def shell_words(text: str) -> list[str]:
+    """text's shell words as written, quotes kept ('a b' stays one word); split at spaces where it does not
+    parse."""
+    import shlex
+
+    lexer = shlex.shlex(text, posix=False)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:  # an unclosed quote
+        return text.split()
 
 
 def print_notes(notes: list[str]) -> None:
     for n in notes:
-        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
+        say(f"note: {n}")
 
 
 def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
@@ -261,8 +309,7 @@ def print_trial_notes(results: list[Record]) -> None:
     for seen in kinds.values():
         cfgs = list(dict.fromkeys(c for c, _ in seen))
         which = ", ".join(cfgs[:3]) + (f" and {len(cfgs) - 3} more" if len(cfgs) > 3 else "")
-        console.print(f"note ({len(cfgs)} trial{'s' if len(cfgs) != 1 else ''}: {which}): {seen[0][1]}",
-                      soft_wrap=True)
+        say(f"note ({len(cfgs)} trial{'s' if len(cfgs) != 1 else ''}: {which}): {seen[0][1]}")
 
 
 def print_failures(results: list[Record]) -> None:
@@ -341,12 +388,12 @@ def print_recommendation(rec: verdict.Recommendation) -> None:
         print_fed(rec)
     if rec.limits is not None:
         print_limits(rec.limits, rec.pick or rec.best)
-    console.print(recommendation_line(rec), soft_wrap=True)
+    say(recommendation_line(rec))
     for g in rec.gains:
-        console.print(f"fed: {g}", soft_wrap=True)
+        say(f"fed: {g}")
     print_notes([f"effect: {e.sentence}" for e in rec.effects])
     for line in verdict.answer(rec):
-        console.print(line, soft_wrap=True)
+        say(line)
 
 
 def print_fed(rec: verdict.Recommendation) -> None:
@@ -368,7 +415,7 @@ def print_fed(rec: verdict.Recommendation) -> None:
     console.print(t)
     for f in rec.fed:
         for n in dict.fromkeys(n for r in f.runs for n in r.notes if n.startswith("effect: ")):
-            console.print(f"{f.config.short()}: {n}", soft_wrap=True)
+            say(f"{f.config.short()}: {n}")
 
 
 def print_limits(res: LimitsResult, trial: LoaderResult | None = None) -> None:

@@ -62,12 +62,11 @@ def render(r: LoaderResult, verbose: bool = False) -> None:
         console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
                       f"{[round(x) for x in r.samples_per_s_repeats]}; repeat (start-up included) "
                       f"{[round(x) for x in r.repeat_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
-                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
-        console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
-                      soft_wrap=True)
+                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""))
+        _render.say(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})")
         line = _render.stage_line(r)
         if line:
-            console.print(line, soft_wrap=True)
+            _render.say(line)
         console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
                       f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
                       "of this trial's batch time")

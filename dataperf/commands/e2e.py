@@ -76,5 +76,5 @@ def render(r: E2EResult) -> None:
                           f"{r.data_stall_fraction * 100:.1f}% of the time ({r.stall_basis})")
     line = _render.stage_line(r)
     if line:
-        _render.console.print(line, soft_wrap=True)
+        _render.say(line)
     _render.print_notes(r.notes)

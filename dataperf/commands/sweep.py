@@ -179,6 +179,6 @@ def print_duration(plan, outcome) -> None:
     if outcome.not_started:
         line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(outcome.grid_s or 0, 0))} "
                  "for the grid ran out (rerun with --resume and a larger --budget to add them)")
-    _render.console.print(line, soft_wrap=True)
+    _render.say(line)
     for cut in outcome.cuts:
         _render.console.print(f"  budget: {cut}")

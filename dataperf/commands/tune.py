@@ -80,31 +80,31 @@ def print_trial(step) -> None:
     """One line per trial as the search runs: its phase, config, rate and why it was tried."""
     r = step.result
     rate = fmt(rank_rate(r)) if r.status == "ok" else "failed"
-    _render.console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
-                          soft_wrap=True)
+    _render.say(f"[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
+                markup=False)
 
 
 def print_prediction(p, probe: LimitsResult) -> None:
     """What tune measured before its first trial, and the config it predicts from that."""
     _render.print_limits(probe)
-    _render.console.print(f"prediction: {p.why}", soft_wrap=True)
+    _render.say(f"prediction: {p.why}")
 
 
 def render(outcome) -> None:
     """Where the search stopped, its confirmations and pick, how good its predictions were, and the answer (the
     decision lines sweep and report end with: _answer.print_decision)."""
     console = _render.console
-    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
+    _render.say(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials")
     if outcome.pick is None:
         return
     for short, rates in outcome.confirmed.items():
         console.print(f"confirmation: {short}: {', '.join(fmt(x) for x in rates)} samples/s")
     tgt = f" (target {fmt(outcome.target_samples_per_s)})" if outcome.target_samples_per_s else ""
-    console.print(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
-                  f"a training epoch{tgt}", soft_wrap=True)
+    _render.say(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
+                f"a training epoch{tgt}")
     for p in outcome.predictions:
         if p.get("measured") and p.get("predicted") == p.get("predicted"):
             as_ = f" {p['measured_as']}" if p.get("measured_as") else ""
-            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])}{as_} "
-                          f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
+            _render.say(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])}{as_} "
+                        f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)")
     _answer.print_decision(outcome.recommendation, outcome.limits, outcome.pick_config or outcome.pick.loader_config)

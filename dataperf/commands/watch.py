@@ -108,7 +108,7 @@ def render(recs: list[Record], verbose: bool = False) -> None:
             console.print(f"{who}: {verdict_line(r)}")
         line = _render.stage_line(r)
         if line:
-            console.print(f"{who} {line}", soft_wrap=True)
+            _render.say(f"{who} {line}")
     for r in ws:
         if r.collectors:
             _render.print_collectors(r.collectors, verbose)
@@ -118,7 +118,9 @@ def render(recs: list[Record], verbose: bool = False) -> None:
             if n not in seen:
                 seen.add(n)
                 console.print(f"note: {n}")
-    # one command per line, never wrapped (a wrapped tail pasted into a shell runs as a command of its own)
+    # a command wrapped only with ` \\` line ends: its lines pasted into a shell run as that one command
     for step, notes in dict.fromkeys((r.next_step, tuple(r.next_notes)) for r in ws):
-        for text in ([f"next: {step}"] if step else []) + [f"note: {n}" for n in notes]:
-            console.print(text, soft_wrap=True, markup=False, highlight=False)
+        if step:
+            _render.say(f"next: {step}", shell=True, markup=False)
+        for n in notes:
+            _render.say(f"note: {n}", markup=False)
