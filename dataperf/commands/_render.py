@@ -185,7 +185,7 @@ def loader_table(results: list[Record], rec: verdict.Recommendation | None = Non
     for r in sorted_by_rate(results):
         cfg, rate = r.loader_config, rank_rate(r)
         spread = r.samples_per_s_spread_pct
-        row = [cfg.short(), f"{fmt(rate)} ({'±' + format(spread / 2, '.0f') + '%' if spread == spread else '-'})"]
+        row = [label(r), f"{fmt(rate)} ({'±' + format(spread / 2, '.0f') + '%' if spread == spread else '-'})"]
         if tokens:
             row.append(fmt(rate * r.tokens_per_sample) if r.tokens_per_sample else "-")
         if step is not None:
@@ -194,7 +194,7 @@ def loader_table(results: list[Record], rec: verdict.Recommendation | None = Non
         t.add_row(*row)
     for r in results:
         if isinstance(r, LoaderResult) and r.status != "ok":
-            t.add_row(r.loader_config.short(), "[red]failed[/red]", *([""] if tokens else []),
+            t.add_row(label(r), "[red]failed[/red]", *([""] if tokens else []),
                       *([""] if step is not None else []), "reason below")
     return t
 
@@ -223,7 +223,7 @@ FULL_COLUMNS = ("backend", "config", "steady samples/s median \\[min-max]", "tra
 def full_cells(r: LoaderResult) -> list[str]:
     """A successful trial's every figure, in FULL_COLUMNS order."""
     cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
-    return [backend_label(r), r.loader_config.short(),
+    return [backend_label(r), label(r),
             f"{fmt(r.samples_per_s_median)} \\[{fmt(r.samples_per_s_min)}-{fmt(r.samples_per_s_max)}]",
             fmt(rank_rate(r)) + ("" if r.steady_valid else " [yellow](steady not valid)[/yellow]"),
             f"{fmt(r.payload_mib_s_median, 1)}/{fmt(r.storage_read_mib_s_median, 1)}",
@@ -264,7 +264,7 @@ def full_loader_table(results: list[Record], rec: verdict.Recommendation | None 
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
         t.add_row(*row)
     for r in failed:
-        row = [backend_label(r), r.loader_config.short(), "[red]failed (below)[/red]", "", "", "", "", "",
+        row = [backend_label(r), label(r), "[red]failed (below)[/red]", "", "", "", "", "",
                "", "", r.cache_mode]
         t.add_row(*row, *([""] if step is not None else []), *([""] if multi else []))
     return t
@@ -287,6 +287,11 @@ def print_warnings(rec: verdict.Recommendation) -> None:
         console.print(line)
 
 
+def label(r: Record) -> str:
+    """A record's config as measured: a shuffle its backend could not apply is not written 'shuffled'."""
+    return r.loader_config.short(getattr(r, "knobs_ignored", None) or ())
+
+
 def backend_label(r: LoaderResult) -> str:
     """The backend facet: its name, its worker kind, and knobs it could not express."""
     b = getattr(r, "backend", None) or {}
@@ -305,7 +310,7 @@ def print_trial_notes(results: list[Record]) -> None:
     kinds: dict[str, list[tuple[str, str]]] = {}
     for r in ok_loaders(results):
         for n in r.notes:
-            kinds.setdefault(n.split(":", 1)[0], []).append((r.loader_config.short(), n))
+            kinds.setdefault(n.split(":", 1)[0], []).append((label(r), n))
     for seen in kinds.values():
         cfgs = list(dict.fromkeys(c for c, _ in seen))
         which = ", ".join(cfgs[:3]) + (f" and {len(cfgs) - 3} more" if len(cfgs) > 3 else "")
@@ -315,7 +320,7 @@ def print_trial_notes(results: list[Record]) -> None:
 def print_failures(results: list[Record]) -> None:
     for r in results:
         if getattr(r, "status", "ok") != "ok" and getattr(r, "config", None) is not None:
-            console.print(f"[red]failed[/red] {r.loader_config.short()}: {r.error}")
+            console.print(f"[red]failed[/red] {label(r)}: {r.error}")
 
 
 def verdict_text(f: verdict.Fit) -> str:
@@ -456,7 +461,7 @@ def describe_limits(res: LimitsResult) -> str:
 def _named(r: LoaderResult) -> str:
     """A config said with its backend first, so a side-by-side sweep's pick names the loader to use."""
     b = r.backend.get("backend") if getattr(r, "backend", None) else None
-    return f"{r.loader_config.short()} (backend {b or r.config.get('backend')})"  # [..] is rich markup
+    return f"{label(r)} (backend {b or r.config.get('backend')})"  # [..] is rich markup
 
 
 def stage_line(r: LoaderResult | E2EResult | WatchResult) -> str | None:

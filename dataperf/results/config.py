@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any
 
@@ -128,10 +129,13 @@ class LoaderConfig:
         buffer = (self.shuffle_buffer or DEFAULT_SHUFFLE_BUFFER) if buffered else None
         return dataclasses.replace(out, shuffle_buffer=buffer) if buffer != self.shuffle_buffer else out
 
-    def access(self) -> str:
-        """The access pattern in a table cell: 'shuffled', 'shuffled buf=N' (a buffer), or 'sequential'."""
+    def access(self, ignored: Sequence[str] = ()) -> str:
+        """The access pattern in a table cell: 'shuffled', 'shuffled buf=N' (a buffer), 'sequential', or 'own
+        order' where the backend could not apply the shuffle asked for (`ignored`: the record's knobs_ignored)."""
         if not self.shuffle:
             return "sequential"
+        if "shuffle" in ignored:
+            return "own order"
         return f"shuffled buf={self.shuffle_buffer}" if self.shuffle_buffer else "shuffled"
 
     def key(self) -> str:
@@ -139,12 +143,14 @@ class LoaderConfig:
         d = {k: v for k, v in asdict(self).items() if v is not None}
         return json.dumps(d, sort_keys=True)
 
-    def short(self) -> str:
+    def short(self, ignored: Sequence[str] = ()) -> str:
+        """The config in a table cell: backend, knobs, decode and transform, access, cache; `ignored` (a record's
+        knobs_ignored): what the backend could not apply is not written as applied."""
         own = own_knobs(self.backend)
         if own:  # a backend with knobs of its own is described by them alone
             parts = [f"{self.backend} bs={self.batch_size}"] + [f"{k.metadata['label']}={getattr(self, k.name)}"
                                                                 for k in own]
-            return " ".join(parts) + f" {self.access()} {self.cache}"
+            return " ".join(parts) + f"{self._transform()} {self.access(ignored)} {self.cache}"
         s, written = self.backend, self.explicit()  # torch's default prefetch written out where none was given
         for k in loader_knobs():  # each knob's label (loader_knob), in the order of the options
             fmt, when = k.metadata["label"] or ("", "")
@@ -155,8 +161,11 @@ class LoaderConfig:
             s += " decode"
         elif self.backend != "user-dataset":  # a user's Dataset returns what its own code makes
             s += " raw"
-        return s + f" {self.access()} {self.cache}"
+        return s + f"{self._transform()} {self.access(ignored)} {self.cache}"
 
+    def _transform(self) -> str:
+        """' tf=imagenet-train' where a transform other than the plain resize runs on decoded images."""
+        return f" tf={self.transform}" if self.decode and self.transform not in (None, "resize") else ""
 
 
 def loader_knobs() -> list[Field]:
