@@ -22,6 +22,7 @@ from dataperf.results import LengthsResult, fmt
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 def lengths(data, batch_size, seq_len, cap, model, device, out) -> None:
     """Per-batch token-length histogram and p99 (OOM risk from length variance), and what --cap changes."""
+    from dataperf.data import resolve
     from dataperf.measure import preflight
     from dataperf.measure.step import StepOptions
     from dataperf.results import jsonl
@@ -30,7 +31,9 @@ def lengths(data, batch_size, seq_len, cap, model, device, out) -> None:
     preflight.writable_file(out, "--out")
     if model:
         preflight.check_model(model, "tokens", "tokens")
-    r = analyse(data, batch_size, cap, seq_len)
+    d = resolve(data)
+    _render.print_data([d], True)
+    r = analyse(d, batch_size, cap, seq_len)
     if model:
         measure_cap_memory(r, StepOptions(model=model, device=device, steps=2, warmup=1))
     if out:

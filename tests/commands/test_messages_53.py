@@ -46,3 +46,19 @@ def test_a_truncated_shard_says_the_others_can_be_measured(tmp_path, datasets):
     r = CliRunner().invoke(cli, ["bench", str(d), "--batch-size", "8", "--on-corrupt", "skip"])
     _one_error(r, shard.name, "measure the other shards with a glob or brace pattern that leaves it out",
                "--on-corrupt skip drops samples that do not decode, not a shard that cannot be read")
+
+
+def test_every_command_prints_the_same_data_line(tmp_path):
+    """One reading of DATA, said one way (issue 53): a nanoGPT folder (train.bin and val.bin, numpy memmaps) as
+    bench, shards inspect and lengths read it."""
+    import numpy as np
+
+    for name, n in (("train.bin", 8192), ("val.bin", 1024)):
+        np.memmap(tmp_path / name, np.uint16, "w+", shape=(n,))[:] = 7
+    said = set()
+    for args in (["bench", str(tmp_path), "--seq-len", "64", "--batch-size", "8", "--repeats", "1", "--no-collect"],
+                 ["shards", "inspect", str(tmp_path)], ["lengths", str(tmp_path), "--seq-len", "64"]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code == 0, r.output
+        said |= {ln for ln in r.output.splitlines() if ln.startswith("data: ")}
+    assert said == {f"data: 1 tokens-bin token files from {tmp_path.name}/; left out: val.bin (another split)"}
