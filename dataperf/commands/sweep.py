@@ -46,12 +46,17 @@ from dataperf.workflows import clock
 def sweep(data, verbose, plot, **kw) -> None:
     """Grid over loader settings; a table fastest first, a rates plot, a recommendation (and a verdict)."""
     from dataperf.measure import distributed
+    from dataperf.measure.trial.plan import check_epoch
     from dataperf.workflows import sweep as sw
 
     request, nproc = _request(data, plot, kw)
     out = request.out
     if nproc is not None:
         sw.check_ranks(request.datas, nproc)
+    grid, opts = request.grid, request.opts
+    for d in request.datas:  # a batch size too big for the data fails every trial: refused before measuring
+        check_epoch(d, grid.batch_size, min(grid.num_workers), opts.min_batches, nproc or opts.world_size)
+    if nproc is not None:
         sys.exit(distributed.launch_self(nproc, sys.argv[1:], lambda: interrupted(len(sw.finished_ids(out)), out),
                                          env={clock.BUDGET_START_ENV: repr(request.started)}))
     plan = sw.plan(request)
@@ -77,7 +82,6 @@ def _request(data: tuple[str, ...], plot: Path | None, kw: dict[str, Any]):
     """The sweep's options parsed and checked into a SweepRequest (and --nproc): the budget counts from the
     process's start (cli.main), or under --nproc from the launching command (one host: one monotonic clock)."""
     from dataperf.measure import preflight
-    from dataperf.measure.trial.plan import check_epoch
     from dataperf.workflows import budget
     from dataperf.workflows import sweep as sw
 
@@ -100,9 +104,6 @@ def _request(data: tuple[str, ...], plot: Path | None, kw: dict[str, Any]):
         grid, file_opts = sw.load_grid_file(own["config_file"])
         topts.update(file_opts)
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)  # checks the values before any rank starts
-    world = own["nproc"] or opts.world_size
-    for d in datas:  # a batch size too big for the data fails every trial: refused before measuring
-        check_epoch(d, grid.batch_size, min(grid.num_workers), opts.min_batches, world)
     sopts = None
     if model:
         sopts = make_step_options(**step_kw, batch_size=own["model_batch_size"] or loader["batch_size"][0],

@@ -127,7 +127,8 @@ def test_a_corrupt_npy_is_named_by_its_sample_in_inspect_and_lengths(tmp_path):
     assert CliRunner().invoke(cli, ["shards", "convert", str(src), str(tmp_path / "tb")]).exit_code == 0
     for args in (["shards", "inspect", str(tmp_path / "tb")], ["lengths", str(tmp_path / "tb"), "--batch-size", "4"]):
         r = CliRunner().invoke(cli, args)
-        assert r.exit_code == 2 and r.output.startswith("error: corrupt sample 0007"), r.output
+        errors = [ln for ln in r.output.splitlines() if ln.startswith("error: ")]  # after lengths' data: line
+        assert r.exit_code == 2 and len(errors) == 1 and errors[0].startswith("error: corrupt sample 0007"), r.output
 
 
 @pytest.mark.parametrize("layout", ["imagefolder", "flat"])
