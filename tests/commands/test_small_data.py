@@ -53,3 +53,20 @@ def test_workers_whose_data_ran_out_are_not_told_to_raise_max_batches(imagenet12
     r = run_trial(resolve(str(imagenet120)), cfg, TrialOptions(repeats=1, warmup_batches=0, collect=False))
     assert r.status == "failed" and "--max-batches" not in r.error, r.error
     assert "the data held 8 batches of 16 a repeat: --batch-size 10 or smaller" in r.error
+
+
+def test_the_refusal_says_what_was_left_out(tmp_path):
+    """32 JPEGs beside 64 .bmp/.tif files: the refusal at batch 8 names the 64 left out (the review's 37b: the
+    cause was hidden)."""
+    from PIL import Image
+
+    root = tmp_path / "train" / "n01"
+    root.mkdir(parents=True)
+    for i in range(32):
+        Image.new("RGB", (8, 8)).save(root / f"{i}.JPEG", "JPEG")
+    for i in range(32):
+        Image.new("RGB", (8, 8)).save(root / f"b{i}.bmp")
+        Image.new("RGB", (8, 8)).save(root / f"t{i}.tif")
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "train"), "--batch-size", "8"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "holds 32 samples (left out: 64 files that are not jpg/jpeg/png/webp images" in r.output

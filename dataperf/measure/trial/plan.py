@@ -73,7 +73,8 @@ def check_epoch(data: Data, batch_sizes: list[int], workers: int, min_batches: i
         f"more samples or a smaller --min-batches (even --batch-size 1 gives {epoch_batches(data, 1, world_size)})"
     if fewer > ok:
         fix += f", or fewer workers (--batch-size {fewer} or smaller at 0 or 1)"
-    raise UserError(f"{data.spec} holds {data.count // max(world_size, 1):,} samples{per}: "
+    left = f" (left out: {', '.join(data.left_out)})" if data.left_out else ""  # often the cause: strays, a split
+    raise UserError(f"{data.spec} holds {data.count // max(world_size, 1):,} samples{per}{left}: "
                     f"{epoch_batches(data, b, world_size)} batches of {b} an epoch, fewer than the {need} a trial "
                     f"measures ({why}), so every trial would fail; use {fix}")
 
