@@ -41,7 +41,9 @@ def _verdict(text: str) -> str | None:
 
 
 def contradictions(text: str, cuda: bool | None = None) -> list[str]:
-    """Every contradiction in one printed answer (`cuda`: whether the machine has a GPU; None: not checked)."""
+    """Every contradiction in one printed answer (`cuda`: whether the machine has a GPU; None: not checked). A line
+    wrapped to the console's width (its continuation indented two spaces, _render.say) is read whole."""
+    text = re.sub(r"\n  (?=\S)", " ", text)
     out = []
     verdict, binding = _verdict(text), _binding(text)
     if verdict == "input_bound" and binding == "model":

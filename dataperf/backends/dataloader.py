@@ -13,6 +13,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -104,18 +105,20 @@ class SampleDecoder:
                              "`dataperf shards inspect --verify`, or pass --on-corrupt skip") from None
         t = stages.book("decode", t)
         if "image" in out:
-            img = out.pop("image")
-            if self.transform is None:
-                from PIL import Image
-
-                img = img.resize((self.size, self.size), Image.BILINEAR)
-                out["x"] = torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
-            else:
-                from dataperf.backends.transforms import apply
-
-                out["x"] = apply(self.transform, self.transform_spec, img, where)
+            out["x"] = self.image_tensor(out.pop("image"), where)
             stages.book("transform", t)
         return out
+
+    def image_tensor(self, img: Any, where: str) -> torch.Tensor:
+        """A decoded PIL image as the model eats it: --transform's, else resized to image_size, CHW uint8."""
+        if self.transform is None:
+            from PIL import Image
+
+            img = img.resize((self.size, self.size), Image.BILINEAR)
+            return torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1)
+        from dataperf.backends.transforms import apply
+
+        return apply(self.transform, self.transform_spec, img, where)
 
     def _decode(self, ext: str, payload: bytes, label: int) -> dict[str, Any]:
         out: dict[str, Any] = {"nbytes": len(payload), "y": label}
@@ -128,6 +131,35 @@ class SampleDecoder:
             from PIL import Image
 
             out["image"] = Image.open(io.BytesIO(payload)).convert("RGB")  # transformed by __call__
+        return out
+
+
+IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"RIFF")  # JPEG, PNG, WebP (RIFF....WEBP) byte strings
+
+
+class ReaderImages:
+    """Another loader's samples (LitData, MDS) made what a model eats, as bench makes images: a PIL image (its
+    reader decoded it; torch's collate refuses one) made a tensor at image_size, with --decode a byte string that
+    holds a JPEG/PNG/WebP image decoded first; every other column as the reader gave it. A sample that does not
+    decode fails the trial naming it (the reader's sample cannot be dropped from its own batching)."""
+
+    def __init__(self, cfg: LoaderConfig):
+        self.decode = cfg.decode
+        self.decoder = SampleDecoder(replace(cfg, decode=True, on_corrupt="fail"))
+
+    def __call__(self, sample: Any, where: str) -> Any:
+        from PIL import Image
+
+        if not isinstance(sample, dict):
+            return sample
+        out = dict(sample)
+        for k, v in sample.items():
+            if isinstance(v, Image.Image):
+                t = time.perf_counter()
+                out[k] = self.decoder.image_tensor(v.convert("RGB"), f"column {k} of {where}")
+                stages.book("transform", t)
+            elif self.decode and isinstance(v, bytes) and v.startswith(IMAGE_MAGIC):
+                out[k] = self.decoder("jpg", v, 0, f"column {k} of {where}")["x"]
         return out
 
 
@@ -295,7 +327,8 @@ def make_dataset(data: Data, cfg: LoaderConfig, opts: Any):
     if data.format in SOURCE_FORMATS:  # token files and the user's own Dataset
         from dataperf.backends.datasets import make_source_dataset
 
-        return make_source_dataset(data, cfg, opts.rank, opts.world_size, opts.seed)
+        convert = ReaderImages(cfg) if "reader" in data.options else None
+        return make_source_dataset(data, cfg, opts.rank, opts.world_size, opts.seed, convert)
     if cfg.backend == "files":
         if data.format != "files":
             raise TrialError(f"backend files asked for, but {data.spec} holds {data.format}; "

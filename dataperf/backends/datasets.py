@@ -11,14 +11,19 @@ from dataperf.data import Data
 from dataperf.errors import TrialError
 
 
-def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1, seed: int = 0):
+def make_source_dataset(data: Data, cfg: Any, rank: int = 0, world_size: int = 1, seed: int = 0,
+                        convert: Callable[[Any, str], Any] | None = None):
+    """The Dataset of token files or of the user's own; convert (another loader's folder): applied to each of
+    its reader's samples, naming it."""
     if cfg.backend != data.format:
         raise TrialError(f"backend {cfg.backend} asked for, but {data.spec} holds {data.format}; "
                          "use --backend auto")
     if data.format == "user-dataset":
         from dataperf.data.user import build_dataset, reader_dataset
 
-        return reader_dataset(data, cfg.batch_size) if "reader" in data.options else build_dataset(data.factory or "")
+        if "reader" in data.options:
+            return reader_dataset(data, cfg.batch_size, convert)
+        return build_dataset(data.factory or "")
     from dataperf.data import tokens
 
     if data.format in ("tokens-bin", "npy"):

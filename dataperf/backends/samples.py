@@ -23,8 +23,8 @@ from typing import Any
 from dataperf import stages
 from dataperf.backends.dataloader import SampleDecoder, throttle
 from dataperf.data.manifest import MANIFEST, Manifest
-from dataperf.data.tario import PAYLOADS, no_payload, split_key
-from dataperf.errors import TrialError, UserError
+from dataperf.data.tario import PAYLOADS, corrupt, no_payload, split_key
+from dataperf.errors import TrialError
 from dataperf.results import LoaderConfig
 
 CACHE_DIR = ".dataperf-cache"
@@ -74,7 +74,7 @@ def _tar_refs(shard: Path) -> list[SampleRef]:
                 elif ext in PAYLOADS:
                     s["ref"] = (mem.offset_data, mem.size, ext)
     except (tarfile.TarError, EOFError, OSError, ValueError) as e:
-        raise UserError(f"corrupt or unreadable tar shard {shard}: {e}; regenerate or re-convert it") from None
+        raise corrupt(shard, e) from None
     out = []
     for key, s in samples.items():
         if "ref" not in s:

@@ -268,5 +268,5 @@ def fed_config(command: str, data, kw: dict):
     data = resolve_data(data, loader["dataset_factory"])[0]
     cfg = make_config(data, device=model["device"], **loader)
     preflight.check_fed(data, cfg, model["model"], model["input_kind"])
-    _render.print_data([data])
+    _render.print_data([data], cfg.decode)
     return data, cfg, model, loader["seq_len"]

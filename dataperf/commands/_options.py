@@ -121,9 +121,10 @@ LOADER = _placed(("dataset_factory", "transform", "backend", "decode", "image_si
                   *(k.metadata["option"] for k in OWN), "on_corrupt", "no_shuffle", "shuffle_buffer"))
 MODEL = ("model", "device", "optimizer", "amp", "input_kind", "deterministic")
 DEFAULTS: dict[str, tuple[Any, ...]] = {n: _knob_row(KNOB[n]) if n in KNOB else ROWS[n] for n in (*LOADER, *MODEL)}
+MODELS_HELP = "gpt-small | gpt-tiny | cnn-small | MODULE:FACTORY"
 MODEL_HELP = {
-    "sweep": "also measure this model's step and give the verdict",
-    "tune": "target = this model's step rate x --headroom",
+    "sweep": f"also measure this model's step and give the verdict: {MODELS_HELP}",
+    "tune": f"target = this model's step rate x --headroom: {MODELS_HELP}",
 }
 
 
@@ -186,10 +187,11 @@ def _same(**settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
 def _own_spec(k: Field) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """A backend's own knob as an option: --dali-threads sets dali_num_threads; a knob with named values takes
     those."""
-    flag, choices = option_flag(k), k.metadata["choices"]
+    flag, choices, what = option_flag(k), k.metadata["choices"], k.metadata["help"]
     if choices:
-        return flag, {"type": click.Choice(list(choices))}, {"callback": str_list, "help": ",".join(choices)}
-    return flag, {"type": int}, {"callback": int_list}
+        return flag, {"type": click.Choice(list(choices)), "help": what}, \
+            {"callback": str_list, "help": f"{what}, a comma list of {','.join(choices)}"}
+    return flag, {"type": int, "help": what}, {"callback": int_list, "help": f"{what}, a comma list"}
 
 
 def _knob_spec(k: Field) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -206,25 +208,35 @@ def _knob_spec(k: Field) -> tuple[str, dict[str, Any], dict[str, Any]]:
     return m["flag"], {"type": int, **one}, {"callback": int_list, **many}
 
 
-# option -> (declaration, click settings for one value, for sweep's comma lists); defaults come from DEFAULTS
+CACHE_HELP = ("warm: the data read once before measuring, so reads come from RAM (data that fits in the page "
+              "cache); cold: evicted before each repeat, so reads come from storage (data larger than RAM, or a "
+              "first epoch)")
+# tune's default is cold: the pick must hold whatever the machine's RAM, and a warm cache hides a storage ceiling
+TUNE_CACHE_HELP = (f"{CACHE_HELP}. tune defaults to cold, unlike bench and sweep: the config it picks must feed "
+                   "from storage, where a warm cache would hide the storage ceiling; --cache warm for data that "
+                   "fits in RAM")
+
+# option -> (declaration, click settings for one value, for sweep's comma lists); defaults come from DEFAULTS;
+# "unset": the value an option without a default (None) takes, said in its help
 SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "dataset_factory": ("--dataset", *_same(metavar="MODULE:FACTORY",
                                             help="your own torch Dataset/IterableDataset (DATA is then left out)")),
     "transform": ("--transform", *_same(metavar="PRESET|MODULE:FACTORY",
                                         help="resize (default) | imagenet-train | imagenet-val | MODULE:FACTORY")),
-    "backend": ("--backend", {"type": click.Choice(["auto", *BACKENDS]),
-                              "help": "the loader that reads the data; auto = the DataLoader reading the data's "
-                                      "own storage format"},
+    "backend": ("--backend", {"type": click.Choice(["auto", *BACKENDS]), "metavar": "NAME",
+                              "help": "the loader that reads the data: auto (the DataLoader reading the data's "
+                                      f"own storage format), {', '.join(BACKENDS)}"},
                 {"callback": str_list, "help": "comma list of backends: auto (the DataLoader reading the data's "
                                                "own storage format), all (it and every installed backend that "
-                                               f"reads it), {','.join(BACKENDS)}"}),
+                                               f"reads it), {', '.join(BACKENDS)}"}),
     "decode": ("--decode/--no-decode", {"help": "decode samples (else move raw bytes)"},
                {"help": "decode samples (else move raw bytes) [on for image data or with --model, else off]"}),
-    "image_size": ("--image-size", *_same(type=int, help="decoded image side")),
-    "cap_tokens": ("--cap", *_same(type=int, help="truncate token sequences to this length")),
+    "image_size": ("--image-size", *_same(type=int, help="side of a decoded image, in pixels")),
+    "cap_tokens": ("--cap", *_same(type=int, help="truncate token sequences to this many tokens [no cap]")),
     "seq_len": ("--seq-len", *_same(type=int, help="tokens per window of a .bin/.npy token stream, and the "
-                                                   "model's sequence length [512]")),
-    "cache": ("--cache", {"type": click.Choice(["warm", "cold"])}, {"type": click.Choice(["warm", "cold", "both"])}),
+                                                   "model's sequence length", unset="512")),
+    "cache": ("--cache", {"type": click.Choice(["warm", "cold"]), "help": CACHE_HELP},
+              {"type": click.Choice(["warm", "cold", "both"]), "help": f"{CACHE_HELP}; both: each config both ways"}),
     **{k.metadata["option"]: _own_spec(k) for k in OWN},
     "on_corrupt": ("--on-corrupt", *_same(type=click.Choice(["fail", "skip"]),
                                           help="a sample that does not decode fails the trial (naming it), or is "
@@ -279,7 +291,11 @@ def loader_options(command: str) -> Callable[[F], F]:
             settings["help"] = "starting batch size"
         if command == "bench" and name == "decode":
             settings["help"] = "decode samples (else move raw bytes) [on for image data, else off]"
+        if command == "tune" and name == "cache":
+            settings["help"] = TUNE_CACHE_HELP
         default = d[name]
+        if (unset := settings.pop("unset", None)) is not None and default is None:
+            settings["help"] += f" [{unset}]"
         if name in ALIASES:
             settings.update(cls=HiddenAlias, aliases=ALIASES[name])
         opts.append(click.option(settings.pop("decl", decl), *ALIASES.get(name, ()), name, default=default,
@@ -291,14 +307,18 @@ def model_options(command: str) -> Callable[[F], F]:
     """How the model trains, the same names and meaning in every command that measures a step."""
     d = defaults(command)
     opts = [click.option("--model", default=d["model"], show_default=d["model"] is not None,
-                         help=MODEL_HELP.get(command, "gpt-small | gpt-tiny | cnn-small | MODULE:FACTORY"))]
+                         help=MODEL_HELP.get(command, MODELS_HELP))]
     if command == "step":  # no loader: the synthetic batch's shape comes with the model
-        opts += [click.option("--batch-size", type=int, default=d["batch_size"], show_default=True),
-                 click.option("--image-size", type=int, default=d["image_size"], show_default=True),
-                 click.option("--seq-len", type=int, default=d["seq_len"], show_default=True)]
+        opts += [click.option("--batch-size", type=int, default=d["batch_size"], show_default=True,
+                              help="samples a synthetic batch"),
+                 click.option("--image-size", type=int, default=d["image_size"], show_default=True,
+                              help="side of a synthetic image, in pixels"),
+                 click.option("--seq-len", type=int, default=d["seq_len"], show_default=True,
+                              help="tokens a synthetic sequence")]
     opts += [
         click.option("--device", default=d["device"], show_default=True, help="cpu | cuda | cuda:N"),
-        click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=d["optimizer"], show_default=True),
+        click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=d["optimizer"], show_default=True,
+                     metavar="NAME", help=f"the step's optimizer: {', '.join(OPTIMIZERS)}"),
         click.option("--amp", type=click.Choice(["bf16"]), default=d["amp"], help="autocast dtype"),
         click.option("--input", "input_kind", type=click.Choice(["tokens", "image"]), default=d["input_kind"],
                      help="input of a MODULE:FACTORY model [tokens]"),
@@ -313,7 +333,8 @@ def trial_options(fn: F) -> F:
     return _apply(fn, [
         click.option("--repeats", type=int, default=5, show_default=True,
                      help="measured repeats (>= 5 for compare's interval to mean something)"),
-        click.option("--warmup-batches", type=int, default=2, show_default=True),
+        click.option("--warmup-batches", type=int, default=2, show_default=True,
+                     help="batches read, not timed, before a trial's repeats (workers started, caches filled)"),
         click.option("--repeat-seconds", type=float, default=DEFAULT_REPEAT_S, show_default=True,
                      help="each repeat reads a fresh random part of the dataset for about this long (longer "
                           "while a worker has delivered fewer than 3 batches); 0: whole epochs"),
@@ -323,7 +344,8 @@ def trial_options(fn: F) -> F:
         click.option("--drop-caches", is_flag=True, help="cold cache: also write /proc/sys/vm/drop_caches (root)"),
         click.option("--no-collect", is_flag=True, help="skip system collectors"),
         click.option("--ebpf", is_flag=True, help="count read syscalls per process with eBPF (bcc)"),
-        click.option("--seed", type=int, default=0, show_default=True),
+        click.option("--seed", type=int, default=0, show_default=True,
+                     help="seed of the shuffle order (the same seed reads the same samples)"),
         click.option("--stall-timeout", type=float, default=DEFAULT_STALL_S, show_default=True, metavar="SECONDS",
                      callback=_stall_timeout,
                      help="a trial (or a --dataset factory) with no new batch for this long fails, naming the "

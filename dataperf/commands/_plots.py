@@ -41,6 +41,9 @@ def _line(c: LoaderConfig) -> str:
     return " ".join([c.backend, *(k for k in knobs if k)])
 
 
+LOG_RATIO = 10  # the loader over this many times the model: a log axis (on a linear one the model sat at its foot)
+
+
 def _x(c: LoaderConfig) -> int:
     return verdict.workers_of(c)
 
@@ -65,7 +68,10 @@ def rates_figure(results: list[Record], step: StepResult | None, rec: verdict.Re
     """samples/s a training epoch gets (the ranking rate) against workers, a line per backend and
     prefetch/pin/persistence, one panel per batch size, decode and cache; the model's step rate and the rate it
     needs (x headroom) as lines; each config fed to the model at its fed rate (diamonds); the pick ringed; the
-    configs that failed as crosses on the axis. None when no trial succeeded."""
+    configs that failed as crosses on the axis, in a panel of their own where every trial at that batch size
+    failed. Each point's bar spans its repeats (min to max), so noise is not read as a winner. A log axis
+    where the loader runs over LOG_RATIO x the model: the model's line, the fed points and the pick are then not
+    squeezed into the bottom of it. None when no trial succeeded."""
     ok = ok_loaders(results)
     if not ok:
         return None
@@ -73,16 +79,19 @@ def rates_figure(results: list[Record], step: StepResult | None, rec: verdict.Re
     panels: dict[tuple, list[LoaderResult]] = {}
     for r in ok + failed:
         panels.setdefault(_panel(r.loader_config, r.cache_mode or r.config.get("cache", "")), []).append(r)
-    panels = {k: v for k, v in panels.items() if any(r.status == "ok" for r in v)}
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 6.2), squeeze=False)
-    top = max(rank_rate(r) for r in ok)
+    top = max(rank_rate(r) * _spread(r)[1] for r in ok)
     model = step.samples_per_s if step is not None and step.status == "ok" else None
+    log = bool(model) and top > LOG_RATIO * model
     for ax, (key, rs) in zip(axes[0], sorted(panels.items(), key=lambda kv: str(kv[0])), strict=True):
         lines = _lines([r for r in rs if r.status == "ok"])
         for label, pts in sorted(lines.items()):
-            xs, ys = zip(*sorted(pts), strict=True)
-            ax.plot(xs, ys, marker="o", ms=4, lw=1.2, label=label)
+            xs, ys, lo, hi = zip(*sorted(pts), strict=True)
+            (drawn,) = ax.plot(xs, ys, marker="o", ms=4, lw=1.2, label=label)
+            ax.errorbar(xs, ys, yerr=[[y - a for y, a in zip(ys, lo, strict=True)],
+                                      [b - y for y, b in zip(ys, hi, strict=True)]],
+                        fmt="none", ecolor=drawn.get_color(), elinewidth=1, capsize=3)
         if model:
             ax.axhline(model, color="k", lw=1, label=f"model: step alone {model:,.0f} samples/s (bs {step.batch_size})")
             ax.axhline(model * headroom, color="k", lw=1, ls=":", label=f"needed with {headroom:g}x headroom")
@@ -97,37 +106,61 @@ def rates_figure(results: list[Record], step: StepResult | None, rec: verdict.Re
             ax.plot([_x(rec.pick_config or pick.loader_config)], [y], marker="o", ms=16, mfc="none", mec="tab:green",
                     mew=2, ls="none", label=f"pick: {(rec.pick_config or pick.loader_config).short()}")
         bad = [r for r in rs if r.status != "ok"]
-        if bad:
+        if bad:  # on the x axis (its y in axes units), at 0 on a linear axis and at its foot on a log one
             ax.plot([_x(r.loader_config) for r in bad], [0] * len(bad), marker="x", color="tab:red", ms=9, mew=2,
-                    ls="none", clip_on=False, label=f"failed ({len(bad)}): {_why(bad[0])}")
+                    ls="none", clip_on=False, transform=ax.get_xaxis_transform(),
+                    label=f"failed ({len(bad)}): {_why(bad[0])}")
         bs, decode, cache, wt = key
-        ax.set_title(f"bs={bs} {'decoded' if decode else 'raw bytes'}, {cache} cache{f', {wt} workers' if wt else ''}",
-                     fontsize=9)
+        every = " (every trial failed)" if len(bad) == len(rs) else ""
+        ax.set_title(f"bs={bs} {'decoded' if decode else 'raw bytes'}, {cache} cache{f', {wt} workers' if wt else ''}"
+                     f"{every}", fontsize=9)
         ax.set_xticks(sorted({_x(r.loader_config) for r in rs}))  # the counts tried
         ax.set_xlabel("num_workers")
-        ax.set_ylabel("samples/s a training epoch gets")
-        ax.set_ylim(0, max(top, (model or 0) * headroom) * 1.15)
+        ax.set_ylabel("samples/s a training epoch gets" + (" (log scale)" if log else ""))
+        if log:
+            low = min([model, *(y for _, y in fed_pts), *(rank_rate(r) * _spread(r)[0] for r in ok)])
+            ax.set_yscale("log")
+            ax.set_ylim(low / 1.5, max(top, model * headroom) * 1.5)
+        else:
+            ax.set_ylim(0, max(top, (model or 0) * headroom) * 1.15)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     return fig
 
 
-def _lines(rs: list[LoaderResult]) -> dict[str, list[tuple[int, float]]]:
+Point = tuple[int, float, float, float]  # workers, the rate, and its repeats' low and high
+
+
+def _spread(r: LoaderResult) -> tuple[float, float]:
+    """The repeats' range as factors of their median (min/median, max/median), applied to the ranking rate;
+    (1, 1) where a record has no range."""
+    med, lo, hi = r.samples_per_s_median, r.samples_per_s_min, r.samples_per_s_max
+    if not med or not (lo == lo and hi == hi):
+        return 1.0, 1.0
+    return min(lo / med, 1.0), max(hi / med, 1.0)
+
+
+def _point(x: int, r: LoaderResult) -> Point:
+    y, (lo, hi) = rank_rate(r), _spread(r)
+    return x, y, y * lo, y * hi
+
+
+def _lines(rs: list[LoaderResult]) -> dict[str, list[Point]]:
     """Each line's points; 0 workers (no prefetch, no persistence) starts every line of its backend and pinning,
     or is a line of its own where there is none."""
-    lines: dict[str, tuple[LoaderConfig, list[tuple[int, float]]]] = {}
+    lines: dict[str, tuple[LoaderConfig, list[Point]]] = {}
     zero = []
     for r in rs:
         c = r.loader_config
         if not backends.of(c).own and c.num_workers == 0:
             zero.append(r)
         else:
-            lines.setdefault(_line(c), (c, []))[1].append((_x(c), rank_rate(r)))
+            lines.setdefault(_line(c), (c, []))[1].append(_point(_x(c), r))
     for r in zero:
         c = r.loader_config
         mates = [pts for lc, pts in lines.values() if (lc.backend, lc.pin_memory) == (c.backend, c.pin_memory)]
         for pts in mates or [lines.setdefault(_line(c), (c, []))[1]]:
-            pts.append((0, rank_rate(r)))
+            pts.append(_point(0, r))
     return {label: sorted(pts) for label, (_, pts) in lines.items()}
 
 

@@ -42,9 +42,21 @@ from dataperf.results import (
 from dataperf.verdict import observed, ok_loaders, rank_rate, sorted_by_rate
 from dataperf.verdict.limits import limit_rows  # the limits table's rows (tests import it from here too)
 
+PIPE_WIDTH = 240  # logs and pipes without COLUMNS: wide enough that tables stay one line per trial
+
+
+def piped_width() -> int:
+    """The width output to a pipe or a log is sized to: COLUMNS where the user set it (a CI log, `| tee`, `| less`
+    read in a window of that size), else PIPE_WIDTH."""
+    try:
+        return max(int(os.environ.get("COLUMNS", "")), 40)
+    except ValueError:
+        return PIPE_WIDTH
+
+
 console = Console()
-if not console.is_terminal:  # logs and pipes: wide enough that tables stay one line per trial
-    console = Console(width=240)
+if not console.is_terminal:
+    console = Console(width=piped_width())
 
 
 @contextlib.contextmanager
@@ -55,7 +67,7 @@ def to_stderr() -> Iterator[None]:
     saved = console
     console = Console(stderr=True)
     if not console.is_terminal:
-        console = Console(stderr=True, width=180)
+        console = Console(stderr=True, width=piped_width())
     try:
         yield
     finally:
@@ -90,17 +102,54 @@ def figure_table(title: str, rows: list[tuple[str, str]]) -> Table:
     return t
 
 
-def print_data(datas: list[Data]) -> None:
-    """One line a DATA on what is read and what is left out (other splits, stray files), once (rank 0)."""
+def print_data(datas: list[Data], decode: bool | None = None) -> None:
+    """One line a DATA on what is read and what is left out (other splits, stray files), once (rank 0); decode
+    (--decode's value) says whether byte columns are decoded."""
     if os.environ.get("RANK", "0") != "0":
         return
     for d in datas:
-        console.print(f"data: {d.summary()}", soft_wrap=True)
+        say(f"data: {d.summary(decode)}")
+
+
+def say(text: str, shell: bool = False, markup: bool = True) -> None:
+    """One line of prose (a note, a verdict) fitted to the console's width: wrapped at spaces with the
+    continuation indented, so the first line still starts with its `note:` (logs grep by it) and a 100-column
+    log holds every word; shell: a command to paste, each break ending in ` \\` so the pasted lines run as
+    one command; markup: rich's [style] tags in text are styles (as console.print reads them)."""
+    import textwrap
+
+    from rich.text import Text
+
+    plain = Text.from_markup(text).plain if markup else text
+    if not shell:
+        lines = textwrap.wrap(plain, width=console.width, subsequent_indent="  ", break_long_words=False,
+                              break_on_hyphens=False) or [""]
+        console.print("\n".join(lines), soft_wrap=True, markup=False, highlight=False)
+        return
+    lines = [""]
+    for word in shell_words(plain):  # broken between words only: a quoted path stays whole
+        if lines[-1] and len(lines[-1]) + 1 + len(word) > console.width - 2:
+            lines.append("  ")
+        lines[-1] += (" " if lines[-1].strip() else "") + word
+    console.print(" \\\n".join(lines), soft_wrap=True, markup=False, highlight=False)
+
+
+def shell_words(text: str) -> list[str]:
+    """text's shell words as written, quotes kept ('a b' stays one word); split at spaces where it does not
+    parse."""
+    import shlex
+
+    lexer = shlex.shlex(text, posix=False)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:  # an unclosed quote
+        return text.split()
 
 
 def print_notes(notes: list[str]) -> None:
     for n in notes:
-        console.print(f"note: {n}", soft_wrap=True)  # one note, one line: logs grep by line
+        say(f"note: {n}")
 
 
 def print_histogram(title: str, bins: list[tuple[int, int, int]]) -> None:
@@ -136,7 +185,7 @@ def loader_table(results: list[Record], rec: verdict.Recommendation | None = Non
     for r in sorted_by_rate(results):
         cfg, rate = r.loader_config, rank_rate(r)
         spread = r.samples_per_s_spread_pct
-        row = [cfg.short(), f"{fmt(rate)} ({'±' + format(spread / 2, '.0f') + '%' if spread == spread else '-'})"]
+        row = [label(r), f"{fmt(rate)} ({'±' + format(spread / 2, '.0f') + '%' if spread == spread else '-'})"]
         if tokens:
             row.append(fmt(rate * r.tokens_per_sample) if r.tokens_per_sample else "-")
         if step is not None:
@@ -145,7 +194,7 @@ def loader_table(results: list[Record], rec: verdict.Recommendation | None = Non
         t.add_row(*row)
     for r in results:
         if isinstance(r, LoaderResult) and r.status != "ok":
-            t.add_row(r.loader_config.short(), "[red]failed[/red]", *([""] if tokens else []),
+            t.add_row(label(r), "[red]failed[/red]", *([""] if tokens else []),
                       *([""] if step is not None else []), "reason below")
     return t
 
@@ -174,7 +223,7 @@ FULL_COLUMNS = ("backend", "config", "steady samples/s median \\[min-max]", "tra
 def full_cells(r: LoaderResult) -> list[str]:
     """A successful trial's every figure, in FULL_COLUMNS order."""
     cache = r.cache_mode + ("" if r.cache_verified else " (unverified)")
-    return [backend_label(r), r.loader_config.short(),
+    return [backend_label(r), label(r),
             f"{fmt(r.samples_per_s_median)} \\[{fmt(r.samples_per_s_min)}-{fmt(r.samples_per_s_max)}]",
             fmt(rank_rate(r)) + ("" if r.steady_valid else " [yellow](steady not valid)[/yellow]"),
             f"{fmt(r.payload_mib_s_median, 1)}/{fmt(r.storage_read_mib_s_median, 1)}",
@@ -215,7 +264,7 @@ def full_loader_table(results: list[Record], rec: verdict.Recommendation | None 
             row.append(f"{ranks} (rank {r.slowest_rank})" if r.per_rank_samples_per_s else "-")
         t.add_row(*row)
     for r in failed:
-        row = [backend_label(r), r.loader_config.short(), "[red]failed (below)[/red]", "", "", "", "", "",
+        row = [backend_label(r), label(r), "[red]failed (below)[/red]", "", "", "", "", "",
                "", "", r.cache_mode]
         t.add_row(*row, *([""] if step is not None else []), *([""] if multi else []))
     return t
@@ -238,6 +287,11 @@ def print_warnings(rec: verdict.Recommendation) -> None:
         console.print(line)
 
 
+def label(r: Record) -> str:
+    """A record's config as measured: a shuffle its backend could not apply is not written 'shuffled'."""
+    return r.loader_config.short(getattr(r, "knobs_ignored", None) or ())
+
+
 def backend_label(r: LoaderResult) -> str:
     """The backend facet: its name, its worker kind, and knobs it could not express."""
     b = getattr(r, "backend", None) or {}
@@ -256,18 +310,17 @@ def print_trial_notes(results: list[Record]) -> None:
     kinds: dict[str, list[tuple[str, str]]] = {}
     for r in ok_loaders(results):
         for n in r.notes:
-            kinds.setdefault(n.split(":", 1)[0], []).append((r.loader_config.short(), n))
+            kinds.setdefault(n.split(":", 1)[0], []).append((label(r), n))
     for seen in kinds.values():
         cfgs = list(dict.fromkeys(c for c, _ in seen))
         which = ", ".join(cfgs[:3]) + (f" and {len(cfgs) - 3} more" if len(cfgs) > 3 else "")
-        console.print(f"note ({len(cfgs)} trial{'s' if len(cfgs) != 1 else ''}: {which}): {seen[0][1]}",
-                      soft_wrap=True)
+        say(f"note ({len(cfgs)} trial{'s' if len(cfgs) != 1 else ''}: {which}): {seen[0][1]}")
 
 
 def print_failures(results: list[Record]) -> None:
     for r in results:
         if getattr(r, "status", "ok") != "ok" and getattr(r, "config", None) is not None:
-            console.print(f"[red]failed[/red] {r.loader_config.short()}: {r.error}")
+            console.print(f"[red]failed[/red] {label(r)}: {r.error}")
 
 
 def verdict_text(f: verdict.Fit) -> str:
@@ -342,13 +395,13 @@ def print_recommendation(rec: verdict.Recommendation) -> None:
     if rec.limits is not None:
         print_limits(rec.limits, rec.pick or rec.best, rec.binding)
     elif rec.binding is not None and rec.binding.sentence:
-        console.print(rec.binding.sentence, soft_wrap=True)
-    console.print(recommendation_line(rec), soft_wrap=True)
+        say(rec.binding.sentence)
+    say(recommendation_line(rec))
     for g in rec.gains:
-        console.print(f"fed: {g}", soft_wrap=True)
+        say(f"fed: {g}")
     print_notes([f"effect: {e.sentence}" for e in rec.effects])
     for line in verdict.answer(rec):
-        console.print(line, soft_wrap=True)
+        say(line)
 
 
 def print_fed(rec: verdict.Recommendation) -> None:
@@ -370,7 +423,7 @@ def print_fed(rec: verdict.Recommendation) -> None:
     console.print(t)
     for f in rec.fed:
         for n in dict.fromkeys(n for r in f.runs for n in r.notes if n.startswith("effect: ")):
-            console.print(f"{f.config.short()}: {n}", soft_wrap=True)
+            say(f"{f.config.short()}: {n}")
 
 
 def print_limits(res: LimitsResult, trial: LoaderResult | None = None,
@@ -414,7 +467,7 @@ def describe_limits(res: LimitsResult) -> str:
 def _named(r: LoaderResult) -> str:
     """A config said with its backend first, so a side-by-side sweep's pick names the loader to use."""
     b = r.backend.get("backend") if getattr(r, "backend", None) else None
-    return f"{r.loader_config.short()} (backend {b or r.config.get('backend')})"  # [..] is rich markup
+    return f"{label(r)} (backend {b or r.config.get('backend')})"  # [..] is rich markup
 
 
 def stage_line(r: LoaderResult | E2EResult | WatchResult) -> str | None:

@@ -27,6 +27,7 @@ def bench(data, out, verbose, plot, **kw) -> None:
     """Time one DataLoader configuration: samples/s, MiB/s, time to first batch, batch-wait p50/p99."""
     from dataperf.measure import preflight
     from dataperf.measure.trial import run_trial
+    from dataperf.measure.trial.plan import check_epoch
     from dataperf.results import jsonl
 
     loader, topts = split(kw, "bench")
@@ -38,13 +39,14 @@ def bench(data, out, verbose, plot, **kw) -> None:
     cfg = make_config(data, **loader)
     opts = make_trial_options(raw_dir=out.parent / "raw" if out else None, **topts)
     preflight.check_loader(data, cfg)
+    check_epoch(data, [cfg.batch_size], cfg.num_workers, opts.min_batches, opts.world_size)
+    _render.print_data([data], cfg.decode)  # before measuring: a trial that fails is read against it
     with jsonl.exclusive(out) if out else contextlib.nullcontext():
         r = run_trial(data, cfg, opts)
         if out:
             jsonl.append(out, r)
     if r.status != "ok":
         raise UserError(f"{cfg.short()} failed: {r.error}")
-    _render.print_data([data])
     render(r, verbose)
     if plot:
         png = _plots.waterfall(r, plot)
@@ -60,12 +62,11 @@ def render(r: LoaderResult, verbose: bool = False) -> None:
         console.print(f"repeats: {r.repeats} x {r.batches_per_repeat} batches; steady samples/s per repeat "
                       f"{[round(x) for x in r.samples_per_s_repeats]}; repeat (start-up included) "
                       f"{[round(x) for x in r.repeat_samples_per_s_repeats]}; start-up {fmt(r.startup_s_median, 3)} s"
-                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""), soft_wrap=True)
-        console.print(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})",
-                      soft_wrap=True)
+                      + (f"; epoch tail {fmt(r.tail_s, 2)} s" if r.tail_s else ""))
+        _render.say(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})")
         line = _render.stage_line(r)
         if line:
-            console.print(line, soft_wrap=True)
+            _render.say(line)
         console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
                       f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "
                       "of this trial's batch time")

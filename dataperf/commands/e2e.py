@@ -19,8 +19,8 @@ from dataperf.results import E2EResult, fmt
 @loader_options("e2e")
 @model_options("e2e")
 @click.option("--steps", type=int, default=20, show_default=True, help="fed steps per repeat")
-@click.option("--repeats", type=int, default=5, show_default=True)
-@click.option("--warmup", type=int, default=3, show_default=True)
+@click.option("--repeats", type=int, default=5, show_default=True, help="timed repeats of --steps fed steps")
+@click.option("--warmup", type=int, default=3, show_default=True, help="fed steps before the repeats, not timed")
 @click.option("--no-predict", is_flag=True, help="skip the separate loader and step measurements")
 @click.option("--sync-each-step", is_flag=True,
               help="CUDA: synchronize after every step, so host wait equals GPU idle (slower; default: events)")
@@ -76,5 +76,5 @@ def render(r: E2EResult) -> None:
                           f"{r.data_stall_fraction * 100:.1f}% of the time ({r.stall_basis})")
     line = _render.stage_line(r)
     if line:
-        _render.console.print(line, soft_wrap=True)
+        _render.say(line)
     _render.print_notes(r.notes)

@@ -12,15 +12,17 @@ from dataperf.results import LengthsResult, fmt
 
 @click.command()
 @click.argument("data")
-@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--batch-size", type=int, default=32, show_default=True,
+              help="samples a batch (a batch pads to its longest)")
 @click.option("--seq-len", type=int, default=None,
               help="window length of a flat token stream (.bin, 1-d .npy), as bench cuts it [512]")
 @click.option("--cap", type=int, default=None, help="truncate sequences to this many tokens; shows the effect")
 @click.option("--model", default=None, help="also measure step peak memory at the p99 batch length (and capped)")
-@click.option("--device", default="cpu", show_default=True)
+@click.option("--device", default="cpu", show_default=True, help="where --model's step runs: cpu | cuda | cuda:N")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="append the record to this .jsonl")
 def lengths(data, batch_size, seq_len, cap, model, device, out) -> None:
     """Per-batch token-length histogram and p99 (OOM risk from length variance), and what --cap changes."""
+    from dataperf.data import resolve
     from dataperf.measure import preflight
     from dataperf.measure.step import StepOptions
     from dataperf.results import jsonl
@@ -29,7 +31,9 @@ def lengths(data, batch_size, seq_len, cap, model, device, out) -> None:
     preflight.writable_file(out, "--out")
     if model:
         preflight.check_model(model, "tokens", "tokens")
-    r = analyse(data, batch_size, cap, seq_len)
+    d = resolve(data)
+    _render.print_data([d], True)
+    r = analyse(d, batch_size, cap, seq_len)
     if model:
         measure_cap_memory(r, StepOptions(model=model, device=device, steps=2, warmup=1))
     if out:

@@ -18,19 +18,21 @@ from dataperf.results import MemoryResult, fmt
 @click.option("--model", default="gpt-1.3b", show_default=True, help="a built-in name or MODULE:FACTORY")
 @click.option("--optimizers", callback=str_list, default="adamw,adam8bit,zero2-offload,zero3-offload",
               show_default=True, help=f"comma list of {', '.join(OPTIMIZERS)}")
-@click.option("--batch-size", type=int, default=8, show_default=True)
-@click.option("--seq-len", type=int, default=1024, show_default=True)
-@click.option("--device", default="cuda", show_default=True)
+@click.option("--batch-size", type=int, default=8, show_default=True, help="samples a batch")
+@click.option("--seq-len", type=int, default=1024, show_default=True, help="tokens a sequence")
+@click.option("--device", default="cuda", show_default=True, help="cuda | cuda:N")
 @click.option("--amp", type=click.Choice(["bf16", "none"]), default="bf16", show_default=True,
               help="bf16: autocast for torch optimizers, DeepSpeed's bf16 (fp32 master state) for ZeRO")
-@click.option("--repeats", type=int, default=3, show_default=True)
-@click.option("--steps", type=int, default=5, show_default=True)
-@click.option("--warmup", type=int, default=2, show_default=True)
+@click.option("--repeats", type=int, default=3, show_default=True, help="timed repeats of --steps steps")
+@click.option("--steps", type=int, default=5, show_default=True, help="steps a repeat")
+@click.option("--warmup", type=int, default=2, show_default=True, help="steps before the repeats, not timed")
 @click.option("--max-batch", is_flag=True, help="also find each optimizer's largest batch (doubling, bisection)")
-@click.option("--max-batch-limit", type=int, default=1024, show_default=True)
+@click.option("--max-batch-limit", type=int, default=1024, show_default=True,
+              help="largest batch size the search for the largest that fits tries")
 @click.option("--tolerance", type=float, default=10.0, show_default=True,
               help="stop bisecting when the gap is within this % of the fitting batch")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results/memory.jsonl"), show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/memory.jsonl"), show_default=True,
+              help="append the records to this .jsonl")
 def memory(optimizers, out, **kw) -> None:
     """GPU memory, step time and % saved against AdamW for each optimizer at one batch size, one process each."""
     from dataperf.results import jsonl

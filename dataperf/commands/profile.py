@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -18,7 +22,8 @@ from dataperf.results import ProfileResult, fmt
 @click.argument("data", required=False)
 @loader_options("profile")
 @model_options("profile")
-@click.option("--out-dir", type=click.Path(path_type=Path), default=Path("results/profile"), show_default=True)
+@click.option("--out-dir", type=click.Path(path_type=Path), default=Path("results/profile"), show_default=True,
+              help="folder for the trace and the record")
 @click.option("--top", type=int, default=15, show_default=True, help="rows of the top-ops table")
 @click.option("--nsys", is_flag=True, help="also run under Nsight Systems (nsys) and save its report")
 @OUT
@@ -31,12 +36,53 @@ def profile(data, out_dir, top, nsys, out, **kw) -> None:
     preflight.writable_file(out, "--out")
     preflight.writable_dir(out_dir, "--out-dir")
     data, cfg, model, seq_len = fed_config("profile", data, kw)
-    r = run_profile(data, cfg, make_step_options(**model, seq_len=seq_len), out_dir, top)
+    with kineto_lines() as kineto:
+        r = run_profile(data, cfg, make_step_options(**model, seq_len=seq_len), out_dir, top)
+    if kineto:
+        _render.say(f"note: {kineto[0]}")
     if nsys:
         _, r.nsys = nsys_wrap(sys.argv[1:], out_dir)
     if out:
         jsonl.append(out, r)
     render(r)
+
+
+USDT = re.compile(r"^USDT:\S+ (\S+) .*\] (profiler_start|profiler_stop)$")
+
+
+@contextlib.contextmanager
+def kineto_lines() -> Iterator[list[str]]:
+    """torch's profiler (kineto) writes `USDT:<date> <time> <pid>:<tid> <file>:<line>] profiler_start` straight
+    to file descriptor 2: its stderr is held in a file while the profiler runs, then the USDT pair is put in
+    words (the list yielded: one line, once the block ends) and anything else written meanwhile is written back
+    to stderr as it was."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    held = tempfile.TemporaryFile()
+    os.dup2(held.fileno(), 2)
+    said: list[str] = []
+    try:
+        yield said
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        held.seek(0)
+        times, other = {}, []
+        for ln in held.read().decode(errors="replace").splitlines():
+            m = USDT.match(ln)
+            if m:
+                times[m.group(2)] = m.group(1)
+            else:
+                other.append(ln)
+        held.close()
+        if other:
+            sys.stderr.write("\n".join(other) + "\n")
+        if times:
+            said.append(f"torch's profiler traced from {times.get('profiler_start', '?')} to "
+                        f"{times.get('profiler_stop', '?')} (its kineto log lines, put in words)")
 
 
 def render(r: ProfileResult) -> None:

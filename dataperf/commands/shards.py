@@ -18,12 +18,14 @@ def shards() -> None:
 
 
 @shards.command("make")
-@click.option("--kind", type=click.Choice(["image", "tokens"]), default="image", show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["files", "webdataset"]), default="webdataset", show_default=True)
+@click.option("--kind", type=click.Choice(["image", "tokens"]), default="image", show_default=True,
+              help="JPEG images, or token sequences (.npy)")
+@click.option("--format", "fmt", type=click.Choice(["files", "webdataset"]), default="webdataset", show_default=True,
+              help="one file a sample, or WebDataset tar shards")
 @click.option("--count", type=int, default=1000, show_default=True, help="number of samples")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="output folder [shards/KIND-FORMAT]")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--shard-mb", type=float, default=64.0, show_default=True, help="target tar shard size")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the generated data")
+@click.option("--shard-mb", type=float, default=64.0, show_default=True, help="target tar shard size, in MB")
 @click.option("--shards", "n_shards", type=int, default=None,
               help="exact shard count instead of --shard-mb (at least workers x ranks: extra workers idle)")
 @click.option("--like", type=click.Choice(["imagenet"]), default=None,
@@ -34,9 +36,9 @@ def shards() -> None:
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG quality")
 @click.option("--median-len", type=int, default=512, show_default=True, help="median token sequence length")
 @click.option("--sigma", type=float, default=0.9, show_default=True, help="lognormal shape of token lengths")
-@click.option("--min-len", type=int, default=8, show_default=True)
-@click.option("--max-len", type=int, default=8192, show_default=True)
-@click.option("--vocab", type=int, default=32000, show_default=True)
+@click.option("--min-len", type=int, default=8, show_default=True, help="shortest token sequence, in tokens")
+@click.option("--max-len", type=int, default=8192, show_default=True, help="longest token sequence, in tokens")
+@click.option("--vocab", type=int, default=32000, show_default=True, help="token ids drawn below this")
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
 def shards_make(kind, fmt, count, out, like, image_size, **kw) -> None:
     """Generate a synthetic dataset: JPEG images (fixed-size, or --like imagenet) or token sequences with a
@@ -58,7 +60,7 @@ def shards_make(kind, fmt, count, out, like, image_size, **kw) -> None:
 @shards.command("convert")
 @click.argument("src", type=click.Path(path_type=Path))
 @click.argument("out", type=click.Path(path_type=Path))
-@click.option("--shard-mb", type=float, default=64.0, show_default=True)
+@click.option("--shard-mb", type=float, default=64.0, show_default=True, help="target tar shard size, in MB")
 @click.option("--shards", "n_shards", type=int, default=None,
               help="exact shard count instead of --shard-mb (at least workers x ranks: extra workers idle)")
 @click.option("--overwrite", is_flag=True, help="replace a non-empty output folder")
@@ -75,11 +77,17 @@ def shards_convert(src, out, shard_mb, n_shards, overwrite) -> None:
 @click.argument("data")
 @click.option("--verify", is_flag=True, help="decode every sample and list the bad ones (exit 2 if any)")
 def shards_inspect(data, verify) -> None:
-    """Sample count, sizes and shard count; for tokens the length histogram and p99."""
+    """Sample count, sizes and shard count; for tokens the length histogram and p99. DATA: anything bench
+    reads (a folder, shards, a glob or brace pattern, token or text files, image Parquet, a LitData or MDS
+    folder), read as bench reads it."""
     from dataperf.workflows.inspect_data import inspect_spec
 
     ins = inspect_spec(data, verify)
+    if ins.data is not None:
+        _render.print_data([ins.data], verify)
     print_inspection(ins)
+    if verify:
+        _render.console.print(f"verified: {ins.count + len(ins.corrupt):,} samples decoded, {len(ins.corrupt)} bad")
     if ins.corrupt:
         for c in ins.corrupt:
             _render.console.print(f"corrupt: {c}")
@@ -92,7 +100,13 @@ def print_made(out: Path, m: Manifest, made=None) -> None:
     """What was written; with `made` (data.make.generate.Generated) also how fast, over its wall time."""
     extra = f", {len(m.shards)} shards" if m.format == "webdataset" else ""
     _render.console.print(f"wrote {m.count} {m.kind} samples ({m.total_bytes / MIB:.1f} MiB{extra}) to {out}")
-    if left := (m.generator or {}).get("left_out"):
+    gen = m.generator or {}
+    if classes := gen.get("class_names"):
+        shown = ", ".join(classes[:3]) + (", ..." if len(classes) > 3 else "")
+        _render.console.print(f"labels: {len(classes)} classes from the class folders ({shown}), as .cls")
+    if splits := gen.get("splits_left_out"):
+        _render.console.print(f"read {Path(gen['converted_from']).name}/ only; left out {', '.join(splits)}")
+    if left := gen.get("left_out"):
         shown = ", ".join(left[:3]) + (", ..." if len(left) > 3 else "")
         _render.console.print(f"left out {len(left)} files that belong to no image sample ({shown})")
     if made is not None:

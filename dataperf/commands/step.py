@@ -13,9 +13,9 @@ from dataperf.results import StepResult, fmt
 
 @click.command()
 @model_options("step")
-@click.option("--repeats", type=int, default=5, show_default=True)
+@click.option("--repeats", type=int, default=5, show_default=True, help="timed repeats of --steps steps")
 @click.option("--steps", type=int, default=10, show_default=True, help="timed steps per repeat")
-@click.option("--warmup", type=int, default=3, show_default=True)
+@click.option("--warmup", type=int, default=3, show_default=True, help="steps before the repeats, not timed")
 @OUT
 def step(batch_size, image_size, seq_len, repeats, steps, warmup, out, **model) -> None:
     """Median ms/step, samples/s and peak memory of a real train step on synthetic in-memory data."""

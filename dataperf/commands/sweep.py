@@ -21,7 +21,8 @@ from dataperf.workflows import clock
 @click.option("--config", "config_file", type=click.Path(path_type=Path), default=None,
               help="TOML/YAML file of sweep axes (overrides the axis options)")
 @loader_options("sweep")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep.jsonl"), show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/sweep.jsonl"), show_default=True,
+              help="append each trial's record to this .jsonl (read back by --resume and report)")
 @click.option("--resume", is_flag=True, help="skip trials already recorded as ok in --out")
 @click.option("--overwrite", is_flag=True, help="discard --out's old results")
 @click.option("--verbose", is_flag=True, help="every column of the loader table (MiB/s, waits, workers, per core)")
@@ -47,6 +48,7 @@ from dataperf.workflows import clock
 def sweep(data, verbose, plot, **kw) -> None:
     """Grid over loader settings; a table fastest first, a rates plot, a recommendation (and a verdict)."""
     from dataperf.measure import distributed
+    from dataperf.measure.trial.plan import check_epoch
     from dataperf.workflows import sweep as sw
 
     request, nproc = _request(data, plot, kw)
@@ -55,13 +57,17 @@ def sweep(data, verbose, plot, **kw) -> None:
         sw.check_ranks(request.datas, nproc)
         with jsonl.exclusive(out):  # a locked or occupied --out is refused here, before any rank starts
             sw.prepare_out(out, request.resume, request.overwrite)
+    grid, opts = request.grid, request.opts
+    for d in request.datas:  # a batch size too big for the data fails every trial: refused before measuring
+        check_epoch(d, grid.batch_size, min(grid.num_workers), opts.min_batches, nproc or opts.world_size)
+    if nproc is not None:
         sys.exit(distributed.launch_self(nproc, sys.argv[1:], lambda: interrupted(len(sw.finished_ids(out)), out),
                                          env={clock.BUDGET_START_ENV: repr(request.started)}))
     plan = sw.plan(request)
     ctx = distributed.init_from_env()
     if ctx.rank == 0:
         print_plan(plan.estimate)
-        _render.print_data(request.datas)
+        _render.print_data(request.datas, any(request.grid.decode))
     with _render.progress_bar(f"sweep ({len(plan.trials)} trials)", len(plan.trials), enabled=ctx.rank == 0,
                               eta=True) as advance:
         outcome = sw.run(plan, ctx=ctx, on_result=lambda r: advance(1), bar=_render.progress_bar)
@@ -179,6 +185,6 @@ def print_duration(plan, outcome) -> None:
     if outcome.not_started:
         line += (f"; {outcome.not_started} trials not started: the budget's {minutes(max(outcome.grid_s or 0, 0))} "
                  "for the grid ran out (rerun with --resume and a larger --budget to add them)")
-    _render.console.print(line, soft_wrap=True)
+    _render.say(line)
     for cut in outcome.cuts:
         _render.console.print(f"  budget: {cut}")

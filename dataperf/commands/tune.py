@@ -18,14 +18,15 @@ from dataperf.verdict import rank_rate
 
 @click.command()
 @click.argument("data", required=False)
-@click.option("--target-samples-per-s", type=float, default=None, help="the rate to sustain")
+@click.option("--target-samples-per-s", type=float, default=None,
+              help="the rate to sustain, in samples/s [none: the fastest]")
 @model_options("tune")
 @HEADROOM
 @EPOCH_SAMPLES
 @loader_options("tune")
 @click.option("--min-gain", type=float, default=0.05, show_default=True,
-              help="smallest gain that moves the search one more step")
-@click.option("--max-workers", type=int, default=None, help="[2 x cores]")
+              help="smallest gain that moves the search one more step, a fraction (0.05: 5%)")
+@click.option("--max-workers", type=int, default=None, help="most worker processes the search tries [2 x cores]")
 @click.option("--max-batch-size", type=int, default=256, show_default=True,
               help="largest batch size tried (with --model only under --vary-batch)")
 @click.option("--vary-batch", is_flag=True, default=False,
@@ -33,13 +34,15 @@ from dataperf.verdict import rank_rate
 @click.option("--budget", "budget_text", default=None, metavar="DURATION",
               help="stop the search when 60% of this time (300, 90s, 10m) is spent and end with the best measured; "
                    "the rest goes to the pick's limits and fed check [5m with --model; none: no budget]")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("results/tune.jsonl"), show_default=True,
+              help="append each trial's record to this .jsonl")
 @trial_options
 def tune(data, target_samples_per_s, headroom, epoch_samples, min_gain, max_workers, max_batch_size, vary_batch,
          budget_text, out, **kw) -> None:
     """Find the fastest config (or the cheapest that sustains a target, or the model's step rate with headroom)
     from the limits, their neighbours and a confirmation of the top two or three, without the whole grid."""
     from dataperf.measure import preflight
+    from dataperf.measure.trial.plan import batch_size_cap, check_epoch
     from dataperf.workflows import budget
     from dataperf.workflows.tune import Tuner, TuneRequest
 
@@ -67,9 +70,12 @@ def tune(data, target_samples_per_s, headroom, epoch_samples, min_gain, max_work
         preflight.check_model(model, seq_len=loader["seq_len"] if model.startswith("gpt") else None)
     data = resolve_data(data, loader["dataset_factory"])[0]
     base = make_config(data, **loader)
+    check_epoch(data, [base.batch_size], 0, opts.min_batches, opts.world_size)
+    if (fits := batch_size_cap(data, opts.min_batches, opts.world_size)) is not None:
+        max_batch_size = min(max_batch_size, fits)  # the search would try batches an epoch cannot fill
     sopts = make_step_options(**model_kw, batch_size=loader["batch_size"], seq_len=loader["seq_len"],
                               image_size=loader["image_size"]) if model else None
-    _render.print_data([data])
+    _render.print_data([data], base.decode)
     req = TuneRequest(data, base, opts, target_samples_per_s, sopts, headroom, min_gain, max_workers, max_batch_size,
                       out=out, vary_batch=vary_batch, budget_s=budget_s, epoch_samples=epoch_samples)
     outcome = Tuner(req, on_trial=print_trial, on_prediction=print_prediction, bar=_render.progress_bar).run()
@@ -86,33 +92,33 @@ def print_trial(step) -> None:
     """One line per trial as the search runs: its phase, config, rate and why it was tried."""
     r = step.result
     rate = fmt(rank_rate(r)) if r.status == "ok" else "failed"
-    _render.console.print(f"\\[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
-                          soft_wrap=True)
+    _render.say(f"[{step.phase:>10}] {r.loader_config.short():<48} {rate:>10} samples/s  ({step.why})",
+                markup=False)
 
 
 def print_prediction(p, probe: LimitsResult) -> None:
     """What tune measured before its first trial, and the config it predicts from that."""
     _render.print_limits(probe)
-    _render.console.print(f"prediction: {p.why}", soft_wrap=True)
+    _render.say(f"prediction: {p.why}")
 
 
 def render(outcome) -> None:
     """Where the search stopped, its confirmations and pick, how good its predictions were, and the answer (the
     decision lines sweep and report end with: _answer.print_decision)."""
     console = _render.console
-    console.print(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials", soft_wrap=True)
+    _render.say(f"stopped: {outcome.stop_reason} after {len(outcome.steps)} trials")
     if outcome.cut:
-        console.print(f"  budget: {outcome.cut}", soft_wrap=True)
+        _render.say(f"  budget: {outcome.cut}")
     if outcome.pick is None:
         return
     for short, rates in outcome.confirmed.items():
         console.print(f"confirmation: {short}: {', '.join(fmt(x) for x in rates)} samples/s")
     tgt = f" (target {fmt(outcome.target_samples_per_s)})" if outcome.target_samples_per_s else ""
-    console.print(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
-                  f"a training epoch{tgt}", soft_wrap=True)
+    _render.say(f"search pick: {outcome.pick.loader_config.short()} at {fmt(outcome.pick_samples_per_s)} samples/s "
+                f"a training epoch{tgt}")
     for p in outcome.predictions:
         if p.get("measured") and p.get("predicted") == p.get("predicted"):
             as_ = f" {p['measured_as']}" if p.get("measured_as") else ""
-            console.print(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])}{as_} "
-                          f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)", soft_wrap=True)
+            _render.say(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])}{as_} "
+                        f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)")
     _answer.print_decision(outcome.recommendation, outcome.limits, outcome.pick_config or outcome.pick.loader_config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -46,8 +47,12 @@ def watch(cmd, pid, out, label, ebpf, nsys, verbose) -> None:
     for r in recs:
         jsonl.append(out, r)
     with _render.to_stderr():
+        if pid is not None:
+            _render.say(f"pid {pid}: collectors only, for {w.wall_s:.1f} s; step time, data wait and the loader are "
+                        "measured in a job watch starts itself: dataperf watch -- python train.py")
         render(recs, verbose)
-        _render.console.print(f"results: {out} ({len(recs)} watch record(s)); per-step hook lines: {w.hook_dir}")
+        hooks = f"; per-step hook lines: {w.hook_dir}" if w.hook_dir else ""
+        _render.console.print(f"results: {out} ({len(recs)} watch record(s)){hooks}")
     if w.exit_code is not None:
         sys.exit(w.exit_code)
 
@@ -67,6 +72,38 @@ def verdict_line(r: WatchResult) -> str:
     return f"not input-bound: the training loop waited on the DataLoader {stall:.1f}% of step time{gpu}"
 
 
+def figure_table(ws: list[WatchResult]) -> Table:
+    """The job's figures, a column a rank; a figure the job did not give (no DataLoader batch reached a step:
+    samples/s, waits, stall) reads 'unknown', never 0."""
+    t = Table(title=f"watch: {' '.join(ws[0].command)[:100]}")
+    t.add_column("figure")
+    for r in ws:
+        t.add_column("job" if r.rank is None else f"rank {r.rank}", justify="right")
+    pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
+
+    def fed(show: Callable[[WatchResult], str]) -> Callable[[WatchResult], str]:
+        return lambda r: show(r) if r.samples_per_s or not r.steps_measured else "unknown"
+
+    rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
+            ("first_step_ms (start-up, first batch)", lambda r: fmt(r.first_step_ms, 1)),
+            ("step_ms median / mean / p99",
+             lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_mean, 2)} / {fmt(r.step_ms_p99, 2)}"),
+            ("data_wait_ms median / p99",
+             fed(lambda r: f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}")),
+            ("samples_per_s (steady / whole run)",
+             fed(lambda r: f"{fmt(r.samples_per_s, 1)} / {fmt(r.run_samples_per_s, 1)}")),
+            ("model_samples_per_s (when fed)", fed(lambda r: fmt(r.model_samples_per_s, 1))),
+            ("data_stall_fraction", fed(lambda r: pct(r.data_stall_fraction))),
+            ("gpu_idle_fraction (CUDA events)", lambda r: pct(r.gpu_idle_fraction) if r.gpu_idle_fraction is not None
+             else "n/a (no CUDA)"),
+            ("hook cost us/step (% of step)", lambda r: f"{fmt(r.hook_us_per_step_median, 1)} "
+             f"({fmt(r.hook_overhead_pct, 3)}%)"),
+            ("exit code", lambda r: "-" if r.exit_code is None else str(r.exit_code))]
+    for name, fn in rows:
+        t.add_row(name, *[fn(r) for r in ws])
+    return t
+
+
 def render(recs: list[Record], verbose: bool = False) -> None:
     """Per rank: the e2e-style figures of the user's own job, its loaders, the verdict and the next step (`report`
     shows them too)."""
@@ -74,29 +111,8 @@ def render(recs: list[Record], verbose: bool = False) -> None:
     if not ws:
         return
     console = _render.console
-    t = Table(title=f"watch: {' '.join(ws[0].command)[:100]}")
-    t.add_column("figure")
-    for r in ws:
-        t.add_column("job" if r.rank is None else f"rank {r.rank}", justify="right")
-    pct = lambda v: "-" if v is None or v != v else f"{v * 100:.1f}%"  # noqa: E731
-    rows = [("steps (measured / total)", lambda r: f"{r.steps_measured} / {r.steps_total}"),
-            ("first_step_ms (start-up, first batch)", lambda r: fmt(r.first_step_ms, 1)),
-            ("step_ms median / mean / p99",
-             lambda r: f"{fmt(r.step_ms_median, 2)} / {fmt(r.step_ms_mean, 2)} / {fmt(r.step_ms_p99, 2)}"),
-            ("data_wait_ms median / p99",
-             lambda r: f"{fmt(r.data_wait_ms_median, 2)} / {fmt(r.data_wait_ms_p99, 2)}"),
-            ("samples_per_s (steady / whole run)",
-             lambda r: f"{fmt(r.samples_per_s, 1)} / {fmt(r.run_samples_per_s, 1)}"),
-            ("model_samples_per_s (when fed)", lambda r: fmt(r.model_samples_per_s, 1)),
-            ("data_stall_fraction", lambda r: pct(r.data_stall_fraction)),
-            ("gpu_idle_fraction (CUDA events)", lambda r: pct(r.gpu_idle_fraction) if r.gpu_idle_fraction is not None
-             else "n/a (no CUDA)"),
-            ("hook cost us/step (% of step)", lambda r: f"{fmt(r.hook_us_per_step_median, 1)} "
-             f"({fmt(r.hook_overhead_pct, 3)}%)"),
-            ("exit code", lambda r: str(r.exit_code))]
-    for name, fn in rows:
-        t.add_row(name, *[fn(r) for r in ws])
-    console.print(t)
+    if any(r.hook_loaded for r in ws):  # else every figure is unknown: the notes say why, no table of dashes
+        console.print(figure_table(ws))
     for r in ws:
         who = "job" if r.rank is None else f"rank {r.rank}"
         for ld in r.loaders:
@@ -108,7 +124,7 @@ def render(recs: list[Record], verbose: bool = False) -> None:
             console.print(f"{who}: {verdict_line(r)}")
         line = _render.stage_line(r)
         if line:
-            console.print(f"{who} {line}", soft_wrap=True)
+            _render.say(f"{who} {line}")
     for r in ws:
         if r.collectors:
             _render.print_collectors(r.collectors, verbose)
@@ -118,7 +134,9 @@ def render(recs: list[Record], verbose: bool = False) -> None:
             if n not in seen:
                 seen.add(n)
                 console.print(f"note: {n}")
-    # one command per line, never wrapped (a wrapped tail pasted into a shell runs as a command of its own)
+    # a command wrapped only with ` \\` line ends: its lines pasted into a shell run as that one command
     for step, notes in dict.fromkeys((r.next_step, tuple(r.next_notes)) for r in ws):
-        for text in ([f"next: {step}"] if step else []) + [f"note: {n}" for n in notes]:
-            console.print(text, soft_wrap=True, markup=False, highlight=False)
+        if step:
+            _render.say(f"next: {step}", shell=True, markup=False)
+        for n in notes:
+            _render.say(f"note: {n}", markup=False)

@@ -48,6 +48,9 @@ def split_options(spec: str) -> tuple[str, dict[str, str]]:
     if "#" not in spec:
         return spec, {}
     path, _, frag = spec.rpartition("#")
+    if "&" in frag and "=" in frag.split("&", 1)[1]:  # URL-query habit: tiktoken read 'bytes&field=x' as one name
+        raise UserError(f"data options in {spec!r} are joined with '&'; join them with a comma: "
+                        f"{path}#{frag.replace('&', ',')}")
     opts: dict[str, str] = {}
     for part in frag.split(","):
         k, eq, v = part.partition("=")

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import errno
 import glob
-import json
 import os
 import re
 from pathlib import Path
 
 from dataperf.data import facts
+from dataperf.data.foreign import loader_dataset
 from dataperf.data.manifest import MANIFEST, Manifest, read_manifest
 from dataperf.data.spec import IMAGE_EXTS, TOKEN_FORMATS, Data, DataFile
 from dataperf.errors import UserError
@@ -127,13 +127,6 @@ def _scan(root: Path) -> tuple[list[Stat], list[Stat], dict[str, list[Stat]], li
     return tars, images, tokens, other
 
 
-def image_manifest(root: Path) -> Manifest | None:
-    """The in-memory manifest of a folder of images (flat or ImageFolder) as bench reads it, so `shards inspect`
-    checks the same files; None when it holds shards (which win) or no images."""
-    tars, images, _, _ = _scan(root)
-    return _images(str(root), images, root).manifest if images and not tars else None
-
-
 def split_of(name: str) -> str | None:
     """The split a file or folder name says it holds: 'train' for train/, train.bin, imagenet-train-000000.tar,
     train-00000-of-00002.parquet; 'other' for val/test/dev and the like; None when the name says nothing."""
@@ -143,7 +136,7 @@ def split_of(name: str) -> str | None:
     return "other" if parts & set(OTHER_SPLITS) else None
 
 
-def _split_folders(root: Path) -> tuple[Path | None, list[Path]]:
+def split_folders(root: Path) -> tuple[Path | None, list[Path]]:
     """root's training split folder and its other split folders, where it has both kinds."""
     try:
         subs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -163,42 +156,14 @@ def _training_files(files: list[Stat]) -> tuple[list[Stat], list[str]]:
             [f[0].name for f, s in zip(files, splits, strict=True) if s != "train"])
 
 
-def _loader_dataset(spec: str, root: Path) -> Data | None:
-    """A folder that another loader's writer made (LitData optimize(), MosaicML MDSWriter) holds index.json and
-    its own chunk files, which the token reader would misread: read it through that loader's own reader where it
-    is installed (its samples measured as the reader gives them, as a user's Dataset's are), else refuse it
-    naming how to install the reader."""
-    import importlib.util
-
-    index = root / "index.json"
-    try:
-        meta = json.loads(index.read_text()) if index.is_file() else None
-    except (OSError, ValueError):
-        return None
-    if not isinstance(meta, dict):
-        return None
-    if "chunks" in meta and "config" in meta:
-        reader, what, install = "litdata", "a LitData optimize() output", "bash scripts/install_backends.sh litdata"
-    elif "shards" in meta and any(isinstance(s, dict) and s.get("format") == "mds" for s in meta["shards"]):
-        reader, what, install = "streaming", "a MosaicML MDS dataset", "bash scripts/streaming_env.sh (its own env)"
-    else:
-        return None
-    if importlib.util.find_spec(reader) is None:
-        raise UserError(f"{root} is {what} (index.json + its chunk files), read through its own reader, which is "
-                        f"not installed here: {install}; or point DATA at the data it was made from")
-    return Data(spec=spec, location=str(root), kind="unknown", format="user-dataset", options={"reader": reader},
-                notes=[f"{what}: read through {reader}.StreamingDataset, each sample as it gives it (its "
-                       "deserialisation booked as transform)"])
-
-
 def _from_folder(spec: str, root: Path, options: dict[str, str]) -> Data:
     """Scan once (or reuse the cached scan): shards win over images, images over token files (a folder holds
     one kind of data). A folder of split folders (train/ and val/) is read as train/; files whose names say
     train and another split (nanoGPT's train.bin and val.bin) as the training ones; both are said."""
-    foreign = _loader_dataset(spec, root)
+    foreign = loader_dataset(spec, root)
     if foreign is not None:
         return foreign
-    train, others = _split_folders(root)
+    train, others = split_folders(root)
     if train is not None:
         d = resolve_local(spec, str(train), options)
         d.left_out = [f"{p.name}/ (another split)" for p in others] + d.left_out

@@ -9,6 +9,8 @@ from pathlib import Path
 from dataperf.data.manifest import Manifest
 
 IMAGE_EXTS = ("jpg", "jpeg", "png", "webp")
+# the encodings LitData and MDS writers store an image in; their readers hand the sample back as a PIL image
+IMAGE_ENCODINGS = ("pil", "jpeg", "png", "webp", "jpeg_array", "jpegarray", "pil_array")
 TOKEN_FORMATS = {".bin": "tokens-bin", ".npy": "npy", ".jsonl": "jsonl", ".parquet": "parquet"}
 # formats the DataLoader backend reads through dataperf.backends.datasets (files/webdataset stay in loaders)
 SOURCE_FORMATS = ("tokens-bin", "npy", "jsonl", "parquet", "hf-parquet", "user-dataset")
@@ -46,6 +48,7 @@ class Data:
     notes: list[str] = field(default_factory=list)  # what resolving found worth saying in every trial's record
     left_out: list[str] = field(default_factory=list)  # what DATA holds that is not read: other splits, stray files
     row_groups: list[list[int]] = field(default_factory=list)  # hf-parquet: rows of each row group, file by file
+    columns: dict[str, str] = field(default_factory=dict)  # another loader's folder: each column's stored type
     _paths: tuple[Path, ...] | None = field(default=None, init=False, repr=False, compare=False)  # local_paths'
 
     @property
@@ -117,9 +120,10 @@ class Data:
     def urls(self) -> list[str]:
         return [f.path for f in self.files]
 
-    def summary(self) -> str:
+    def summary(self, decode: bool | None = None) -> str:
         """One line on what is read and what is not, e.g. '120 images in 4 classes from train/; left out: val/
-        (another split), 2 files that are not jpg/jpeg/png/webp images (Thumbs.db, README.txt)'."""
+        (another split), 2 files that are not jpg/jpeg/png/webp images (Thumbs.db, README.txt)'; for another
+        loader's folder, how its image and byte columns are handled (decode: --decode's value)."""
         n = f"{self.count:,} " if self.count is not None else ""
         what = "images" if self.kind == "image" else "samples"
         if self.kind == "tokens" and self.count is None:
@@ -127,7 +131,23 @@ class Data:
         classes = f" in {len(self.classes)} class{'es' if len(self.classes) > 1 else ''}" if self.classes else ""
         where = self.location if self.remote else f"{Path(self.location).name}/"
         left = f"; left out: {', '.join(self.left_out)}" if self.left_out else ""
-        return f"{n}{what}{classes} from {where}{left}"
+        reading = "".join(f"; {r}" for r in self.column_handling(decode))
+        return f"{n}{what}{classes} from {where}{reading}{left}"
+
+    def column_handling(self, decode: bool | None) -> list[str]:
+        """What becomes of another loader's image and byte columns: images (its reader decodes them) are made
+        tensors at --image-size as bench's are, byte columns decoded where they hold an image under --decode;
+        said with the count, so a rate of undecoded bytes is never read as images'."""
+        n = f"{self.count:,} " if self.count is not None else ""
+        out = []
+        if images := [c for c, e in self.columns.items() if e in IMAGE_ENCODINGS]:
+            out.append(f"{', '.join(images)}: {n}images its reader decodes, made tensors at --image-size as "
+                       "bench makes images")
+        if raw := [c for c, e in self.columns.items() if e == "bytes"]:
+            how = "decoded where they hold a JPEG/PNG/WebP image (--decode)" if decode else \
+                "timed undecoded (--decode decodes those that hold images)"
+            out.append(f"{', '.join(raw)}: {n}byte strings, {how}")
+        return out
 
     def describe(self) -> str:
         n = f"{self.count} samples, " if self.count is not None else ""

@@ -32,8 +32,12 @@ def no_payload(members: list[str]) -> str:
     return f"it has none of {PAYLOADS}; members: {sorted(members)}"
 
 
-def corrupt(path: Path, e: BaseException) -> UserError:
-    return UserError(f"corrupt or unreadable tar shard {path}: {e}; regenerate or re-convert it")
+def corrupt(path: Path | str, e: BaseException) -> UserError:
+    """A shard that cannot be read: its samples cannot even be counted, so --on-corrupt skip (which drops
+    samples that do not decode) cannot apply; the other shards can still be measured without it."""
+    return UserError(f"corrupt or unreadable tar shard {path}: {e}; regenerate or re-convert it, or measure the "
+                     "other shards with a glob or brace pattern that leaves it out (--on-corrupt skip drops "
+                     "samples that do not decode, not a shard that cannot be read)")
 
 
 def members(path: Path | str, mode: str, fileobj: IO[bytes] | None = None) \

@@ -16,6 +16,8 @@ from dataperf import stages, watchdog
 from dataperf.data.spec import Data
 from dataperf.errors import TrialError, UserError
 
+Convert = Callable[[Any, str], Any]  # a sample and where it is -> what the loader hands on
+
 
 def load_factory(spec: str, option: str) -> Callable[[], Any]:
     """The callable FACTORY of MODULE:FACTORY, or a UserError naming the option and what is wrong."""
@@ -68,10 +70,11 @@ def build_dataset(spec: str) -> Dataset:
     return IterableTracker(ds, spec) if isinstance(ds, IterableDataset) else SampleTracker(ds, spec)
 
 
-def reader_dataset(data: Data, batch_size: int) -> Dataset:
+def reader_dataset(data: Data, batch_size: int, convert: Convert | None = None) -> Dataset:
     """Another loader's folder (LitData, MosaicML MDS) through that loader's own StreamingDataset, tracked as a
-    user's Dataset is (a stall names the sample being fetched). Mosaic's must know the DataLoader's batch size
-    (it partitions samples by batch over workers, and refuses to start without it)."""
+    user's Dataset is (a stall names the sample being fetched), each sample then convert-ed (its images made
+    tensors: backends.dataloader.ReaderImages). Mosaic's must know the DataLoader's batch size (it partitions
+    samples by batch over workers, and refuses to start without it)."""
     reader = data.options["reader"]
     try:
         if reader == "litdata":
@@ -85,22 +88,22 @@ def reader_dataset(data: Data, batch_size: int) -> Dataset:
     except Exception as e:
         raise UserError(f"{reader} could not open {data.location}: {type(e).__name__}: {e}") from None
     spec = f"{reader} reader of {data.location}"
-    return IterableTracker(ds, spec) if isinstance(ds, IterableDataset) else SampleTracker(ds, spec)
+    return IterableTracker(ds, spec, convert) if isinstance(ds, IterableDataset) else SampleTracker(ds, spec, convert)
 
 
 class _Tracked:
     """What both trackers share: the sample being fetched in this process (None between samples), named for the
     watchdog's message; every other attribute (collate_fn, ...) is the user's Dataset's own."""
 
-    def __init__(self, ds: Any, spec: str):
-        self.ds, self.spec, self.current = ds, spec, None
+    def __init__(self, ds: Any, spec: str, convert: Convert | None = None):
+        self.ds, self.spec, self.current, self.convert = ds, spec, None, convert
 
     @property
     def fetching(self) -> str | None:
         return None if self.current is None else f"{self.current} of --dataset {self.spec}"
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("ds", "spec", "current"):  # not set yet: unpickling in a spawned worker
+        if name in ("ds", "spec", "current", "convert"):  # not set yet: unpickling in a spawned worker
             raise AttributeError(name)
         attr = getattr(self.ds, name)
         if name == "__getitems__":  # torch fetches a whole batch through it when the Dataset has one
@@ -129,7 +132,7 @@ class SampleTracker(_Tracked, Dataset):
         out = self.ds[i]
         stages.book("transform", t)
         self.current = None
-        return out
+        return self.convert(out, f"sample {i}") if self.convert else out
 
 
 class IterableTracker(_Tracked, IterableDataset):
@@ -152,7 +155,7 @@ class IterableTracker(_Tracked, IterableDataset):
                 return
             stages.book("transform", t)
             self.current = None
-            yield sample
+            yield self.convert(sample, f"sample {k} of its iteration") if self.convert else sample
             k += 1
 
 
@@ -180,7 +183,7 @@ class UserCollate:
             x, y = b, None
         elif isinstance(b, dict):
             x = next((b[k] for k in ("x", "image", "input_ids", "pixel_values") if k in b), None)
-            y = next((b[k] for k in ("y", "label", "labels", "target") if k in b), None)
+            y = next((b[k] for k in ("y", "label", "labels", "target", "class", "cls") if k in b), None)
         elif isinstance(b, (list, tuple)) and b:
             x, y = b[0], (b[1] if len(b) > 1 else None)
         else:

@@ -91,7 +91,8 @@ def load_model(spec: str) -> nn.Module:
     try:
         mod = importlib.import_module(mod_name)
     except Exception as e:
-        raise UserError(f"cannot import module {mod_name!r} for --model {spec}: {type(e).__name__}: {e}") from None
+        raise UserError(f"cannot import module {mod_name!r} for --model {spec}: {type(e).__name__}: {e}"
+                        f"{_import_fix(e)}") from None
     fn = getattr(mod, fn_name, None)
     if fn is None or not callable(fn):
         raise UserError(f"module {mod_name!r} has no callable {fn_name!r} (for --model {spec})")
@@ -102,6 +103,16 @@ def load_model(spec: str) -> nn.Module:
     if not isinstance(model, nn.Module):
         raise UserError(f"model factory {spec} returned {type(model).__name__}, not a torch.nn.Module")
     return model
+
+
+def _import_fix(e: Exception) -> str:
+    """What to do when a --model module does not import: the README's torchvision example on a CPU install has
+    no torchvision, or PyPI's, built for another torch (`operator torchvision::nms does not exist`)."""
+    other_build = isinstance(e, RuntimeError) and "torchvision::" in str(e)
+    why = (f" (this torchvision was built for another torch than {torch.__version__}: install the torchvision "
+           "release made for it)") if other_build else ""
+    return (f"{why}; or measure a model that imports here: a built-in (--model cnn-small for images, "
+            "--model gpt-small for tokens) or your own MODULE:FACTORY returning a torch.nn.Module")
 
 
 def input_kind(model: nn.Module, default: str = "tokens") -> str:

@@ -201,3 +201,4 @@ def check_fed(data, cfg, model: str, input_kind: str | None) -> None:
         elif cfg.seq_len is not None:
             seq = min(cfg.seq_len, cfg.cap_tokens or 1 << 62)
     check_model(model, kind, input_kind, seq)
+

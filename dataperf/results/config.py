@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any
 
@@ -49,14 +50,14 @@ def loader_knob(default: Any, flag: str, after: str, *, kind: str = "int", help:
 
 
 def own_knob(backend: str, option: str, label: str, single: Any, axis: tuple[Any, ...], answer: str,
-             choices: tuple[str, ...] = ()) -> Any:
+             choices: tuple[str, ...] = (), help: str = "") -> Any:
     """A knob only one backend reads, declared once, here, with everything the layers above derive from it: the
     backend (`backends.Backend.own`), its command-line option (`dali_threads` is `--dali-threads`), its label in
     `short()`, its value in one run and its values as a sweep axis (the commands' defaults and
     `workflows.sweep.Grid`), how the answer writes it (`answer.format(value)`), and the values it takes when not
-    any integer."""
+    any integer; `help`: what it sets, in its option's --help."""
     return field(default=None, metadata={"owner": backend, "option": option, "label": label, "single": single,
-                                         "axis": axis, "answer": answer, "choices": choices})
+                                         "axis": axis, "answer": answer, "choices": choices, "help": help})
 
 
 @dataclass
@@ -64,32 +65,41 @@ class LoaderConfig:
     """One point of the sweep grid: everything that changes how samples reach the model."""
 
     backend: str = "files"  # the loader that reads (dataperf.backends): files | webdataset | dali | spdl | ...
-    batch_size: int = loader_knob(32, "--batch-size", "backend", optional=False, sweep_help="comma list",
+    batch_size: int = loader_knob(32, "--batch-size", "backend", optional=False, help="samples a batch",
+                                  sweep_help="samples a batch, a comma list",
                                   axis=(32,), step=8, label=("bs={}", "set"), thin=5, cost=3, answer=(1, "always"))
     num_workers: int = loader_knob(0, "--num-workers", "batch_size", off=0, fed=2, searched=True, axis=None,
-                                   sweep_help="comma list [0,1,2,3,4,6,8,12,.. up to the cores, as many as the data "
-                                              "can give 3 batches each]",
+                                   help="DataLoader worker processes (0: load in the training process)",
+                                   sweep_help="worker processes, a comma list [0,1,2,3,4,6,8,12,.. up to the cores, "
+                                              "as many as the data can give 3 batches each]",
                                    label=("w={}", "set"), thin=7, cost=1, answer=(2, "always"))
     prefetch_factor: int | None = loader_knob(None, "--prefetch-factor", "worker_type", off=None, with_workers=True,
-                                              help="batches each worker keeps ready [2]", sweep_help="comma list",
+                                              help="batches each worker keeps ready [2]",
+                                              sweep_help="batches each worker keeps ready, a comma list",
                                               searched=True, axis=(2, 4, 8), label=("pf={}", "workers"), thin=1,
                                               one=True, keep=TORCH_PREFETCH_FACTOR, cost=2, answer=(3, "workers"))
     pin_memory: bool = loader_knob(False, "--pin-memory/--no-pin-memory", "prefetch_factor", kind="flag", off=False,
-                                   help="page-locked batches [e2e, profile, diagnose: on with CUDA]", fed=None,
+                                   help="page-locked batches, copied to a GPU faster [e2e, profile, diagnose: on "
+                                        "with CUDA]", sweep_help="page-locked batches: off, on, or both ways",
+                                   fed=None,
                                    axis=(False,), label=("pin", "set"), thin=2, one=True, cost=4,
                                    answer=(5, "always"))
     persistent_workers: bool = loader_knob(False, "--persistent-workers/--no-persistent-workers", "pin_memory",
                                            kind="flag", off=False, with_workers=True, axis=(False,),
+                                           help="keep the workers alive from one epoch to the next (else each "
+                                                "epoch starts them again)",
+                                           sweep_help="keep the workers between epochs: off, on, or both ways",
                                            label=("persist", "set"), thin=3, one=True, cost=5, answer=(4, "workers"))
     decode: bool = False
     cache: str = "warm"  # warm | cold
     image_size: int = 224
     cap_tokens: int | None = None
-    dali_num_threads: int | None = own_knob("dali", "dali_threads", "threads", 2, (1, 2, 4), "num_threads={}")
+    dali_num_threads: int | None = own_knob("dali", "dali_threads", "threads", 2, (1, 2, 4), "num_threads={}",
+                                            help="DALI's CPU threads")
     dali_prefetch_queue_depth: int | None = own_knob("dali", "dali_queue", "queue", 2, (2,),
-                                                     "prefetch_queue_depth={}")
+                                                     "prefetch_queue_depth={}", help="batches DALI keeps ready")
     dali_decode_device: str | None = own_knob("dali", "dali_decode", "decode", "cpu", ("cpu",), "decode on {}",
-                                              ("cpu", "mixed"))
+                                              ("cpu", "mixed"), help="where DALI decodes: cpu, or mixed (the GPU)")
     on_corrupt: str | None = None  # None (= fail: the trial fails naming the sample) | skip (counted)
     # process | thread; None = the backend's own kind (a backend runs those of its `worker_types`)
     worker_type: str | None = loader_knob(None, "--worker-type", "num_workers", kind="choice",
@@ -119,10 +129,13 @@ class LoaderConfig:
         buffer = (self.shuffle_buffer or DEFAULT_SHUFFLE_BUFFER) if buffered else None
         return dataclasses.replace(out, shuffle_buffer=buffer) if buffer != self.shuffle_buffer else out
 
-    def access(self) -> str:
-        """The access pattern in a table cell: 'shuffled', 'shuffled buf=N' (a buffer), or 'sequential'."""
+    def access(self, ignored: Sequence[str] = ()) -> str:
+        """The access pattern in a table cell: 'shuffled', 'shuffled buf=N' (a buffer), 'sequential', or 'own
+        order' where the backend could not apply the shuffle asked for (`ignored`: the record's knobs_ignored)."""
         if not self.shuffle:
             return "sequential"
+        if "shuffle" in ignored:
+            return "own order"
         return f"shuffled buf={self.shuffle_buffer}" if self.shuffle_buffer else "shuffled"
 
     def key(self) -> str:
@@ -130,12 +143,14 @@ class LoaderConfig:
         d = {k: v for k, v in asdict(self).items() if v is not None}
         return json.dumps(d, sort_keys=True)
 
-    def short(self) -> str:
+    def short(self, ignored: Sequence[str] = ()) -> str:
+        """The config in a table cell: backend, knobs, decode and transform, access, cache; `ignored` (a record's
+        knobs_ignored): what the backend could not apply is not written as applied."""
         own = own_knobs(self.backend)
         if own:  # a backend with knobs of its own is described by them alone
             parts = [f"{self.backend} bs={self.batch_size}"] + [f"{k.metadata['label']}={getattr(self, k.name)}"
                                                                 for k in own]
-            return " ".join(parts) + f" {self.access()} {self.cache}"
+            return " ".join(parts) + f"{self._transform()} {self.access(ignored)} {self.cache}"
         s, written = self.backend, self.explicit()  # torch's default prefetch written out where none was given
         for k in loader_knobs():  # each knob's label (loader_knob), in the order of the options
             fmt, when = k.metadata["label"] or ("", "")
@@ -146,8 +161,11 @@ class LoaderConfig:
             s += " decode"
         elif self.backend != "user-dataset":  # a user's Dataset returns what its own code makes
             s += " raw"
-        return s + f" {self.access()} {self.cache}"
+        return s + f"{self._transform()} {self.access(ignored)} {self.cache}"
 
+    def _transform(self) -> str:
+        """' tf=imagenet-train' where a transform other than the plain resize runs on decoded images."""
+        return f" tf={self.transform}" if self.decode and self.transform not in (None, "resize") else ""
 
 
 def loader_knobs() -> list[Field]:

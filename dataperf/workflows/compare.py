@@ -140,8 +140,11 @@ def compare(base_path: Path, head_path: Path, metrics: list[str], threshold_pct:
                         f"{', '.join(_judged_kinds())} results); compare files of those, e.g. from bench or "
                         "sweep --out")
     if not matched:
-        raise UserError(f"no configuration appears in both {base_path} and {head_path}; run the same "
-                        "configs (same seed, same options) for base and head")
+        watched = any(k == "watch" for k, _ in base) and any(k == "watch" for k, _ in head)
+        fix = ("a watch record is matched by its job's name, the command line unless --label gives one: watch "
+               "both runs with the same --label (dataperf watch --label myjob -- python train.py)" if watched else
+               "run the same configs (same seed, same options) for base and head")
+        raise UserError(f"no configuration appears in both {base_path} and {head_path}; {fix}")
     out = []
     for key in matched:
         (b, b_reps), (_, h_reps) = base[key], head[key]

@@ -4,7 +4,6 @@ corrupt sample is found here, not mid-training."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,25 +21,23 @@ from dataperf.results import LoaderConfig, percentile
 
 
 def inspect_spec(spec: str, verify: bool = False) -> Inspection:
-    """Any DATA bench reads: a local dataset folder (inspect_dataset), shards named by a glob, a brace pattern
-    or URLs (each streamed end to end), or token and text files and image Parquet read through bench's own
-    Dataset with decode on (sizes, token lengths; with verify each image decoded, every bad one listed by its
-    place in the file)."""
-    path = Path(spec)
-    if path.is_dir():
-        return inspect_dataset(path, verify)
+    """Any DATA bench reads, resolved as bench resolves it (a folder's training split, its images only): local
+    shards and folders of files through inspect_dataset, remote shards each streamed end to end, token and text
+    files, image Parquet and another loader's folder through bench's own Dataset with decode on for tokens
+    (sizes, token lengths; with verify each image decoded, every bad one listed by its place)."""
     data = resolve(spec)
+    if not data.remote and data.format in ("webdataset", "files"):
+        ins = inspect_dataset(data, verify)
+        ins.data = data
+        return ins
     sizes: list[int] = []
     lengths: list[int] = []
     corrupt: list[str] = []
     if data.sharded:
         for url in data.urls():
-            name = url.rsplit("/", 1)[-1]
-            if data.remote:
-                with open_url(url) as stream:
-                    check_shard(iter_tar_samples(url, stream), name, spec, verify, sizes, lengths, corrupt)
-            else:
-                check_shard(iter_tar_samples(Path(url)), name, spec, verify, sizes, lengths, corrupt)
+            with open_url(url) as stream:
+                check_shard(iter_tar_samples(url, stream), url.rsplit("/", 1)[-1], spec, verify, sizes, lengths,
+                            corrupt)
         shard_count = len(data.urls())
     else:
         shard_count = 0
@@ -48,7 +45,7 @@ def inspect_spec(spec: str, verify: bool = False) -> Inspection:
             if "corrupt" in s:
                 corrupt.append(f"{s.get('where')}: {s.get('why')}")
                 continue
-            sizes.append(s["nbytes"])
+            sizes.append(sample_nbytes(s))
             if data.kind == "tokens" and "x" in s:
                 lengths.append(len(s["x"]))
     if corrupt and not verify:
@@ -59,7 +56,22 @@ def inspect_spec(spec: str, verify: bool = False) -> Inspection:
     kind = "tokens" if lengths else data.kind
     mean = float(np.mean(sizes)) if sizes else float("nan")
     return Inspection(spec, data.format, kind, len(sizes), int(sum(sizes)), shard_count, mean,
-                      percentile(sizes, 50), percentile(sizes, 99), lengths, verify, corrupt)
+                      percentile(sizes, 50), percentile(sizes, 99), lengths, verify, corrupt, data)
+
+
+def sample_nbytes(sample: Any) -> int:
+    """A sample's size: bench's samples carry it (nbytes); another loader's reader gives columns, summed (its
+    images as the tensors bench makes of them)."""
+    if isinstance(sample, dict) and "nbytes" in sample:
+        return int(sample["nbytes"])
+    values = sample.values() if isinstance(sample, dict) else sample if isinstance(sample, (list, tuple)) else [sample]
+    total = 0
+    for v in values:
+        if isinstance(v, (bytes, str)):
+            total += len(v)
+        elif hasattr(v, "nbytes"):  # numpy arrays, torch tensors
+            total += int(v.nbytes)
+    return total
 
 
 def samples_of(data: Data, seq_len: int | None = None, decode: bool = True) -> Iterator[dict[str, Any]]:

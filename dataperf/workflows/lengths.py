@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from dataperf.data import Data, as_data
 from dataperf.data.make.inspect import inspect_dataset
-from dataperf.data.manifest import read_manifest
 from dataperf.errors import UserError
 from dataperf.measure.step import StepOptions, measure_step
 from dataperf.results import LengthsResult, percentile
@@ -23,40 +23,41 @@ def waste_pct(lengths: list[int], batch_size: int) -> float:
     return (1 - sum(lengths) / padded) * 100 if padded else 0.0
 
 
-def token_lengths(spec: str, seq_len: int | None = None) -> list[int]:
+def token_lengths(data: Data, seq_len: int | None = None) -> list[int]:
     """Every sample's token count, in storage order: a dataperf dataset's manifest (or its shards' arrays), else
     DATA read as bench reads it with decode on (a flat token stream cut into --seq-len windows, text files
     tokenized, foreign shards' arrays), each sample's real tokens (no padding)."""
-    from dataperf.data import resolve
     from dataperf.workflows.inspect_data import samples_of
 
-    path = Path(spec)
+    spec = data.spec
     refuse = UserError(f"{spec} holds no token sequences (images, or shards without token arrays); lengths needs a "
                        "tokens dataset: a .bin/.npy stream, .jsonl or .parquet text, or shards of token arrays")
-    if path.is_dir() and ((path / "manifest.json").is_file() or any(path.glob("*.tar"))):
-        m = read_manifest(path) if (path / "manifest.json").is_file() else None
-        got = (list(m.token_lengths) if m else []) or inspect_dataset(path).token_lengths
+    if not data.remote and data.format in ("webdataset", "files"):
+        m = data.manifest
+        got = (list(m.token_lengths) if m else []) or inspect_dataset(data).token_lengths
         if not got:
             raise refuse
         return got
-    data = resolve(spec)
     if data.kind == "image":
         raise refuse
     return [len(s["x"]) for s in samples_of(data, seq_len) if "x" in s]
 
 
-def analyse(data: Path | str, batch_size: int, cap: int | None = None, seq_len: int | None = None) -> LengthsResult:
+def analyse(data: Data | Path | str, batch_size: int, cap: int | None = None,
+            seq_len: int | None = None) -> LengthsResult:
+    """The length figures of DATA (resolved, or a spec resolved here) at batch_size, with and without cap."""
     if batch_size <= 0:
         raise UserError("--batch-size must be positive")
     if cap is not None and cap <= 0:
         raise UserError("--cap must be a positive number of tokens")
     if seq_len is not None and seq_len <= 0:
         raise UserError("--seq-len must be a positive number of tokens")
-    lengths = token_lengths(str(data), seq_len)
+    data = as_data(data)
+    lengths = token_lengths(data, seq_len)
     if not lengths:
-        raise UserError(f"{data} holds no token sequences; lengths needs token data")
+        raise UserError(f"{data.spec} holds no token sequences; lengths needs token data")
     maxima = batch_maxima(lengths, batch_size)
-    r = LengthsResult(data=str(data), batch_size=batch_size, cap_tokens=cap, samples=len(lengths),
+    r = LengthsResult(data=data.spec, batch_size=batch_size, cap_tokens=cap, samples=len(lengths),
                       config_key=f"bs={batch_size}|cap={cap}",
                       sample_tokens_p50=percentile(lengths, 50), sample_tokens_p99=percentile(lengths, 99),
                       sample_tokens_max=max(lengths), batch_max_tokens_p50=percentile(maxima, 50),

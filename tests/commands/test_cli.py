@@ -72,8 +72,10 @@ def test_an_eoferror_is_an_error_line_not_ctrl_c(tmp_path, monkeypatch):
     from dataperf.workflows import inspect_data
 
     (tmp_path / "cut.pkl").write_bytes(b"")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jpg").write_bytes(b"\xff\xd8\xff")
     monkeypatch.setattr(inspect_data, "inspect_dataset", lambda *a: pickle.loads((tmp_path / "cut.pkl").read_bytes()))
-    r = CliRunner().invoke(cli, ["shards", "inspect", str(tmp_path)])
+    r = CliRunner().invoke(cli, ["shards", "inspect", str(tmp_path / "data")])
     assert r.exit_code == 2 and "interrupted" not in r.output, r.output
     errs = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
     assert len(errs) == 1 and "EOFError" in errs[0] and "dataperf bug" not in errs[0], r.output
@@ -91,9 +93,15 @@ def test_an_error_text_of_many_lines_and_object_reprs_is_one_plain_line(tmp_path
     assert "object at 0x" not in r.output
 
 
-def test_a_failed_config_with_workers_shows_torchs_prefetch_factor_not_none(datasets):
-    r = CliRunner().invoke(cli, ["bench", str(datasets["image-webdataset"]), "--num-workers", "1", "--min-batches",
-                                 "1000", "--repeats", "1", "--warmup-batches", "0", "--no-collect"])
+def test_a_failed_config_with_workers_shows_torchs_prefetch_factor_not_none(datasets, tmp_path):
+    import os
+    import shutil
+
+    trunc = tmp_path / "trunc"  # a shard cut short fails the trial (too few batches is refused before it)
+    shutil.copytree(datasets["image-webdataset"], trunc)
+    os.truncate(sorted(trunc.glob("*.tar"))[-1], 2000)
+    r = CliRunner().invoke(cli, ["bench", str(trunc), "--num-workers", "1", "--batch-size", "8", "--repeats", "1",
+                                 "--warmup-batches", "0", "--no-collect"])
     assert r.exit_code == 2 and "w=1 pf=2 " in r.output and "pf=None" not in r.output, r.output
 
 

@@ -188,7 +188,8 @@ def test_tune_that_finds_no_config_that_runs_is_exit_2_never_0(tmp_path, dataset
                                               "    return f\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     r = CliRunner().invoke(cli, ["tune", str(datasets["image-webdataset"]), "--transform", "n9_transform:broken",
-                                 "--image-size", "16", "--repeats", "3", "--repeat-seconds", "1", "--no-collect",
+                                 "--batch-size", "8", "--image-size", "16", "--repeats", "3", "--repeat-seconds", "1",
+                                 "--no-collect",
                                  "--out", str(tmp_path / "t.jsonl")])
     _one_error(r, "tune found no config that runs", "ValueError: nope")
 

@@ -3,6 +3,8 @@ content is set here; the PNGs were also looked at (benchmarks/RESULTS.md says wh
 
 from __future__ import annotations
 
+import math
+
 from dataperf import verdict
 from dataperf.commands import _plots
 from dataperf.results import E2EResult, LoaderConfig, LoaderResult, StepResult
@@ -84,3 +86,39 @@ def test_a_one_stream_backends_period_is_its_threads_share_of_the_rate():
     ax = _plots.waterfall_figure(r).axes[0]
     line = next(ln for ln in ax.get_lines() if ln.get_label().startswith("a worker's period"))
     assert line.get_xdata()[0] == 4.0 and "(4 streams)" in line.get_label()
+
+
+def test_each_point_has_its_repeats_range_and_a_batch_size_that_all_failed_gets_its_panel(tmp_path):
+    """issue 53: no error bars, so noise looked like a winner; the bs=64 trials that all failed got no panel."""
+    w1 = loader(100, 1)
+    w1.samples_per_s_min, w1.samples_per_s_max = 80, 130
+    big = LoaderConfig(backend="files", batch_size=64, num_workers=1, prefetch_factor=2, decode=True)
+    bad = LoaderResult(config=big.__dict__, config_key=big.key(), cache_mode="warm", status="failed",
+                       error="only 3 batches per repeat")
+    recs = [loader(60, 0), w1, bad]
+    fig = _plots.rates_figure(recs, None, verdict.recommend(recs))
+    assert len(fig.axes) == 2
+    small, failed = sorted(fig.axes, key=lambda ax: ax.get_title())
+    bars = [c for c in small.containers if type(c).__name__ == "ErrorbarContainer"]
+    (segments,) = [c.lines[2][0].get_segments() for c in bars]
+    assert [(x, lo, hi) for (x, lo), (_, hi) in segments] == [(0, 60, 60), (1, 80, 130)]
+    assert "(every trial failed)" in failed.get_title()
+    assert next(v for k, v in points(failed).items() if k.startswith("failed (1): only 3 batches")) == [(1, 0)]
+
+
+def test_a_model_far_below_the_loader_gets_a_log_axis():
+    """The loader at 1,600 samples/s, the model at 13: on a linear axis the model, the fed points and the pick
+    sat in its bottom 2% (fed 26 and model 13 under a pixel apart); on a log axis both stand clear of its foot
+    and a tenth of its height apart."""
+    w0, w2 = loader(1600, 0), loader(1500, 2)
+    step = StepResult(samples_per_s=13.0, batch_size=32, status="ok")
+    recs = [w0, w2, fed(w2, 26, 1), fed(w2, 27, 2)]
+    ax = _plots.rates_figure(recs, step, verdict.recommend(recs, step, 1.2)).axes[0]
+    assert ax.get_yscale() == "log"
+    lo, hi = (math.log(v) for v in ax.get_ylim())
+    up = {y: (math.log(y) - lo) / (hi - lo) for y in (13.0, 26.5)}
+    assert min(up.values()) > 0.05 and up[26.5] - up[13.0] > 0.1, up
+    near = [loader(200, 0), loader(150, 2)]
+    ax = _plots.rates_figure(near, StepResult(samples_per_s=120.0, batch_size=32, status="ok"),
+                             verdict.recommend(near)).axes[0]
+    assert ax.get_yscale() == "linear"

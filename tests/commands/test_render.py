@@ -103,3 +103,25 @@ def test_the_short_table_fits_100_columns_and_flags_rows_not_to_read_at_face_val
     full = _text(_render.loader_table([calm, noisy], verbose=True), 300)
     assert "MiB/s payload/storage" in full and "per GiB PSS" in full
     assert "tokens/s" not in _text(_render.loader_table([loader(100.0, 2, 2)]), 100)  # image data: none
+
+
+def test_a_label_shows_the_transform_and_never_shuffled_where_the_backend_ignored_it(tmp_path):
+    """issue 53: `jsonl bs=32 w=1 pf=2 raw shuffled warm` beside "ignores shuffle", and `--transform
+    imagenet-train` runs labelled like plain resize ones."""
+    import json
+
+    from click.testing import CliRunner
+
+    from dataperf.cli import cli
+    from dataperf.results import LoaderConfig
+
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps({"text": f"line {i} " * 9}) + "\n" for i in range(200)))
+    r = CliRunner().invoke(cli, ["bench", f"{tmp_path / 't.jsonl'}#tokenizer=bytes", "--batch-size", "8",
+                                 "--num-workers", "1", "--repeats", "1", "--no-collect"])
+    assert r.exit_code == 0, r.output
+    assert "ignores shuffle" in r.output and "shuffled" not in r.output
+    assert "jsonl bs=8 w=1 pf=2 raw own order warm" in " ".join(r.output.split())
+    cfg = LoaderConfig(backend="files", decode=True, transform="imagenet-train")
+    assert cfg.short() == "files bs=32 w=0 decode tf=imagenet-train shuffled warm"
+    resize = LoaderConfig(backend="files", decode=True, transform="resize")
+    assert resize.short() == "files bs=32 w=0 decode shuffled warm"

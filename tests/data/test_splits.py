@@ -3,6 +3,7 @@ and folders another loader's writer made are refused with the reader that reads 
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 
@@ -98,7 +99,7 @@ def _lit_sample(i: int) -> dict:
     return {"image": b.getvalue(), "class": i % 10}
 
 
-def _benched_through(folder, reader: str, tmp_path) -> None:
+def _benched_through(folder, reader: str, tmp_path) -> str:
     """Another loader's folder of 120 samples as DATA: resolved to that loader's reader, and benched through its
     StreamingDataset, every sample delivered each epoch: whole-epoch repeats (`--repeat-seconds 0`), since the
     default 5-s repeat cut one at 48 samples beside two busy loops (2026-12-06)."""
@@ -111,6 +112,7 @@ def _benched_through(folder, reader: str, tmp_path) -> None:
     rec = json.loads(out.read_text().splitlines()[-1])
     assert rec["status"] == "ok" and rec["samples_per_repeat"] == 120, rec.get("error")
     assert f"read through {reader}.StreamingDataset" in r.output
+    return r.output
 
 
 @pytest.mark.slow
@@ -123,15 +125,65 @@ def test_a_litdata_folder_is_read_through_litdata(tmp_path):
     _benched_through(tmp_path / "lit", "litdata", tmp_path)
 
 
-def test_an_mds_folder_is_read_through_streaming(tmp_path):
+@pytest.mark.parametrize("encoding", ["bytes", "jpeg"])
+def test_an_mds_folder_is_read_through_streaming(tmp_path, encoding):
     """Where mosaicml-streaming is installed (its own environment: bash scripts/streaming_env.sh), a user's MDS
     folder is benched through streaming.StreamingDataset, each sample as it gives it (issue 29): 120 samples an
-    epoch, every one delivered."""
+    epoch, every one delivered. A `jpeg` column (MDS's documented image column: its reader gives PIL images,
+    which torch's collate refused, issue 53) is made tensors as bench makes images, and `data:` says so."""
     streaming = pytest.importorskip("streaming", reason="mosaicml-streaming not installed: scripts/streaming_env.sh")
-    with streaming.MDSWriter(out=str(tmp_path / "mds"), columns={"image": "bytes", "class": "int"}) as w:
+    from PIL import Image
+
+    with streaming.MDSWriter(out=str(tmp_path / "mds"), columns={"image": encoding, "class": "int"}) as w:
         for i in range(120):
-            w.write(_lit_sample(i))
-    _benched_through(tmp_path / "mds", "streaming", tmp_path)
+            s = _lit_sample(i)
+            w.write(s if encoding == "bytes" else {**s, "image": Image.open(io.BytesIO(s["image"]))})
+    out = _benched_through(tmp_path / "mds", "streaming", tmp_path)
+    said = "120 images its reader decodes" if encoding == "jpeg" else "120 byte strings, timed undecoded"
+    assert f"image: {said}" in out
+
+
+def _lit_pil(i: int) -> dict:
+    """A sample as LitData's docs write one: a PIL image and its class."""
+    from PIL import Image
+
+    return {"image": Image.fromarray(np.full((24, 20 + i % 3, 3), i % 255, np.uint8)), "class": i % 10}
+
+
+def test_a_litdata_folder_of_pil_images_is_read_as_images(tmp_path):
+    """optimize() of PIL images (LitData's documented way): `data:` counts the images and says they are made
+    tensors; each sample the reader gives comes out a tensor at --image-size (torch's collate refused a PIL
+    image, issue 53), its label beside it."""
+    litdata = pytest.importorskip("litdata", reason="litdata not installed")
+    from dataperf.backends.dataloader import make_dataset
+    from dataperf.measure.trial import TrialOptions
+    from dataperf.results import LoaderConfig
+
+    litdata.optimize(fn=_lit_pil, inputs=list(range(16)), output_dir=str(tmp_path / "lit"), chunk_bytes="64KB",
+                     num_workers=1, start_method="fork")
+    d = resolve(str(tmp_path / "lit"))
+    assert d.kind == "image" and d.count == 16
+    assert d.summary(True) == ("16 images from lit/; image: 16 images its reader decodes, made tensors at "
+                               "--image-size as bench makes images")
+    cfg = LoaderConfig(backend="user-dataset", decode=True, image_size=16)
+    sample = next(iter(make_dataset(d, cfg, TrialOptions())))
+    assert tuple(sample["image"].shape) == (3, 16, 16) and sample["class"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["pil", "bytes"])
+def test_litdata_images_and_image_bytes_are_benched_decoded(tmp_path, kind):
+    """bench on optimize() output, as the review ran it: PIL images are benched (label `decode`), and JPEG bytes
+    with --decode are decoded, `data:` saying so with the count."""
+    litdata = pytest.importorskip("litdata", reason="litdata not installed")
+    litdata.optimize(fn=_lit_pil if kind == "pil" else _lit_sample, inputs=list(range(40)),
+                     output_dir=str(tmp_path / "lit"), chunk_bytes="64KB", num_workers=1, start_method="fork")
+    r = CliRunner().invoke(cli, ["bench", str(tmp_path / "lit"), "--decode", "--image-size", "16", "--batch-size",
+                                 "8", "--repeats", "1", "--repeat-seconds", "0", "--no-collect"])
+    assert r.exit_code == 0, r.output
+    said = "40 images its reader decodes" if kind == "pil" else \
+        "40 byte strings, decoded where they hold a JPEG/PNG/WebP image"
+    assert f"image: {said}" in r.output and "bs=8 w=" in r.output and " decode " in r.output
 
 
 def test_convert_leaves_out_files_that_belong_to_no_image_sample(tmp_path):

@@ -202,3 +202,30 @@ def test_a_user_models_forward_error_names_the_batch_and_is_not_called_a_dataper
     assert r.exit_code == 2 and len(errors) == 1 and "Traceback" not in r.output, r.output
     assert f"its forward failed on a batch of {batch}" in errors[0] and "RuntimeError: mat1" in errors[0], errors[0]
     assert "dataperf bug" not in errors[0] and args[1] in errors[0]
+
+
+def test_the_readme_headline_example_without_torchvision_names_a_model_that_runs(tmp_path, monkeypatch):
+    """The README's first sweep on the CPU install (no torchvision, or PyPI's build for another torch): the one
+    error line names --model cnn-small and the user's own factory (issue 53)."""
+    import importlib.util
+
+    from PIL import Image
+
+    if importlib.util.find_spec("torchvision") is not None:
+        pytest.skip("torchvision is installed here")
+    for c in ("n01", "n02"):
+        (tmp_path / "train" / c).mkdir(parents=True)
+        for i in range(640):
+            Image.new("RGB", (8, 8)).save(tmp_path / "train" / c / f"{c}_{i}.JPEG", "JPEG")
+    readme = ["sweep", str(tmp_path / "train"), "--transform", "imagenet-train", "--model",
+              "torchvision.models:resnet50", "--input", "image", "--device", "cuda", "--batch-size", "256",
+              "--budget", "10m", "--out", str(tmp_path / "r.jsonl")]
+    r = CliRunner().invoke(cli, readme)
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "No module named 'torchvision'" in r.output
+    assert "--model cnn-small for images" in r.output and "your own MODULE:FACTORY" in r.output
+    (tmp_path / "tv_other_build.py").write_text("raise RuntimeError('operator torchvision::nms does not exist')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    r = CliRunner().invoke(cli, ["step", "--model", "tv_other_build:resnet50", "--input", "image"])
+    assert r.exit_code == 2 and "this torchvision was built for another torch" in r.output, r.output
+    assert "--model cnn-small for images" in r.output

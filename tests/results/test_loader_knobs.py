@@ -105,21 +105,28 @@ def test_the_derived_tables_are_the_hand_written_ones_they_replaced():
     assert {n: _options.DEFAULTS[n] for n in rows} == rows
     assert list(_options.DEFAULTS) == [*_options.LOADER, *_options.MODEL]
     specs = {  # option: (declaration, one run's click settings, sweep's)
-        "batch_size": ("--batch-size", {"type": int}, {"callback": _options.int_list, "help": "comma list"}),
-        "num_workers": ("--num-workers", {"type": int},
-                        {"callback": _options.int_list, "help": "comma list [0,1,2,3,4,6,8,12,.. up to the cores, "
-                                                                "as many as the data can give 3 batches each]"}),
+        "batch_size": ("--batch-size", {"type": int, "help": "samples a batch"},
+                       {"callback": _options.int_list, "help": "samples a batch, a comma list"}),
+        "num_workers": ("--num-workers", {"type": int,
+                                          "help": "DataLoader worker processes (0: load in the training process)"},
+                        {"callback": _options.int_list, "help": "worker processes, a comma list [0,1,2,3,4,6,8,12,"
+                                                                ".. up to the cores, as many as the data can give 3 "
+                                                                "batches each]"}),
         "worker_type": ("--worker-type", {"type": ("process", "thread"),
                                           "help": "where the backend offers both [its own kind]"},
                         {"callback": _options.str_list, "help": "comma list: process,thread (each backend runs "
                                                                 "those it offers) [each backend's own kind]"}),
         "prefetch_factor": ("--prefetch-factor", {"type": int, "help": "batches each worker keeps ready [2]"},
-                            {"callback": _options.int_list, "help": "comma list"}),
+                            {"callback": _options.int_list, "help": "batches each worker keeps ready, a comma list"}),
         "pin_memory": ("--pin-memory/--no-pin-memory",
-                       {"help": "page-locked batches [e2e, profile, diagnose: on with CUDA]"},
-                       {"decl": "--pin-memory", "type": ("off", "on", "both")}),
-        "persistent_workers": ("--persistent-workers/--no-persistent-workers", {},
-                               {"decl": "--persistent-workers", "type": ("off", "on", "both")}),
+                       {"help": "page-locked batches, copied to a GPU faster [e2e, profile, diagnose: on with CUDA]"},
+                       {"decl": "--pin-memory", "type": ("off", "on", "both"),
+                        "help": "page-locked batches: off, on, or both ways"}),
+        "persistent_workers": ("--persistent-workers/--no-persistent-workers",
+                               {"help": "keep the workers alive from one epoch to the next (else each epoch starts "
+                                        "them again)"},
+                               {"decl": "--persistent-workers", "type": ("off", "on", "both"),
+                                "help": "keep the workers between epochs: off, on, or both ways"}),
         "shuffle": ("--shuffle/--no-shuffle", {"help": "read in a seeded random order, as training does; "
                                                        "--no-shuffle: storage order"},
                     {"decl": "--shuffle", "type": ("on", "off", "both"),

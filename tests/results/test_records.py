@@ -194,7 +194,7 @@ def test_a_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_pa
         assert holder.stdout.readline().strip() == "held"
         for flag in ("--resume", "--overwrite"):
             r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0",
-                                         "--no-collect", "--out", str(out), flag])
+                                         "--batch-size", "8", "--no-collect", "--out", str(out), flag])
             assert r.exit_code == 2 and f"pid {holder.pid}" in r.output, r.output
         assert [x.config_key for x in results.load(out)] == ["k0"]
     finally:

@@ -74,3 +74,51 @@ def test_image_parquet_verify_names_the_row_that_does_not_decode(tmp_path):
     assert "corrupt: row 3 of row group 1 of" in r.output and "1 corrupt sample(s)" in r.output, r.output
     ins = inspect_spec(str(tmp_path / "hf" / "train.parquet"))  # without --verify: sized, not decoded
     assert ins.count == 12 and ins.kind == "image" and not ins.corrupt
+
+
+def _bench_count(data) -> str:
+    """The `data:` line bench prints for DATA: its resolution's summary."""
+    from dataperf.data import resolve
+
+    return f"data: {resolve(str(data)).summary()}"
+
+
+def test_inspect_reads_a_folder_as_bench_does(tmp_path):
+    """One reading of DATA (issue 53): an ImageFolder parent with train/ and val/ is its 12 training images
+    (the review saw val/ counted in), and the folders bench reads that inspect refused (HF Parquet, nanoGPT's
+    train.bin/val.bin, LitData) are counted; each with bench's own `data:` line."""
+    from PIL import Image
+
+    root = tmp_path / "imagenet"
+    for split, n in (("train", 6), ("val", 2)):
+        for c in ("n01", "n02"):
+            (root / split / c).mkdir(parents=True)
+            for i in range(n):
+                Image.new("RGB", (20, 16)).save(root / split / c / f"{c}_{i}.JPEG", "JPEG")
+    rng = np.random.default_rng(0)
+    (tmp_path / "hf" / "data").mkdir(parents=True)
+    pq.write_table(pa.table({"image": [{"bytes": jpeg(rng, 20, 16), "path": f"{i}.jpg"} for i in range(10)],
+                             "label": list(range(10))}), tmp_path / "hf" / "data" / "train-00000-of-00001.parquet")
+    (tmp_path / "nanogpt").mkdir()
+    np.memmap(tmp_path / "nanogpt" / "train.bin", np.uint16, "w+", shape=(4096,))[:] = 7
+    np.memmap(tmp_path / "nanogpt" / "val.bin", np.uint16, "w+", shape=(1024,))[:] = 7
+    for data, count in ((root, 12), (tmp_path / "hf" / "data", 10), (tmp_path / "nanogpt", 8)):
+        r = CliRunner().invoke(cli, ["shards", "inspect", str(data)])
+        assert r.exit_code == 0, r.output
+        assert r.output.splitlines()[0] == _bench_count(data), r.output
+        assert inspect_spec(str(data)).count == count
+    assert "left out: val/ (another split)" in _bench_count(root)
+    r = CliRunner().invoke(cli, ["shards", "inspect", "--verify", str(root)])
+    assert r.exit_code == 0 and "verified: 12 samples decoded, 0 bad" in r.output, r.output
+
+
+def test_inspect_counts_a_litdata_folder(tmp_path):
+    litdata = pytest.importorskip("litdata", reason="litdata not installed")
+    from PIL import Image
+
+    litdata.optimize(fn=lambda i: {"image": Image.new("RGB", (20, 16)), "class": i % 3}, inputs=list(range(9)),
+                     output_dir=str(tmp_path / "lit"), chunk_bytes="64KB", num_workers=1, start_method="fork")
+    r = CliRunner().invoke(cli, ["shards", "inspect", str(tmp_path / "lit")])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("data: 9 images from lit/; image: 9 images its reader decodes")
+    assert inspect_spec(str(tmp_path / "lit")).count == 9

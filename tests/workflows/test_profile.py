@@ -46,3 +46,20 @@ def test_profile_exports_trace_with_spans_and_splits_time(tmp_path, monkeypatch,
     assert r.span_ms["data_wait"] == pytest.approx(r.split_ms["data_wait"], abs=3), (r.span_ms, r.split_ms)
     step_ms = r.span_ms["forward"] + r.span_ms["backward"] + r.span_ms["optimizer"]
     assert step_ms == pytest.approx(100, rel=0.05) and r.span_ms["backward"] > 0.9 * step_ms, r.span_ms
+
+
+@pytest.mark.slow
+def test_the_profilers_usdt_lines_are_put_in_words(tmp_path, datasets, capfd):
+    """kineto writes `USDT:<date> <time> ... profiler_start` and `profiler_stop` straight to stderr (issue 53:
+    the first lines a user saw); profile says it in words instead, and lets the rest of stderr through."""
+    from click.testing import CliRunner
+
+    from dataperf.cli import cli
+
+    capfd.readouterr()
+    r = CliRunner().invoke(cli, ["profile", str(datasets["image-webdataset"]), "--model", "cnn-small",
+                                 "--image-size", "16", "--batch-size", "8", "--num-workers", "0",
+                                 "--out-dir", str(tmp_path / "p")])
+    assert r.exit_code == 0, r.output
+    assert "USDT:" not in capfd.readouterr().err
+    assert "note: torch's profiler traced from " in r.output and "USDT" not in r.output

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dataperf.data.manifest import MANIFEST, read_manifest
+from dataperf.data.spec import Data
 from dataperf.data.tario import PAYLOADS, iter_tar_samples, no_payload
 from dataperf.errors import UserError
 from dataperf.results import percentile
@@ -28,6 +28,7 @@ class Inspection:
     token_lengths: list[int] = field(default_factory=list)
     verified: bool = False  # every sample decoded (--verify), not only sized
     corrupt: list[str] = field(default_factory=list)  # "shard: key: why", one per bad sample
+    data: Data | None = None  # DATA as resolved (what is read, what is left out), for the `data:` line
 
     @property
     def token_p50(self) -> float:
@@ -69,37 +70,24 @@ def check_sample(sample: dict[str, bytes], decode: bool) -> str | None:
     return None
 
 
-def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
-    """Count and size every sample; tar shards are read end to end, so damage is reported by file name.
+def inspect_dataset(data: Data, verify: bool = False) -> Inspection:
+    """Count and size every sample of local DATA as bench resolved it (its training split, its images only):
+    tar shards are read end to end, so damage is reported by file name; a folder of files (a dataperf dataset,
+    a flat folder or an ImageFolder) through its manifest, each file a sample.
 
     Token arrays are always parsed (their lengths are the point); with verify every image is decoded too, and
-    all bad samples are listed instead of stopping at the first. A folder of image files (flat or ImageFolder)
-    is read as bench reads it, each file a sample."""
-    from dataperf.data.local import image_manifest
-
-    if not root.exists():
-        raise UserError(f"dataset path does not exist: {root}")
-    tars = sorted(root.glob("*.tar"))
-    if (root / MANIFEST).is_file():
-        m = read_manifest(root)
-        fmt, kind = m.format, m.kind
-    elif tars:
-        fmt, kind = "webdataset", "unknown"
-    elif root.is_dir() and (listed := image_manifest(root)) is not None:
-        m, fmt, kind = listed, "files", "image"
-    else:
-        raise UserError(f"{root} has no {MANIFEST}, no .tar shards and no image files; not a dataset that "
-                        "`shards inspect` reads")
+    all bad samples are listed instead of stopping at the first."""
     sizes: list[int] = []
     lengths: list[int] = []
     corrupt: list[str] = []
-    if fmt == "webdataset":
+    if data.sharded:
+        tars = [Path(f.path) for f in data.files]
         for t in tars:
-            check_shard(iter_tar_samples(t), t.name, str(root), verify, sizes, lengths, corrupt)
+            check_shard(iter_tar_samples(t), t.name, data.spec, verify, sizes, lengths, corrupt)
         shard_count = len(tars)
     else:
-        for name in m.files:
-            p = root / name
+        m = data.manifest
+        for name, p in zip(m.files, m.paths(data.root), strict=True):
             if not p.is_file():
                 raise UserError(f"{p} is listed in the manifest but missing; regenerate the dataset")
             if verify:
@@ -111,11 +99,10 @@ def inspect_dataset(root: Path, verify: bool = False) -> Inspection:
         lengths = list(m.token_lengths)
         shard_count = 0
     if not sizes and not corrupt:
-        raise UserError(f"{root} holds no samples")
-    if lengths:
-        kind = "tokens"
+        raise UserError(f"{data.spec} holds no samples")
+    kind = "tokens" if lengths else (data.manifest.kind if data.manifest else data.kind)
     mean = float(np.mean(sizes)) if sizes else float("nan")
-    return Inspection(str(root), fmt, kind, len(sizes), int(sum(sizes)), shard_count, mean,
+    return Inspection(data.spec, data.format, kind, len(sizes), int(sum(sizes)), shard_count, mean,
                       percentile(sizes, 50), percentile(sizes, 99), lengths, verify, corrupt)
 
 

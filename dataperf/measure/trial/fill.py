@@ -172,11 +172,12 @@ def _checked(reps: list[Repeat], opts: TrialOptions, cfg: LoaderConfig) -> tuple
     if short.few_batch_workers:
         n, w = len(short.few_batch_workers), len(short.active_workers)
         k = STEADY_BATCHES * max(w, 1)
-        # enough batches in all, yet a worker short: its part of the data ran out, so more batches cannot help
-        fix = (f"--max-batches {k} or more, {k * cfg.batch_size} or more samples a repeat, a smaller batch_size, "
-               "or fewer workers" if short.batches < k else
-               f"each worker's part of the data held fewer: {k * cfg.batch_size} or more samples, a smaller "
-               "batch_size, or fewer workers")
+        if opts.max_batches is not None and short.batches >= opts.max_batches:  # --max-batches ended the repeat
+            fix = f"--max-batches {k} or more, a smaller batch_size, or fewer workers"
+        else:  # the data ran out (the budget never ends a repeat early): more batches a repeat cannot help
+            fix = (f"the data held {short.batches} batches of {cfg.batch_size} a repeat: --batch-size "
+                   f"{short.batches * cfg.batch_size // k} or smaller, {k * cfg.batch_size} or more samples, or "
+                   "fewer workers")
         raise TrialError(f"{n} of {w} active workers delivered fewer than {STEADY_BATCHES} batches in a repeat "
                          f"({short.batches} batches in all), too few for a steady window of each worker (it would "
                          f"read low or high): give every worker at least {STEADY_BATCHES} batches per repeat "

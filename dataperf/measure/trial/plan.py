@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dataperf.data import Data
+from dataperf.errors import UserError
 from dataperf.measure.trial.options import TrialOptions
 from dataperf.measure.trial.timing import STEADY_BATCHES
 from dataperf.results import LoaderConfig, LoaderResult, summarize
@@ -36,6 +37,46 @@ def worker_cap(data: Data, batch_size: int, world_size: int = 1, rank: int = 0) 
     if data.row_groups:  # image Parquet deals whole row groups, as WebDataset deals shards
         cap = min(cap, max(1, len([n for g in data.row_groups for n in g][rank::world])))
     return cap
+
+
+def epoch_batches(data: Data, batch_size: int, world_size: int = 1) -> int | None:
+    """Batches of batch_size an epoch of DATA holds on one rank (the last one partial), None where its size is
+    not known before reading it (a user's IterableDataset, token files cut on the fly)."""
+    if not data.count:
+        return None
+    return -(-(data.count // max(world_size, 1)) // batch_size)
+
+
+def batch_size_cap(data: Data, min_batches: int, world_size: int = 1, workers: int = 0) -> int | None:
+    """The largest batch size at which one rank's epoch holds the full batches a trial at `workers` needs
+    (min_batches a repeat, STEADY_BATCHES of each worker's own); 0: not even at 1; None: the size is unknown."""
+    if not data.count:
+        return None
+    return data.count // max(world_size, 1) // max(min_batches, STEADY_BATCHES * max(workers, 1))
+
+
+def check_epoch(data: Data, batch_sizes: list[int], workers: int, min_batches: int, world_size: int = 1) -> None:
+    """Refuse, before measuring, a batch size at which an epoch of DATA holds fewer batches than any trial needs
+    (fewer and every trial fails after its warm-up, as 120 images at the default 32 did), naming the batch size
+    that works. workers: the fewest a run tries."""
+    streams = max(workers, 1)
+    need = max(min_batches, STEADY_BATCHES * streams)
+    bad = [b for b in batch_sizes if (n := epoch_batches(data, b, world_size)) is not None and n < need]
+    if not bad:
+        return
+    b = max(bad)
+    per = f" on each of {world_size} ranks" if world_size > 1 else ""
+    why = f"{min_batches} a repeat" if need == min_batches else f"{STEADY_BATCHES} for each of {streams} workers"
+    ok = batch_size_cap(data, min_batches, world_size, workers) or 0
+    fewer = batch_size_cap(data, min_batches, world_size) or 0
+    fix = f"--batch-size {ok} or smaller" if ok else \
+        f"more samples or a smaller --min-batches (even --batch-size 1 gives {epoch_batches(data, 1, world_size)})"
+    if fewer > ok:
+        fix += f", or fewer workers (--batch-size {fewer} or smaller at 0 or 1)"
+    left = f" (left out: {', '.join(data.left_out)})" if data.left_out else ""  # often the cause: strays, a split
+    raise UserError(f"{data.spec} holds {data.count // max(world_size, 1):,} samples{per}{left}: "
+                    f"{epoch_batches(data, b, world_size)} batches of {b} an epoch, fewer than the {need} a trial "
+                    f"measures ({why}), so every trial would fail; use {fix}")
 
 
 def estimate_trial_s(opts: TrialOptions, finished: Iterable[LoaderResult] = (),

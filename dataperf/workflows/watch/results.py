@@ -146,18 +146,16 @@ def _rank(log: ProcLog) -> int | None:
 
 def build(w: Watched, cmd: list[str], label: str | None, cores: int | None = None) -> list[WatchResult]:
     """One record per rank (per stepping process); with no hook data, one record that says why."""
-    logs, errors = read_hook_dir(w.hook_dir) if w.hook_dir else ([], [])
-    logs = [g for g in logs if g.steps or g.loaders]
+    raw, errors = read_hook_dir(w.hook_dir) if w.hook_dir else ([], [])
+    logs = [g for g in raw if g.steps or g.loaders]
     ident = label or shlex.join(cmd)
     failures = [f"hook could not measure {e.get('what')} (pid {e.get('pid')}): {e.get('why')}" for e in errors]
     if not logs:
         rec = WatchResult(command=cmd, config_key=_key(ident, None), exit_code=w.exit_code, hook_loaded=False,
                           collectors=w.collectors, notes=w.notes + failures)
         if w.hook_dir is not None:
-            rec.notes.append("no step or DataLoader data from the job: the startup hook did not load (python -S or "
-                             "-I, a PYTHONPATH reset by the command, a non-Python job) or the job never iterated a "
-                             "torch DataLoader nor called optimizer.step(); step time, data stall, loader settings "
-                             "and the hook's cost were not measured; the collectors below still were")
+            loaded = any(w.hook_dir.glob("loaded.pid*"))  # the hook's marker (dataperf_watch_hook.LOADED)
+            rec.notes.append(no_data_note(w, loaded, torch_seen=any(g.start for g in raw)))
         return [rec]
     logs.sort(key=lambda g: (_rank(g) is None, _rank(g) or 0, g.start.get("pid", 0)))
     out = []
@@ -170,6 +168,26 @@ def build(w: Watched, cmd: list[str], label: str | None, cores: int | None = Non
             rec.notes.append(f"collectors cover the whole job; they are in rank {_rank(logs[0])}'s record")
         out.append(rec)
     return out
+
+
+def no_data_note(w: Watched, loaded: bool, torch_seen: bool) -> str:
+    """Why a watched job gave no step or DataLoader data: a job the hook loaded in that failed before importing
+    torch (a wrong script path exits 2 at once) is its own error, not the hook's; one that imported torch ran
+    with the hook and never iterated a DataLoader nor stepped; one the hook never loaded in says how that
+    happens."""
+    lost = ("step time, data stall, loader settings and the hook's cost were not measured; the collectors below "
+            "still were")
+    exited = f"the job exited {w.exit_code} after {w.wall_s:.1f} s" if w.exit_code not in (None, 0) else ""
+    if not loaded:
+        return ("no step or DataLoader data from the job: the startup hook did not load (python -S or -I, a "
+                f"PYTHONPATH reset by the command, a non-Python job){'; ' + exited if exited else ''}; {lost}")
+    if exited and not torch_seen:
+        return (f"{exited}, before it imported torch (its own error is above): nothing was measured; fix the "
+                "command and watch it again")
+    if not torch_seen:
+        return f"the job never imported torch: no DataLoader or optimizer step to measure; {lost}"
+    end = f" ({exited}; its own error is above)" if exited else ""
+    return f"the hook loaded, but the job iterated no torch DataLoader and called no optimizer.step(){end}; {lost}"
 
 
 def _key(ident: str, rank: int | None) -> str:
@@ -215,10 +233,10 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
     _spread_and_cost(rec, steady)
     if not samples:
         rec.notes.append("no DataLoader batch reached the optimizer steps: the loop reads its data some other way, "
-                         "so samples/s and data stall are not known (the figures read 0)")
+                         "so samples/s and data stall are not known (shown as unknown)")
     _gpu(rec, log, samples / len(steady))
     if main is not None and samples:
-        rec.stage_ms_per_sample = _stages(log, main.get("id"))
+        rec.stage_ms_per_sample = _stages(log, main)
         rec.main_wait_ms_per_sample = sum(waits) / samples
         if rec.stage_ms_per_sample:
             rec.notes.append("stages: the Dataset's own code gives each sample (its reads, decodes and transforms, "
@@ -246,14 +264,18 @@ def _spread_and_cost(rec: WatchResult, steady: list[dict[str, Any]]) -> None:
                          "this short are slowed by the measurement itself")
 
 
-def _stages(log: ProcLog, lid: int | None) -> dict[str, float]:
+def _stages(log: ProcLog, loader: dict[str, Any]) -> dict[str, float]:
     """ms a sample the training loader's batches took to make, over all its batches: the Dataset's part and the
-    collate_fn's, from its workers' files (or, without workers, the main process's end line)."""
+    collate_fn's, from its workers' files (or, without workers, the main process's end line). A loader that
+    batches nothing (batch_size=None: a WebDataset pipeline's .batched(16) under WebLoader) fetches whole batches
+    as its items: each counts the samples the loop got in a batch, not one (it was booked 16x too slow)."""
+    lid = loader.get("id")
     parts = [w for p, w in log.worker_fetch.items() if log.worker_loader.get(p) == lid]
     main = ((log.end or {}).get("fetch") or {}).get(str(lid))
     if main:
         parts.append({"samples": main[1], "fetch_s": main[2], "collate_s": main[3]})
-    n = sum(w["samples"] for w in parts)
+    per_item = int(loader.get("batch_max") or 1) if loader.get("batch_size") is None else 1
+    n = sum(w["samples"] for w in parts) * per_item
     if not n:
         return {}
     return {"transform": sum(w["fetch_s"] for w in parts) / n * 1000,
@@ -358,7 +380,8 @@ def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: f
     """The `dataperf sweep` that starts from the script's training loader, on the data it read, runnable as
     printed (empty when no data sweep can read is known), and the notes that go after it."""
     if loader is None:
-        return "", ["no DataLoader seen: nothing to sweep"]
+        return "", ["no DataLoader seen: nothing to sweep; to measure the loop's input, wrap it in a torch Dataset "
+                    "(a factory returning it) and run: dataperf bench --dataset yourpkg.data:build_dataset"]
     w = int(loader.get("num_workers") or 0)
     pf = int(loader.get("prefetch_factor") or TORCH_PREFETCH_FACTOR)  # torch's own, when the script left it
     bs = int(loader.get("batch_max") or loader.get("batch_size") or 32)  # batch_max: what the loop really got

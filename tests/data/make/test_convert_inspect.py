@@ -3,6 +3,7 @@ import webdataset as wds
 from click.testing import CliRunner
 
 from dataperf.cli import cli
+from dataperf.data import resolve
 from dataperf.data.make.inspect import inspect_dataset, length_histogram
 from dataperf.data.manifest import read_manifest
 
@@ -41,7 +42,7 @@ def test_convert_refuses_a_symlink_out_of_its_source_folder_and_packs_one_inside
 
 
 def test_inspect_reports_counts_sizes_and_token_tail(datasets):
-    ins = inspect_dataset(datasets["tokens-webdataset"])
+    ins = inspect_dataset(resolve(str(datasets["tokens-webdataset"])))
     m = read_manifest(datasets["tokens-webdataset"])
     assert ins.count == 96 and ins.shard_count == len(m.shards)
     assert ins.token_lengths == m.token_lengths
@@ -142,7 +143,8 @@ def test_a_corrupt_npy_is_named_by_its_sample_in_inspect_and_lengths(tmp_path):
     assert CliRunner().invoke(cli, ["shards", "convert", str(src), str(tmp_path / "tb")]).exit_code == 0
     for args in (["shards", "inspect", str(tmp_path / "tb")], ["lengths", str(tmp_path / "tb"), "--batch-size", "4"]):
         r = CliRunner().invoke(cli, args)
-        assert r.exit_code == 2 and r.output.startswith("error: corrupt sample 0007"), r.output
+        errors = [ln for ln in r.output.splitlines() if ln.startswith("error: ")]  # after lengths' data: line
+        assert r.exit_code == 2 and len(errors) == 1 and errors[0].startswith("error: corrupt sample 0007"), r.output
 
 
 @pytest.mark.parametrize("layout", ["imagefolder", "flat"])
@@ -174,3 +176,28 @@ def test_inspect_verify_lists_the_bad_files_of_an_image_folder(tmp_path, layout)
                     "measure with --on-corrupt skip"], r.output
     r = CliRunner().invoke(cli, ["shards", "inspect", str(root)])
     assert r.exit_code == 0 and "files" in r.output and "42" in r.output, r.output
+
+
+def test_convert_packs_an_imagenet_folder_with_its_labels(tmp_path):
+    """ImageNet's own `.JPEG` is an image whatever its case (bench reads it), the class folders become `.cls`
+    labels in torchvision ImageFolder's order, and a val/ beside train/ is left out and said, as bench does."""
+    from PIL import Image
+
+    src = tmp_path / "imagenet"
+    for split, n in (("train", 5), ("val", 2)):
+        for c in ("n01440764", "n01443537", "n01484850"):
+            (src / split / c).mkdir(parents=True)
+            for i in range(n):
+                Image.new("RGB", (16, 16), (i, 0, 0)).save(src / split / c / f"{c}_{i}.JPEG", "JPEG")
+    Image.new("RGB", (16, 16)).save(src / "train" / "n01484850" / "extra.png")
+    (src / "train" / "n01440764" / "Thumbs.db").write_bytes(b"x")
+    r = CliRunner().invoke(cli, ["shards", "convert", str(src), str(tmp_path / "out"), "--shards", "2"])
+    assert r.exit_code == 0, r.output
+    assert "wrote 16 image samples" in r.output
+    assert "labels: 3 classes" in r.output and "left out val/ (another split)" in r.output
+    assert "left out 1 files that belong to no image sample (Thumbs.db)" in r.output
+    m = read_manifest(tmp_path / "out")
+    got = list(wds.WebDataset([str(tmp_path / "out" / s) for s in m.shards], shardshuffle=False))
+    labels = {g["__key__"]: int(g["cls"]) for g in got}
+    assert labels["n01440764/n01440764_0"] == 0 and labels["n01484850/extra"] == 2
+    assert sum(1 for g in got if "jpeg" in g) == 15

@@ -42,9 +42,22 @@ def watch(tmp_path: Path, *cmd: str) -> tuple[subprocess.CompletedProcess, Watch
     return p, r
 
 
+def unwrap(stderr: str) -> list[str]:
+    """The output's lines with wrapped ones joined back: a continuation starts with two spaces (after a ` \\`
+    where it continues a command)."""
+    out: list[str] = []
+    for ln in stderr.splitlines():
+        if ln.startswith("  ") and out and not out[-1].startswith(("┃", "│", "┏", "┡", "└")):
+            out[-1] = out[-1].removesuffix(" \\") + " " + ln.strip()
+        else:
+            out.append(ln)
+    return out
+
+
 def next_block(stderr: str) -> tuple[str, list[str]]:
-    """The one `next:` command and the lines after it, each of which must be a `note:` (nothing wrapped)."""
-    lines = stderr.splitlines()
+    """The one `next:` command and the lines after it, each of which must be a `note:` (a wrapped line joined
+    back)."""
+    lines = unwrap(stderr)
     at = [i for i, ln in enumerate(lines) if ln.startswith("next:")]
     assert len(at) == 1, stderr
     after = lines[at[0] + 1:]

@@ -49,3 +49,22 @@ def test_uneven_steps_show_the_mean_beside_the_median():
     assert any("steps are uneven: mean 190.0 ms against median 100.0 ms" in n for n in r.notes)
     even = _one(cuda_job_waiting_on_data(), ["python", "train.py"], "train", Watched(exit_code=0, hook_dir=None), 16)
     assert even.step_ms_mean == pytest.approx(WAIT_MS + CPU_LAUNCH_MS) and not any("uneven" in n for n in even.notes)
+
+
+def test_a_loader_of_whole_batches_books_its_stages_per_sample():
+    """WebDataset's `.batched(16)` under `WebLoader(batch_size=None)`: each item a worker fetches is a batch of
+    16, so 10 items fetched in 1.6 s are 10 ms a sample, not 160 (issue 53: 149 ms "a sample" where an image took
+    5.3)."""
+    steps = [{"t": "step", "n": i + 1, "step_ms": 100.0, "wait_ms": 10.0, "samples": 16, "loader": 0}
+             for i in range(10)]
+    log = ProcLog(start={"pid": 1}, steps=steps,
+                  loaders={0: {"t": "loader", "id": 0, "batch_size": None, "num_workers": 1}},
+                  worker_pids=[2], worker_loader={2: 0},
+                  worker_fetch={2: {"batches": 10, "samples": 10, "fetch_s": 1.6, "collate_s": 0.0}},
+                  end={"loader_batch_max": {"0": 16}, "loader_steps": {"0": 10}, "loader_batches": {"0": 10}})
+    r = _one(log, ["python", "train.py"], "train", Watched(exit_code=0, hook_dir=None), 16)
+    assert r.stage_ms_per_sample["transform"] == pytest.approx(10.0)
+    log.loaders[0]["batch_size"] = 16  # the DataLoader batches: each fetched index is one sample already
+    log.worker_fetch[2]["samples"] = 160
+    r = _one(log, ["python", "train.py"], "train", Watched(exit_code=0, hook_dir=None), 16)
+    assert r.stage_ms_per_sample["transform"] == pytest.approx(10.0)

@@ -32,6 +32,7 @@ loader's settings (dataperf_watch_loaders), time the fetch (dataperf_watch_fetch
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import sys
 
@@ -42,12 +43,17 @@ from dataperf_watch_model import builder, find_model
 from dataperf_watch_state import ENV_DIR, State, cpu, fail_once, perf, report_failure
 
 STATE: State | None = None
+LOADED = "loaded.pid"  # the marker's name, then the process id
 
 
 def install() -> None:
     """Wait for `import torch`, then patch. Importing torch here would slow and change non-torch jobs."""
     if not os.environ.get(ENV_DIR) or os.environ.get("DATAPERF_WATCH_DISABLE"):
         return
+    # an empty file saying the hook ran in this process: a job that then fails before importing torch (a wrong
+    # script path) is told apart from one the hook never reached (python -I)
+    with contextlib.suppress(OSError):
+        open(os.path.join(os.environ[ENV_DIR], f"{LOADED}{os.getpid()}"), "a").close()
     if "torch" in sys.modules:
         _patch(sys.modules["torch"])
         return
