@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -26,6 +27,18 @@ def private_cache_dir(tmp_path_factory):
         os.environ.pop("DATAPERF_CACHE_DIR", None)
     else:
         os.environ["DATAPERF_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_restored():
+    """Each test leaves SIGINT and SIGTERM as it found them: litdata's optimize() installs a SIGINT handler that
+    calls os._exit(0) and keeps it, and a later test's Ctrl-C then ended the whole run with exit 0, a quarter of
+    the suite never run."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, handler in saved.items():
+        if signal.getsignal(s) is not handler:
+            signal.signal(s, handler)
 
 
 @pytest.fixture(autouse=True)

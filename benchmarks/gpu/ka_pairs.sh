@@ -5,8 +5,9 @@
 #   PHASE=truth PATHS=budget            each scenario's truth grid (fed loop and plain loop), then --budget 2m
 #   PHASE=paths PATHS=sweep FROM=DIR    the default sweep against the truth in DIR (a folder of the tree)
 #   PHASE=paths PATHS=tune  FROM=DIR    tune --model, likewise
-# carry: .whl (webdataset, braceexpand). Writes $OUT/ka-$PHASE-$PATHS.tar.gz (each scenario's folder: log.txt,
-# truth and plain JSONL, each path's JSONL and output, summary.json) and $OUT/machine.txt.
+#   PHASE=rerun PATHS=sweep,budget,tune FROM=DIR   every path against the truth in DIR (about 8 min)
+# carry: .whl (webdataset, braceexpand). Writes $OUT/ka-$PHASE-$S.tar.gz for each scenario as it ends (its folder:
+# log.txt, truth and plain JSONL, each path's JSONL and output, summary.json) and $OUT/machine.txt.
 set -u
 OUT=${OUT:?}
 PHASE=${PHASE:-truth}
@@ -24,9 +25,11 @@ for s in $SCENARIOS; do
   args=(--scenario "$s" --out "$work/$s" --paths "$PATHS")
   [ -n "${FROM:-}" ] && args+=(--truth-from "$FROM/$s")
   [ -n "${EXTRA:-}" ] && read -ra more <<< "$EXTRA" && args+=("${more[@]}")
-  KA_LOCK_FILE="$work/$s.lock" taskset -c "$core,$((core + 1))" \
-    python benchmarks/pick_quality.py "${args[@]}" > "$work/$s.out" 2>&1 &
+  # each scenario's archive lands in $OUT as it ends: a call cut at its limit still brings back the finished ones
+  ( KA_LOCK_FILE="$work/$s.lock" taskset -c "$core,$((core + 1))" \
+      python benchmarks/pick_quality.py "${args[@]}" > "$work/$s.out" 2>&1
+    tar czf "$OUT/ka-$PHASE-$s.tar.gz" -C "$work" --exclude='*.lock' "$s" "$s.out" ) &
   core=$((core + 2))
 done
 wait
-cd "$work" && tar czf "$OUT/ka-$PHASE-$PATHS.tar.gz" --exclude='*.lock' . && ls -la "$OUT"
+ls -la "$OUT"

@@ -17,14 +17,25 @@ CHUNK_BYTES = "64MB"
 
 
 def _write(refs: list[SampleRef], out: Path) -> None:
+    """The samples written as LitData chunks. optimize() installs SIGINT and SIGTERM handlers that end the
+    process with os._exit(0) and keeps them: they are put back after it, or a later Ctrl-C ended the sweep with
+    exit 0 and no interrupted record."""
     import logging
+    import signal
+    import threading
 
     from litdata import optimize
 
     logging.getLogger("litdata").setLevel(logging.WARNING)
-    # one worker: the conversion is a one-off cost reported as such, not something to parallelise here
-    optimize(fn=raw_sample, inputs=refs, output_dir=str(out), chunk_bytes=CHUNK_BYTES, num_workers=1,
-             reorder_files=False, verbose=False, start_method="fork")
+    main = threading.current_thread() is threading.main_thread()
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        # one worker: the conversion is a one-off cost reported as such, not something to parallelise here
+        optimize(fn=raw_sample, inputs=refs, output_dir=str(out), chunk_bytes=CHUNK_BYTES, num_workers=1,
+                 reorder_files=False, verbose=False, start_method="fork")
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 def prepare(root: Path, m: Manifest, cfg: LoaderConfig) -> Prepared:

@@ -453,10 +453,11 @@ def print_limits(res: LimitsResult, trial: LoaderResult | None = None,
 
 
 def describe_limits(res: LimitsResult) -> str:
-    """One sentence: which limit binds, at what rate, and how close the best config comes to it."""
+    """One sentence: the record's lowest ceiling, at what rate, and how close the best config comes to it (a
+    measurement: the binding limit is the verdict's, verdict.binding, printed where there is one)."""
     if not res.binding_limit:
         return "no ceiling could be measured"
-    s = f"binding limit: {res.binding_limit} at {res.binding_samples_per_s:,.0f} samples/s"
+    s = f"lowest ceiling: {res.binding_limit} at {res.binding_samples_per_s:,.0f} samples/s"
     if math.isfinite(res.best_of_binding_pct):
         known = {f.name for f in fields(LoaderConfig)}
         best = LoaderConfig(**{k: v for k, v in json.loads(res.best_config_key).items() if k in known})

@@ -19,6 +19,7 @@ NO_GAIN = 1.05  # more workers that gave no more than this multiple of the rate:
 CONTENTION = 1.5  # a sample's worker time this many times its time at the fewest workers: they wait on a share
 FLAT_CPU = 1.2  # ... while its CPU time grew by less than this factor
 BUSY_CORES = 0.8  # ... and the cores were not this full (workers past the cores share them: that is decode)
+OTHERS_FLOOR = 0.25  # the fewest cores a trial is taken to have had beside other processes' load
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,14 @@ class Contention:
                 f"{self.high_cpu_ms:.1f} ms: the workers wait on something they share")
 
 
+def _full(r: LoaderResult, cores: int | None = None) -> bool:
+    """The trial's cores were full: its own busy cores and those other processes took (other_cores_busy_median)
+    reach BUSY_CORES of the cores it could use."""
+    busy, others = r.cpu_cores_busy_median, r.other_cores_busy_median
+    used = (busy if finite(busy) else 0.0) + (others if finite(others) else 0.0)
+    return used >= BUSY_CORES * (cores or machine_cores(r))
+
+
 def _worker_ms(r: LoaderResult) -> float:
     ms = r.stage_ms_per_sample or {}
     return sum(v for k, v in ms.items() if k in WORKER_STAGES and finite(v))
@@ -83,8 +92,7 @@ def contention(trials: list[LoaderResult], of: LoaderResult) -> Contention | Non
     lc, hc = _cpu_ms(low), _cpu_ms(high)
     if finite(lc) and finite(hc) and hc >= FLAT_CPU * lc:
         return None  # a sample's CPU grew with its time: heavier work, not waiting
-    busy = high.cpu_cores_busy_median
-    if finite(busy) and busy >= BUSY_CORES * machine_cores(high):
+    if _full(high):
         return None  # the cores are full: workers past them share the cores, which decode names
     return Contention(low.config["num_workers"], _worker_ms(low), high.config["num_workers"], _worker_ms(high),
                       lc, hc)
@@ -100,9 +108,7 @@ def more_gave_no_more(trials: list[LoaderResult], of: LoaderResult) -> str | Non
     if not w or not more or not finite(of.samples_per_s_median):
         return None
     top = max(more, key=lambda r: r.samples_per_s_median)
-    busy = top.cpu_cores_busy_median
-    if top.samples_per_s_median > NO_GAIN * of.samples_per_s_median or \
-            (finite(busy) and busy >= BUSY_CORES * machine_cores(top)):
+    if top.samples_per_s_median > NO_GAIN * of.samples_per_s_median or _full(top):
         return None
     return (f"{top.config['num_workers']} workers gave {top.samples_per_s_median:,.0f} samples/s, no more than "
             f"{w}'s {of.samples_per_s_median:,.0f}, with cores to spare")
@@ -135,11 +141,15 @@ def fed_ceilings(trial: LoaderResult, step: StepResult | None, limits: LimitsRes
                 tree_ms = 1000 * trial.cpu_cores_busy_median / trial.samples_per_s_median
                 decode, how = both, (f"{cores} cores / the CPU a sample of the trial ({tree_ms:.2f} ms, its "
                                      f"consumer's included) and the step ({1000 * model_cpu:.2f} ms)")
+        others = trial.other_cores_busy_median
+        if finite(others) and others > 0:  # the cores other processes took during the trial were not the loader's
+            left = max(cores - others, OTHERS_FLOOR)
+            decode *= left / cores
+            how += f"; on the {left:.1f} of {cores} cores other processes left it"
         out["decode"] = (decode, how)
     w = workers_of(trial.config)
-    busy = trial.cpu_cores_busy_median
-    full = finite(busy) and busy >= BUSY_CORES * cores  # workers past full cores share them: decode binds
-    if w and not full and trial.config.get("backend") not in backends.ONE_STREAM:
+    # workers past full cores share them: decode binds (the cores other processes took count as full)
+    if w and not _full(trial, cores) and trial.config.get("backend") not in backends.ONE_STREAM:
         one = limits.per_worker_samples_per_s if limits is not None else math.nan
         how = "one worker's rate (the limits' probe)"
         if not (finite(one) and one > 0):

@@ -441,9 +441,11 @@ class Tuner:
             res.stop_reason = (f"target met by {cfg.short()}: {rate:,.0f} >= {res.target_samples_per_s:,.0f} "
                                f"samples/s ({rounds})")
         else:
+            rec = res.recommendation
+            bound = (f"binding limit: {rec.binding_limit}" if rec is not None and rec.binding_limit else
+                     f"lowest ceiling: {res.limits.binding_limit or 'none measured'}")
             res.stop_reason = (f"target of {res.target_samples_per_s:,.0f} samples/s not met: the best, "
-                               f"{cfg.short()}, gives {rate:,.0f} ({rounds}); binding limit: "
-                               f"{res.limits.binding_limit or 'none measured'}")
+                               f"{cfg.short()}, gives {rate:,.0f} ({rounds}); {bound}")
 
 
     def trials(self) -> list[LoaderResult]:

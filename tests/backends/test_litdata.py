@@ -44,3 +44,20 @@ def test_a_users_image_folder_is_converted_into_the_cache_not_beside_it(tmp_path
     assert r.status == "ok", r.error
     assert r.samples_per_repeat == 24
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "imgs").rglob("*")) == before
+
+
+def test_converting_leaves_the_processs_signal_handlers_as_they_were(datasets, tmp_path):
+    """litdata's optimize() installs a SIGINT handler that ends the process with os._exit(0) and keeps it: after
+    a conversion a Ctrl-C would have ended a sweep with exit 0 and no interrupted record. The conversion puts the
+    handlers back (a trial's watchdog restores them too, at its end: this checks the conversion itself)."""
+    import signal
+
+    from dataperf.backends import litdata as lit
+    from dataperf.backends.samples import sample_refs
+    from dataperf.data.manifest import read_manifest
+
+    root = datasets["image-files"]
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    lit._write(sample_refs(root, read_manifest(root)), tmp_path / "lit")
+    assert (tmp_path / "lit" / "index.json").is_file()
+    assert {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)} == before

@@ -36,7 +36,7 @@ def check_binding(res: LimitsResult, limit: str) -> None:
     assert [r.limit for r in rows] == list(limits.LIMITS)
     assert [r.limit for r in rows if r.binding] == [limit]
     assert all(r.how for r in rows)
-    assert describe_limits(res).startswith(f"binding limit: {limit} at ")
+    assert describe_limits(res).startswith(f"lowest ceiling: {limit} at ")
 
 
 @pytest.mark.slow

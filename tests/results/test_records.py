@@ -281,7 +281,7 @@ def test_a_symlink_or_hard_link_to_a_held_results_file_is_refused_naming_the_hol
         assert holder.stdout.readline().strip() == "held"
         for alias in aliases:
             r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0",
-                                         "--no-collect", "--out", str(alias), "--resume"])
+                                         "--batch-size", "8", "--no-collect", "--out", str(alias), "--resume"])
             assert r.exit_code == 2 and f"pid {holder.pid}" in r.output, (alias, r.output)
         assert real.read_bytes() == b""
     finally:

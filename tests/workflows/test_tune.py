@@ -225,7 +225,7 @@ def test_with_a_target_the_cheapest_config_that_meets_it():
                             max_batch=32),
                 trial=fake_trial(lambda w, pf, bs, n: rates[w]), limits_of=limits_of()).run()
     assert not out.met and out.pick.config["num_workers"] == 8 and out.pick.config["prefetch_factor"] == 2
-    assert "not met" in out.stop_reason and "binding limit: decode" in out.stop_reason
+    assert "not met" in out.stop_reason and "lowest ceiling: decode" in out.stop_reason
 
 
 def test_a_models_target_is_its_step_at_the_batch_tune_ends_with():
