@@ -293,7 +293,7 @@ def test_a_contradicting_answer_is_wrong_on_verdict_and_binding():
     assert s["goals"]["ratio >= 0.95 (plain loop)"]
     feeds = DecisionResult(config=asdict(cfg(6)), input_bound=False, binding_limit="model",
                            predicted_samples_per_s=99.0, fed_stall_fraction=0.4)
-    assert pq.contradictions(feeds) == ["feeds beside a fed wait of 40.0%"]
+    assert pq.contradictions(feeds) == ["feeds beside a fed wait of 40.0% mid-epoch"]
     assert pq.contradictions(replace(feeds, binding_limit="decode", fed_stall_fraction=0.0)) == [
         "feeds with decode binding"]
     assert pq.contradictions(replace(feeds, input_bound=None)) == ["no verdict"]
