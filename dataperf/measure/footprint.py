@@ -78,16 +78,19 @@ def cpu_s(pid: int) -> float | None:
 
 
 def machine_cpu_s() -> float | None:
-    """Every core's busy time since boot (/proc/stat: all but idle and iowait), in seconds; None off Linux."""
+    """The busy time since boot (/proc/stat: all but idle and iowait), in seconds, of the cores this process may
+    run on (its affinity: under taskset or a cpuset, load on the other cores competes with nothing here); None
+    off Linux."""
     try:
+        mine = {f"cpu{c}" for c in os.sched_getaffinity(0)}
         with open("/proc/stat") as f:
-            parts = f.readline().split()
-    except OSError:
+            lines = [ln.split() for ln in f if ln.startswith("cpu") and not ln.startswith("cpu ")]
+    except (OSError, AttributeError):
         return None
-    if not parts or parts[0] != "cpu":
+    ticks = [[int(x) for x in parts[1:9]] for parts in lines if parts[0] in mine]
+    if not ticks:
         return None
-    ticks = [int(x) for x in parts[1:9]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+    return sum(sum(t) - t[3] - t[4] for t in ticks) / os.sysconf("SC_CLK_TCK")
 
 
 def children(pid: int) -> list[int]:

@@ -361,3 +361,37 @@ def test_copy_on_read_front_loaded_in_an_epoch_is_measured_from_the_first_batch(
     assert objs["samples"] == N_PATHS and objs["epoch_mib"] == objs["copied_mib"]  # a whole epoch: no scaling
     assert any(n.startswith("copy-on-read: 2 workers turned") for n in objs["notes"]), objs["notes"]
     assert arr["copied_mib"] < GROWTH_FLAG_MIB and not any(n.startswith("copy-on-read") for n in arr["notes"])
+
+
+def test_other_cores_busy_is_the_machines_cpu_less_the_tree_and_the_meter():
+    """Footprint.other_cores_busy: what every process on this process's cores used over the repeat, less the
+    trial's tree and the meter, a second: 3.0 s of the machine's cores in 2 s, 1.2 of them the tree's and 0.2
+    the meter's, leave 0.8 cores to other processes; never below 0; NaN unread."""
+    from dataperf.measure.footprint import Footprint
+
+    fp = Footprint(wall_s=2.0, cpu_s=1.2, meter_cpu_s=0.2, machine_cpu_s=3.0)
+    assert fp.other_cores_busy == pytest.approx(0.8)
+    assert dataclasses.replace(fp, machine_cpu_s=1.0).other_cores_busy == 0.0
+    assert dataclasses.replace(fp, machine_cpu_s=float("nan")).other_cores_busy != \
+        dataclasses.replace(fp, machine_cpu_s=float("nan")).other_cores_busy
+
+
+@pytest.mark.slow
+def test_a_busy_process_beside_the_meter_reads_as_other_load():
+    """A process burning a core beside a sleeping tree (pinned to this process's cores) is other load: at least
+    0.3 of a core whatever else the machine runs (it gets at least a third of a core beside two busy loops on 2
+    cores), where the tree itself sleeps."""
+    import signal
+
+    loop = "import time\nt=time.time()\nwhile time.time()-t<30: pass"
+    # started through a shell that exits at once: the loop is no child of this process, so not in its tree
+    sh = subprocess.run(["sh", "-c", f'"{sys.executable}" -c "{loop}" >/dev/null 2>&1 & echo $!'],
+                        capture_output=True, text=True, check=True)
+    pid = int(sh.stdout.split()[0])
+    try:
+        time.sleep(0.3)
+        with Meter(interval_s=0.05) as m:
+            time.sleep(1.5)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    assert m.result.cpu_s < 0.3 and m.result.other_cores_busy >= 0.3, m.result
