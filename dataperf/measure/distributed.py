@@ -172,12 +172,13 @@ def failed_ranks(codes: dict[int, int]) -> tuple[str | None, int]:
     nothing; a rank killed by a signal could not say why, so it is said here."""
     from dataperf.errors import RankLost
 
-    killed = sorted((r, -c) for r, c in codes.items() if c < 0)
+    said = sorted(c for c in codes.values() if c > 0 and c != RankLost.exit_code)
+    # torchrun's agent SIGTERMs the other ranks once one exits with an error: collateral where a rank said why
+    killed = sorted((r, -c) for r, c in codes.items() if c < 0 and not (said and -c == signal.SIGTERM))
     if killed:
         rank, sig = killed[0]
         return (f"rank {rank} was killed by {signal.Signals(sig).name} (killed, or out of memory?); run the same "
                 "command with --resume to keep the trials finished before it"), 2
-    said = sorted(c for c in codes.values() if c != RankLost.exit_code)
     if said:
         return None, said[-1]
     return ("the ranks lost each other (a collective between them failed or timed out); run the same command "

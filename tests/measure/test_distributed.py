@@ -198,6 +198,10 @@ def test_failed_ranks_end_with_one_line_and_the_documented_code():
     assert code == 2 and line.startswith("rank 1 was killed by SIGKILL")
     line, code = failed_ranks({1: 3})
     assert code == 2 and "lost each other" in line
+    # the agent SIGTERMs the other ranks once one exits with its own error: one line, that rank's
+    assert failed_ranks({0: 2, 1: -15}) == (None, 2)
+    line, code = failed_ranks({0: 3, 1: -15})
+    assert code == 2 and line.startswith("rank 1 was killed by SIGTERM")
 
 
 @pytest.mark.slow

@@ -362,8 +362,9 @@ def test_a_trial_failing_in_a_worker_leaves_nothing_to_the_next_trials_workers(t
     shards = sorted(bad.glob("*.tar"))
     os.truncate(shards[len(shards) // 2], 2000)
     p = subprocess.run([sys.executable, "-m", "dataperf", "sweep", str(bad), "--decode", "--num-workers", "1,2",
-                        "--prefetch-factor", "2,4", "--no-collect", "--repeat-seconds", "1", "--repeats", "3",
-                        "--out", str(tmp_path / "s.jsonl")], capture_output=True, text=True, timeout=600)
+                        "--batch-size", "8", "--prefetch-factor", "2,4", "--no-collect", "--repeat-seconds", "1",
+                        "--repeats", "3", "--out", str(tmp_path / "s.jsonl")], capture_output=True, text=True,
+                       timeout=600)
     assert p.returncode == 2 and "every trial failed (4)" in p.stderr and "corrupt tar shard" in p.stderr, p.stderr
     assert "can only test a child process" not in p.stderr and "Traceback" not in p.stderr, p.stderr
 

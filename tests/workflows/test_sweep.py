@@ -353,7 +353,7 @@ def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
                         sample_cost_s=0.01, footprint=False)
     asked = []
 
-    def gather(obj):  # rank 0 (not late) and this rank; a trial's own gathers see this rank alone
+    def gather(obj):  # rank 0 (not late, its trials ok) and this rank; a trial's own gathers see this rank alone
         if isinstance(obj, bool):
             asked.append(obj)
             return [False, obj]
@@ -361,7 +361,8 @@ def test_budget_stop_is_rank_zeros_decision(tmp_path, datasets):
 
     rank0_goes_on = TrialOptions(**{**opts.__dict__, "gather": gather})
     run = sw.run_grid(trials, rank0_goes_on, None, grid_s=1.0)
-    assert asked == [True] and len(run.results) == 2 and run.not_started == 0
+    # this rank was late once (the trials' own agreements, each "not failed", are the False ones)
+    assert asked.count(True) == 1 and len(run.results) == 2 and run.not_started == 0
 
 
 def small_sweep(data, out, *extra):
