@@ -156,10 +156,13 @@ def collect(data: str | None = None) -> dict[str, Any]:
 
 def differences(base: dict[str, Any], head: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """The compared keys whose values differ between two envs (a key missing on one side counts only when the
-    other side has it, so old records without provenance do not warn on every key)."""
+    other side has it, so old records without provenance do not warn on every key; a storage key only where both
+    records read storage: a step or a decision reads none, and its None is no other filesystem)."""
     out = []
     for k in COMPARED_KEYS:
         b, h = base.get(k), head.get(k)
+        if k in STORAGE_KEYS and (b is None or h is None):
+            continue
         if b != h and k in base and k in head:
             out.append((k, b, h))
     return out

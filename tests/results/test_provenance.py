@@ -77,3 +77,13 @@ def test_compare_and_report_warn_when_machines_differ(tmp_path):
     r = CliRunner().invoke(cli, ["report", str(base)])
     assert r.exit_code == 0, r.output
     assert "machine:" in r.output and "mixes results from different host" in r.output
+
+
+def test_a_record_that_reads_no_storage_does_not_mix_filesystems():
+    """A step or a decision reads no data (fs_type None) beside loader records on overlay: not "different
+    fs_type" (the quickstart's own file warned of different machines); two filesystems still differ."""
+    env = provenance.collect()
+    on_disk = {**env, "fs_type": "ext4", "fs_device": "/dev/sda1"}
+    no_data = {**env, "fs_type": None, "fs_device": None}
+    assert provenance.differences(on_disk, no_data) == []
+    assert [k for k, _, _ in provenance.differences(on_disk, {**on_disk, "fs_type": "nfs"})] == ["fs_type"]
