@@ -142,7 +142,7 @@ def fed_ceilings(trial: LoaderResult, step: StepResult | None, limits: LimitsRes
                 decode, how = both, (f"{cores} cores / the CPU a sample of the trial ({tree_ms:.2f} ms, its "
                                      f"consumer's included) and the step ({1000 * model_cpu:.2f} ms)")
         others = trial.other_cores_busy_median
-        if finite(others) and others > 0:  # the cores other processes took during the trial were not the loader's
+        if finite(others) and others >= 0.05:  # the cores other processes took during the trial were not the loader's
             left = max(cores - others, OTHERS_FLOOR)
             decode *= left / cores
             how += f"; on the {left:.1f} of {cores} cores other processes left it"
