@@ -121,4 +121,6 @@ def render(outcome) -> None:
             as_ = f" {p['measured_as']}" if p.get("measured_as") else ""
             _render.say(f"prediction: {fmt(p['predicted'])} samples/s, measured {fmt(p['measured'])}{as_} "
                         f"({(p['predicted'] / p['measured'] - 1) * 100:+.0f}%)")
+    for line in outcome.recommendation.findings if outcome.recommendation is not None else []:
+        _render.say(line)  # what the trials cannot show by themselves: other load, a costly epoch start
     _answer.print_decision(outcome.recommendation, outcome.limits, outcome.pick_config or outcome.pick.loader_config)
