@@ -16,7 +16,11 @@ def idle_warning(results: list[Record]) -> str | None:
     if not idle:
         return None
     worst = max(r.config["num_workers"] * max(r.world_size, 1) for r in idle)
-    shards = {r.shards for r in idle}
+    shards = {r.shards for r in idle if r.shards is not None}
+    if not shards:  # no tar shards (Parquet row groups, a user's IterableDataset): each trial's note names its fix
+        return (f"warning: idle workers in {len(idle)} trial(s): more workers than the data's units of work left "
+                "some reading nothing; their rates are limited by that, not the workers (each trial's note names "
+                "the fix)")
     return (f"warning: idle workers in {len(idle)} trial(s): more workers than shards ({sorted(shards)} shards) "
             f"left some reading nothing; their rates are shard-limited. Reshard to at least {worst} shards "
             f"(workers x ranks): dataperf shards convert SRC OUT --shards {worst}")

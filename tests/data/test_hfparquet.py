@@ -63,3 +63,15 @@ def test_bench_reads_image_parquet_and_names_the_label_it_lacks(tmp_path):
     assert "data: 48 images from hf/" in r.output and "every sample is labelled 0" in r.output
     r = CliRunner().invoke(cli, ["bench", f"{tmp_path / 'hf'}#image=nope", "--decode"])
     assert r.exit_code == 2 and "has no column 'nope'" in r.output
+
+
+def test_idle_workers_on_parquet_are_told_to_use_smaller_row_groups_not_tar_shards(tmp_path):
+    """A worker reads whole row groups: 2 row groups for 3 workers leave one reading nothing, and the fix is more,
+    smaller row groups (pyarrow's row_group_size), not tar shards (the 2026-12-06 usability review)."""
+    d = resolve(str(write_hf(tmp_path / "hf", rows=48, group=24)))  # 2 files x 1 row group of 24 rows
+    cfg = LoaderConfig(backend="hf-parquet", batch_size=4, num_workers=3, decode=True, image_size=16)
+    r = run_trial(d, cfg, TrialOptions(repeats=2, warmup_batches=1, min_batches=3, collect=False))
+    assert r.status == "ok" and r.active_workers == 2, (r.error, r.active_workers)
+    (note,) = [n for n in r.notes if n.startswith("warning: idle workers")]
+    assert "2 Parquet row groups for 3 workers" in note and "row_group_size=16" in note
+    assert "shards convert" not in note

@@ -26,3 +26,19 @@ def test_idle_workers_name_the_shards_to_make():
     assert idle_warning([loader(400, 4, active=4)]) is None
     line = idle_warning([loader(100, 8, active=2, shards=2), loader(400, 4, active=4)])
     assert line.startswith("warning: idle workers in 1 trial(s)") and "--shards 8" in line, line
+    # no tar shards (Parquet row groups): no "shards convert", each trial's note names its own fix
+    line = idle_warning([loader(100, 8, active=2)])
+    assert "shards convert" not in line and "units of work" in line, line
+
+
+def test_other_load_during_the_trials_is_warned_of():
+    """Other processes kept a quarter of the cores (at least half a core) busy during a trial: its rate, and a
+    pick made on it, follow that load."""
+    from dataperf.verdict.findings import loaded_warning
+
+    quiet, loaded = loader(400, 4), loader(300, 2)
+    quiet.other_cores_busy_median, loaded.other_cores_busy_median = 0.1, 1.2
+    quiet.env = loaded.env = {"usable_cores": 2}
+    assert loaded_warning([quiet]) is None
+    line = loaded_warning([quiet, loaded])
+    assert line.startswith("warning: other processes kept 1.2 of the 2 cores busy") and "1 of 2 trials" in line

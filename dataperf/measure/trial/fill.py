@@ -149,7 +149,7 @@ def _fill(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data: Data,
     _fill_rates(res, reps, fewest, sps, s)
     _fill_epoch(res, reps, opts, data, cfg, few_batches)
     _fill_io(res, reps, fewest)
-    _fill_workers(res, reps, cfg, opts)
+    _fill_workers(res, reps, cfg, opts, data)
     breakdown.fill(res, reps, cfg, data)
     res.corrupt_samples = max(r.corrupt for r in reps)
     if res.corrupt_samples:
@@ -247,8 +247,11 @@ def _fill_io(res: LoaderResult, reps: list[Repeat], fewest: int) -> None:
     res.tokens_per_sample = sum(r.tokens for r in reps) / counted if counted else None
 
 
-def _fill_workers(res: LoaderResult, reps: list[Repeat], cfg: LoaderConfig, opts: TrialOptions) -> None:
-    """Workers that delivered samples; one 'idle' warning naming the fix when some did not."""
+def _fill_workers(res: LoaderResult, reps: list[Repeat], cfg: LoaderConfig, opts: TrialOptions,
+                  data: Data) -> None:
+    """Workers that delivered samples; one 'idle' warning naming the fix for the data's own unit of work when
+    some did not: tar shards are resharded, Parquet is rewritten with more, smaller row groups (a worker reads
+    whole row groups; tar shards would not help it)."""
     if cfg.backend in ONE_STREAM:
         return
     res.active_workers = min(len(r.active_workers) for r in reps)
@@ -257,6 +260,14 @@ def _fill_workers(res: LoaderResult, reps: list[Repeat], cfg: LoaderConfig, opts
         need = w * opts.world_size
         have = f"{res.shards} shards for " if res.shards is not None else ""
         ranks = f" x {opts.world_size} ranks" if opts.world_size > 1 else ""
+        if data.row_groups:
+            groups = sum(len(g) for g in data.row_groups)
+            res.notes.append(
+                f"warning: idle workers: only {res.active_workers} of {w} DataLoader workers delivered samples "
+                f"({groups} Parquet row groups for {w} workers{ranks}, a worker reads whole row groups); rewrite "
+                f"the files with at least {need} row groups (pyarrow.parquet.write_table(..., row_group_size="
+                f"{max(1, (data.count or groups) // need)}))")
+            return
         res.notes.append(
             f"warning: idle workers: only {res.active_workers} of {w} DataLoader workers delivered samples "
             f"({have}{w} workers{ranks}); reshard to at least {need} shards "
