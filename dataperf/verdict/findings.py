@@ -3,10 +3,11 @@ cannot see. Each is one line for whoever shows the table (sweep, report)."""
 
 from __future__ import annotations
 
-from dataperf.results import Record, StepResult
+from dataperf.results import E2EResult, Record, StepResult
 from dataperf.verdict.rates import finite, machine_cores, ok_loaders
 
 LOADED = 0.25  # other processes taking this share of the cores during a trial make its rate theirs too
+STEP_SLOW = 1.1  # a fed run this much faster than the step alone: the step alone read slow
 
 
 def idle_warning(results: list[Record]) -> str | None:
@@ -49,9 +50,16 @@ def verdict_caveats(results: list[Record], step: StepResult | None) -> list[str]
     if any(not r.config.get("decode") for r in ok):
         out.append("note: undecoded trials get no verdict: a model eats decoded samples (sweep --model decodes "
                    "unless --no-decode is given)")
-    if str(step.device).startswith("cpu"):
+    fed = [r for r in results if isinstance(r, E2EResult) and r.status == "ok"]
+    if str(step.device).startswith("cpu") and not fed:  # fed runs measured them together: nothing to caution
         out.append("note: loader and model step were measured apart on this CPU; training runs them together "
                    "on the same cores, so the fed rate is lower than either (check with dataperf e2e)")
+    fast = [r for r in fed if r.samples_per_s > STEP_SLOW * step.samples_per_s and r.batch_size == step.batch_size]
+    if fast:
+        top = max(fast, key=lambda r: r.samples_per_s)
+        out.append(f"warning: the model fed ran {top.samples_per_s:,.0f} samples/s, faster than its step alone "
+                   f"({step.samples_per_s:,.0f}): the step alone was measured slow (load on the machine, or a "
+                   "first-call cost), so every rate judged against it is low; the fed figures decide here")
     sizes = sorted({r.config.get("batch_size") for r in ok} - {step.batch_size})
     if sizes:
         out.append(f"note: the step was measured at batch {step.batch_size}; loader trials at batch {sizes} are "

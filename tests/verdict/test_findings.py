@@ -42,3 +42,17 @@ def test_other_load_during_the_trials_is_warned_of():
     assert loaded_warning([quiet]) is None
     line = loaded_warning([quiet, loaded])
     assert line.startswith("warning: other processes kept 1.2 of the 2 cores busy") and "1 of 2 trials" in line
+
+
+def test_fed_runs_replace_the_apart_caution_and_a_step_alone_slower_than_fed_is_warned_of():
+    """The usability review: "fed 27 samples/s ... (step alone 13)" under a note that the fed rate is below both.
+    With fed runs the apart-measurement caution goes; a fed run faster than the step alone says the step read
+    slow."""
+    from dataperf.results import E2EResult
+
+    step = StepResult(samples_per_s=13.0, device="cpu", batch_size=32)
+    run = E2EResult(samples_per_s=27.0, batch_size=32, confirm_round=1)
+    notes = verdict_caveats([loader(400, 4), run], step)
+    assert not any("measured apart" in n for n in notes)
+    assert any(n.startswith("warning: the model fed ran 27 samples/s, faster than its step alone (13)") for n in notes)
+    assert not any("faster than its step" in n for n in verdict_caveats([loader(400, 4)], step))
