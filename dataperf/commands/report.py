@@ -47,9 +47,9 @@ def render(recs: list[Record], headroom: float, plot: Path | None, verbose: bool
     print_env(recs)
     rec = verdict.recommend(recs, verdict.latest_step(recs), headroom, epoch_samples or verdict.saved_epoch(recs))
     verdict.saved_bound(rec, recs)
+    in_verdict = {id(run) for f in rec.fed for run in f.runs}  # fed runs the verdict's fed table shows
     for r in recs:
-        confirmation = r.kind == "e2e" and r.confirm_round is not None  # shown in the verdict's fed table
-        if r.kind in PRINTERS and r.status == "ok" and not confirmation:
+        if r.kind in PRINTERS and r.status == "ok" and id(r) not in in_verdict:
             PRINTERS[r.kind](r)
         if r.kind == "limits" and r is not rec.limits:
             _render.print_limits(r)

@@ -132,3 +132,26 @@ def test_the_renderers_import_nothing_of_the_measuring_layer(module):
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     names += [f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names]
     assert not [m for m in names if m.startswith(("dataperf.measure", "dataperf.workflows"))]
+
+
+def test_report_shows_a_fed_run_the_verdicts_fed_table_does_not_hold(tmp_path):
+    """An e2e record of --confirm whose config no loader trial of the file holds is not in the verdict's fed
+    table: report shows it on its own (the usability review: "an e2e record the file holds is never shown")."""
+    from click.testing import CliRunner
+
+    from dataperf import results
+    from dataperf.cli import cli
+    from dataperf.results import E2EResult, LoaderConfig, LoaderResult, StepResult
+
+    cfg = LoaderConfig(backend="files", batch_size=8, num_workers=2, prefetch_factor=2, decode=True).explicit()
+    other = LoaderConfig(backend="files", batch_size=8, num_workers=6, prefetch_factor=2, decode=True).explicit()
+    out = tmp_path / "r.jsonl"
+    results.append(out, LoaderResult(data="d", config=cfg.__dict__, config_key=cfg.key(), samples_per_s_median=90.0,
+                                     samples_per_s_min=90.0, samples_per_s_max=90.0))
+    results.append(out, StepResult(samples_per_s=100.0, batch_size=8))
+    results.append(out, E2EResult(data="d", config=other.__dict__, config_key=other.key(), samples_per_s=77.0,
+                                  batch_size=8, steps_repeats=[20], confirm_round=1, data_stall_fraction=0.2,
+                                  steady_samples_per_s=80.0, steady_stall_fraction=0.18, epoch_starts_timed=0))
+    r = CliRunner().invoke(cli, ["report", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "end to end: files bs=8 w=6" in r.output and "samples_per_s mid-epoch" in r.output, r.output
