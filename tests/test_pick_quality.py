@@ -355,5 +355,7 @@ def test_the_plain_loop_measures_a_paced_known_answer(monkeypatch):
     row = json.loads(p.stdout.splitlines()[-1])
     assert row["dataperf_imported"] is False and row["steps"] == 40 and row["mode"] == "window"
     assert row["samples_per_s"] == pytest.approx(100.0, rel=0.05)
-    assert row["steady_wait_share"] == pytest.approx(0.875, abs=0.05)
+    # 7/8 on a quiet box; beside other load each step's own host work waits for a core and the wait shrinks (0.59
+    # read at load 4): the loader is 8x slower than the step, so the model waits most of the time whatever
+    assert 0.5 <= row["steady_wait_share"] <= 0.875 + 0.05
     assert row["epoch_starts_timed"] == 0 and row["first_epoch_start_s"] >= 0.16

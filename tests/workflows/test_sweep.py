@@ -686,7 +686,11 @@ def test_the_records_in_memory_are_the_records_in_the_file(tmp_path, datasets):
                         lopts=FAST_LIMITS, confirm=sw.ConfirmOptions(1, rounds=1, steps=2, repeats=1, warmup=1))
     outcome = sw.run(plan)
     on_disk = results.current(results.load(out))
-    assert [r.kind for r in on_disk] == ["step", "loader", "loader", "e2e", "limits", "decision"]
+    kinds = [r.kind for r in on_disk]
+    # one fed run, or two where the epoch's start measured over 5% of it and its persistent variant was fed too
+    # (the share is measured: under load it moves)
+    fed = kinds.count("e2e")
+    assert fed in (1, 2) and kinds == ["step", "loader", "loader", *["e2e"] * fed, "limits", "decision"], kinds
     as_json = [results.jsonl.to_json(r) for r in outcome.records + [outcome.decision]]  # NaN != NaN; JSON: null
     assert as_json == [results.jsonl.to_json(r) for r in on_disk]
 
