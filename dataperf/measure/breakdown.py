@@ -55,6 +55,22 @@ def repeat_stages(arrivals: list[Any]) -> tuple[dict[str, float], float] | None:
     return ms, sum(a.wait_s for a in window) * 1000 / samples
 
 
+READY_BATCHES = 3  # ready batches a trial needs before their hand-over is taken as the consumer's receive cost
+
+
+def ready_receive(reps: list[Any]) -> float:
+    """The consumer's own cost to take a batch, ms a sample: the hand-over of the steady window's batches that
+    were done before the consumer asked (their wait is all receive: pipe, unpickle, tensors rebuilt), over their
+    samples, every repeat pooled. A batch the consumer waited for also holds its wake-up and the worker's send in
+    its hand-over (beside other load, 0.5 ms a sample where a ready batch took 0.1). NaN with fewer than
+    READY_BATCHES ready batches."""
+    ready = [a for r in reps for a in steady(r.arrivals) if a.handover_s is not None and a.handover_s == a.wait_s]
+    samples = sum(a.samples for a in ready)
+    if len(ready) < READY_BATCHES or not samples:
+        return float("nan")
+    return sum(a.handover_s for a in ready) * 1000 / samples
+
+
 def stage_medians(per_repeat: list[tuple[dict[str, float], float]]) -> tuple[dict[str, float], float]:
     """Each stage's median over the repeats that booked it, and the wait's median."""
     stages = [s for s in STAGES if any(s in ms for ms, _ in per_repeat)]
@@ -98,6 +114,7 @@ def fill(res: Any, reps: list[Any], cfg: LoaderConfig, data: Data) -> None:
     per_repeat = [x for x in (repeat_stages(r.arrivals) for r in reps) if x is not None]
     if per_repeat:
         res.stage_ms_per_sample, res.main_wait_ms_per_sample = stage_medians(per_repeat)
+        res.receive_ms_per_sample = ready_receive(reps)
     elif (probe := backends.of(cfg).stages) is not None:
         try:
             res.stage_ms_per_sample, how = probe(data, cfg)

@@ -120,6 +120,9 @@ class LoaderResult(TrialRecord):
     # cores other processes of the machine kept busy during the repeats (/proc/stat less this tree): a trial
     # measured beside other load reads low, and a pick made on it follows that load
     other_cores_busy_median: float = float("nan")
+    # the consumer's own cost to take a batch, ms a sample: the hand-over of batches done before it asked
+    # (measure.breakdown.ready_receive); NaN where too few were
+    receive_ms_per_sample: float = float("nan")
     samples_per_s_per_core: float = float("nan")
     pss_mib_peak: float = float("nan")  # PSS of the main process plus its workers, peak over the repeats
     samples_per_s_per_gib_pss: float = float("nan")

@@ -11,7 +11,16 @@ from dataperf import backends
 from dataperf.results import LimitsResult, LoaderConfig, LoaderResult, StepResult
 from dataperf.stages import WORKER_STAGES
 from dataperf.verdict.attack import ATTACK, STAGE_LIMITS
-from dataperf.verdict.rates import cpu_cap, finite, host_s, machine_cores, model_rate, receive_s, workers_of
+from dataperf.verdict.rates import (
+    GIL_BOUND,
+    cpu_cap,
+    finite,
+    host_s,
+    machine_cores,
+    model_rate,
+    receive_s,
+    workers_of,
+)
 
 UNMEASURED = "unmeasured"
 EXPLAINS = 0.85  # a ceiling explains a rate that reaches this share of it; below, something else binds first
@@ -55,11 +64,18 @@ class Contention:
 
 
 def _full(r: LoaderResult, cores: int | None = None) -> bool:
-    """The trial's cores were full: its own busy cores and those other processes took (other_cores_busy_median)
-    reach BUSY_CORES of the cores it could use."""
+    """The trial's workers were held by full cores: its own busy cores reach BUSY_CORES of the cores it could use,
+    or, with samples that keep a worker's core busy, its own and those other processes took do (workers that
+    sleep or wait on I/O are not slowed by busy cores: the 2026-12-06 audit's paced workers beside a loaded box
+    still bound as workers)."""
     busy, others = r.cpu_cores_busy_median, r.other_cores_busy_median
-    used = (busy if finite(busy) else 0.0) + (others if finite(others) else 0.0)
-    return used >= BUSY_CORES * (cores or machine_cores(r))
+    own = busy if finite(busy) else 0.0
+    c = cores or machine_cores(r)
+    if own >= BUSY_CORES * c:
+        return True
+    cpu, worker = _cpu_ms(r), _worker_ms(r)
+    cpu_bound = finite(cpu) and worker > 0 and cpu >= GIL_BOUND * worker
+    return cpu_bound and finite(others) and own + others >= BUSY_CORES * c
 
 
 def _worker_ms(r: LoaderResult) -> float:

@@ -154,27 +154,33 @@ def epoch_start_s(trial: LoaderResult) -> tuple[float, bool]:
 
 
 GIL_BOUND = 0.5  # a worker whose CPU time is this share of its wall time a sample holds its GIL most of the time
+LOADED_CORES = 0.25  # other processes' cores beside a trial past which a waited-for hand-over is not a cost
 
 
 def receive_s(trial: LoaderResult) -> float:
-    """Seconds a sample costs the training process to take from the workers (the hand-over: the batch received
-    and unpickled, measure.breakdown's `transfer`), paid in the same process as the step and serial with it; 0
-    with no workers (loading is then all in the training process, predicted_fed counts it whole), where the
-    trial has no breakdown, or where the workers keep their cores busy: then the hand-over also holds the
-    worker's own send, its queue's feeder thread waiting for the GIL its next sample holds (a latency the
-    prefetch covers, not the training process's time: CPU-burning samples on the lent H100's 2-core cpusets
-    read transfer 10.4 ms a sample at 1 worker, its whole period, where the fed step was not slowed)."""
+    """Seconds a sample costs the training process to take from the workers (the batch received and unpickled),
+    paid in the same process as the step and serial with it: the hand-over of the batches that were ready when
+    asked (`receive_ms_per_sample`), else the whole `transfer` stage; 0 with no workers (loading is then all in
+    the training process, predicted_fed counts it whole), where the trial has no breakdown, where none was
+    ready and other processes loaded the cores (a waited-for hand-over then holds the wake-up), or where the
+    workers keep their cores busy: then the hand-over also holds the worker's own send, its queue's feeder
+    thread waiting for the GIL its next sample holds (a latency the prefetch covers, not the training process's
+    time: CPU-burning samples on the lent H100's 2-core cpusets read transfer 10.4 ms a sample at 1 worker, its
+    whole period, where the fed step was not slowed)."""
     if not trial.config.get("num_workers") or trial.config.get("backend") in ONE_STREAM:
         return 0.0
-    ms = (trial.stage_ms_per_sample or {}).get("transfer", 0.0)
-    if not (finite(ms) and ms > 0):
-        return 0.0
-    worker_ms = sum(v for k, v in trial.stage_ms_per_sample.items() if k in WORKER_STAGES and finite(v))
+    stages = trial.stage_ms_per_sample or {}
+    worker_ms = sum(v for k, v in stages.items() if k in WORKER_STAGES and finite(v))
     busy, rate = trial.cpu_cores_busy_median, trial.samples_per_s_median
     # CPU a sample (the whole tree's: the workers' and the consumer's, so at most a little high) against a
-    # worker's wall time a sample
+    # worker's wall time a sample: a batch "done" may not be sent yet, its feeder waiting for the GIL
     if finite(busy) and finite(rate) and rate > 0 and worker_ms > 0 and 1000 * busy / rate >= GIL_BOUND * worker_ms:
         return 0.0
+    if finite(trial.receive_ms_per_sample):  # the hand-over of batches that were ready: the consumer's own cost
+        return max(trial.receive_ms_per_sample, 0.0) / 1000
+    ms, others = stages.get("transfer", 0.0), trial.other_cores_busy_median
+    if not (finite(ms) and ms > 0) or (finite(others) and others >= LOADED_CORES):
+        return 0.0  # none ready, and beside other load the hand-over holds wake-ups waiting for a core
     return ms / 1000
 
 
