@@ -82,6 +82,7 @@ class Repeat:
     ended: bool = False  # ran to the end of the data: a whole epoch (its tail included)
     input_bytes_per_sample: float | None = None  # the first batch's decoded tensors (x and y), per sample
     tokens: int = 0  # real tokens delivered (token data: padding left out), 0 where batches do not count them
+    t0: float = 0.0  # perf_counter at iter(): the arrivals' zero (the footprint's readings are on that clock)
 
     @property
     def samples_per_s(self) -> float:
@@ -193,7 +194,7 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
     arrivals = [Arrival.at(t0, *row) for row in zip(*cols, strict=True)]
     return Repeat(took.samples, took.nbytes, took.n, took.t_first - t0, took.t_end - t0, [a.wait_s for a in arrivals],
                   cache.tree_read_bytes() - read0, arrivals, watch_s, corrupt=took.corrupt, ended=took.ended,
-                  input_bytes_per_sample=took.input_b, tokens=took.tokens)
+                  input_bytes_per_sample=took.input_b, tokens=took.tokens, t0=t0)
 
 
 @dataclass
