@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from dataperf import stages, watchdog
+from dataperf.backends.dataloader import ends_with_parent
 from dataperf.measure import cache
 from dataperf.results import MIB, LoaderConfig
 
@@ -308,7 +309,8 @@ def harness_overhead_ms(cfg: LoaderConfig) -> float:
     if key not in _overhead:
         kw: dict[str, Any] = {}
         if cfg.num_workers > 0:
-            kw = {"prefetch_factor": cfg.prefetch_factor, "persistent_workers": cfg.persistent_workers}
+            kw = {"prefetch_factor": cfg.prefetch_factor, "persistent_workers": cfg.persistent_workers,
+                  "worker_init_fn": ends_with_parent()}
         dl = torch.utils.data.DataLoader(_NoOp(), batch_size=1, num_workers=cfg.num_workers, collate_fn=collate,
                                          **kw)
         r = time_repeat(dl, None)
