@@ -255,8 +255,8 @@ def test_the_agent_starts_with_ctrl_c_ignored_until_its_own_handler():
 
 def test_a_ctrl_c_while_python_m_dataperf_imports_is_130_without_a_traceback():
     """Every rank of --nproc starts through `python -m dataperf`: a Ctrl-C during its imports (torch: a second or
-    two) is the command's `interrupted` and 130, not a traceback. The Ctrl-C is raised where the import of the
-    commands begins, as the signal's handler would raise it there."""
+    two) is the command's `interrupted` and 130, not a traceback; a rank says nothing (its launcher says it once
+    for all). The Ctrl-C is raised where the import of the commands begins, as the signal's handler would."""
     code = ("import runpy, sys\n"
             "class CtrlC:\n"
             "    def find_spec(self, name, path, target=None):\n"
@@ -265,5 +265,8 @@ def test_a_ctrl_c_while_python_m_dataperf_imports_is_130_without_a_traceback():
             "sys.meta_path.insert(0, CtrlC())\n"
             "sys.argv = ['dataperf', '--version']\n"
             "runpy.run_module('dataperf', run_name='__main__', alter_sys=True)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    plain = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=plain)
     assert (p.returncode, p.stderr) == (130, "interrupted\n"), p.stderr
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**plain, "LOCAL_RANK": "1"})
+    assert (p.returncode, p.stderr) == (130, ""), p.stderr
