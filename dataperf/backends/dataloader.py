@@ -7,8 +7,12 @@ whatever the format; decoded batches also carry tensors ("x", "y", "lengths").
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import io
+import os
 import random
+import signal
 import threading
 import time
 import warnings
@@ -385,5 +389,28 @@ def worker_kwargs(cfg: LoaderConfig) -> dict[str, Any]:
     refuses prefetch_factor and persistent_workers without workers; pinning needs CUDA)."""
     kw: dict[str, Any] = {"num_workers": cfg.num_workers, "pin_memory": cfg.pin_memory and torch.cuda.is_available()}
     if cfg.num_workers > 0:
-        kw.update(prefetch_factor=cfg.explicit().prefetch_factor, persistent_workers=cfg.persistent_workers)
+        kw.update(prefetch_factor=cfg.explicit().prefetch_factor, persistent_workers=cfg.persistent_workers,
+                  worker_init_fn=ends_with_parent())
     return kw
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def ends_with_parent() -> Callable[[int], None]:
+    """A worker_init_fn for every DataLoader dataperf starts: the worker ends when this process dies. torch's
+    own check (each 5 s, between samples) compares the worker's parent with the one it read at its start, after
+    worker_init_fn: a worker forked as this process was killed read the reaper there, and waits on its index
+    queue forever (issue 54's kill loop: a SIGKILLed sweep's worker alive minutes later, holding the caller's
+    stderr, so a `| tee` never ends). The kernel tells this one (PR_SET_PDEATHSIG), at once, even mid-sample;
+    one whose parent was gone before it asked ends there."""
+    return functools.partial(_end_with_parent, os.getpid())
+
+
+def _end_with_parent(parent: int, worker_id: int) -> None:
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # no prctl (not Linux): torch's own check is all there is
+        return
+    if os.getppid() != parent:
+        os._exit(1)

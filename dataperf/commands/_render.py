@@ -310,7 +310,7 @@ def print_trial_notes(results: list[Record]) -> None:
     kinds: dict[str, list[tuple[str, str]]] = {}
     for r in ok_loaders(results):
         for n in r.notes:
-            kinds.setdefault(n.split(":", 1)[0], []).append((label(r), n))
+            kinds.setdefault(n.removeprefix("warning: ").split(":", 1)[0], []).append((label(r), n))
     for seen in kinds.values():
         cfgs = list(dict.fromkeys(c for c, _ in seen))
         which = ", ".join(cfgs[:3]) + (f" and {len(cfgs) - 3} more" if len(cfgs) > 3 else "")

@@ -111,7 +111,7 @@ def launch_self(nproc: int, argv: list[str], on_interrupt: Callable[[], None] | 
            f"--nproc_per_node={nproc}", "--signals-to-handle", "SIGTERM,SIGHUP,SIGQUIT", "-m", "dataperf",
            *strip_nproc(argv)]
     env = dict(os.environ, DATAPERF_DIST_BACKEND=os.environ.get("DATAPERF_DIST_BACKEND", "gloo"), **(env or {}))
-    proc = subprocess.Popen(cmd, env=env, preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=_agent_start)
     try:
         return proc.wait()
     except KeyboardInterrupt:
@@ -130,12 +130,15 @@ def launch_self(nproc: int, argv: list[str], on_interrupt: Callable[[], None] | 
         sys.exit(130)
 
 
-def _die_with_parent() -> None:
+def _agent_start() -> None:
     """The agent's preexec_fn: it gets SIGTERM when this launcher dies (SIGKILL, the OOM killer), and stops its
-    ranks as on a Ctrl-C; else rank 0 would go on writing --out, holding its lock, for a command nobody waits for."""
+    ranks as on a Ctrl-C; else rank 0 would go on writing --out, holding its lock, for a command nobody waits for.
+    It starts with SIGINT ignored, until agent() sets its own handler: a Ctrl-C while it imports torch (a second
+    or two) printed a KeyboardInterrupt traceback (issue 54's kill loop)."""
     import ctypes
 
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -146,13 +149,13 @@ def agent() -> None:
     Ctrl-C reaches both, and a second stop broke the agent's own shutdown with a traceback; launch_self keeps it
     out of --signals-to-handle too): on launch_self's SIGTERM the agent stops its ranks and ends quietly with
     130. Its warnings about the signal and the ranks it stops are muted, its errors are not."""
+    signal.signal(signal.SIGINT, lambda signum, frame: None)  # not SIG_IGN: the ranks must not inherit it
     import logging
 
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import main
 
-    signal.signal(signal.SIGINT, lambda signum, frame: None)  # not SIG_IGN: the ranks must not inherit it
     logging.disable(logging.WARNING)
     try:
         main(sys.argv[1:])

@@ -28,6 +28,13 @@ cannot name) is measured from the least of the middle third of its life, the fir
 A worker needs MIN_SAMPLES samples (two or more per third) to be judged; fewer (a short repeat) gives no growth
 rather than a guess. A trial keeps each worker's first-batch memory across repeats (persistent workers copy in
 the warm-up and the first repeat, and not again), in a `CopyLedger`.
+A worker whose memory is still growing late in its life leaks (its Dataset keeps what it returns: a cache, a list
+that grows), where a warm-up (a shuffle buffer filled before the first sample, a copy-on-read, a first decode's
+buffers) is over by its middle third. `worker_late` reads the workers together between the middle and the last
+third of the span they were all alive (the regular samples read every worker at one time): their summed private
+memory at the least of each third, less what their shared pages' fall explains (a copy), and when those two
+readings were taken, so the trial can count the samples delivered between them (a known answer: 1 MiB kept a
+sample reads 1 MiB a sample).
 Private rather than PSS: when one worker copies a page, the other processes' PSS of the original grows too,
 and the parent's shared memory inflates every worker's PSS, so a PSS ratio understates a copy in a big parent.
 """
@@ -45,6 +52,7 @@ from dataperf.results import MIB
 
 GROWTH_FLAG_PCT = 20.0  # workers' private memory growing more than this over an epoch is flagged as copy-on-read
 GROWTH_FLAG_MIB = 8.0  # ... and by at least this much (tiny workers wobble by a few pages)
+LEAK_FLAG_MIB = 64.0  # workers still growing late in every repeat, by more than this over the trial: a leak
 MIN_SAMPLES = 6  # a worker's samples needed to read its growth: two or more in each third of its life
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -129,6 +137,9 @@ class Footprint:
     # each judged worker: (time of its first batch or None, memory then or None, memory at the end), memory as
     # (PSS, private, shared); what a CopyLedger keeps across repeats
     workers: dict[int, tuple[float | None, tuple[int, ...] | None, tuple[int, ...]]] = field(default_factory=dict)
+    # the workers' growth late in their life, not copied: (perf_counter of the reading at the least of the middle
+    # third, of the one at the least of the last third, bytes grown between); None when too few samples
+    worker_late: tuple[float, float, int] | None = None
 
     @property
     def cores_busy(self) -> float:
@@ -270,6 +281,30 @@ class Meter:
         r.worker_private_first_bytes = sum(mid[1] for mid, _ in judged)
         r.worker_private_last_bytes = sum(last[1] for _, last in judged)
         r.worker_copied_bytes = sum(max(0, min(last[1] - mid[1], mid[2] - last[2])) for mid, last in judged)
+        r.worker_late = _late_growth({pid: trace for pid, trace in _while_siblings_live(self._mem).items()
+                                      if pid in r.workers})
+
+
+def _late_growth(traces: dict[int, list[tuple[float, int, int, int]]]) -> tuple[float, float, int] | None:
+    """The workers' summed private memory between the least of the middle third and the least of the last third
+    of the span every one of them was read in (the regular samples, which read all at one time), less what the
+    fall of their shared pages explains (a copy-on-read, not new memory); with the times of those two readings.
+    None without workers or with fewer than two joint readings in either third."""
+    if not traces:
+        return None
+    at = [{s[0]: s for s in trace} for trace in traces.values()]
+    times = set.intersection(*(set(a) for a in at))
+    rows = sorted((t, sum(a[t][2] for a in at), sum(a[t][3] for a in at)) for t in times)
+    if not rows:
+        return None
+    t0, t1 = rows[0][0], rows[-1][0]
+    mid = [r for r in rows if t0 + (t1 - t0) / 3 <= r[0] < t0 + 2 * (t1 - t0) / 3]
+    last = [r for r in rows if r[0] >= t0 + 2 * (t1 - t0) / 3]
+    if len(mid) < 2 or len(last) < 2:
+        return None
+    a, b = min(mid, key=lambda r: r[1]), min(last, key=lambda r: r[1])
+    grown = b[1] - a[1]
+    return a[0], b[0], grown - max(0, min(grown, a[2] - b[2]))
 
 
 def _while_siblings_live(mem: dict[int, list[tuple[float, int, int, int]]]) \

@@ -125,3 +125,14 @@ def test_a_label_shows_the_transform_and_never_shuffled_where_the_backend_ignore
     assert cfg.short() == "files bs=32 w=0 decode tf=imagenet-train shuffled warm"
     resize = LoaderConfig(backend="files", decode=True, transform="resize")
     assert resize.short() == "files bs=32 w=0 decode shuffled warm"
+
+
+def test_two_warnings_under_the_table_are_each_shown(capsys):
+    """Trial notes are shown once a kind (the text before the first colon): a warning's kind is the text after
+    `warning: `, so a leak on one trial is not hidden behind idle workers on another."""
+    idle, leaking = loader(100, 8, 2), loader(90, 2, 2)
+    idle.notes = ["warning: idle workers: only 6 of 8 DataLoader workers delivered samples"]
+    leaking.notes = ["warning: worker memory grows: the DataLoader workers' private memory grew"]
+    _render.print_trial_notes([idle, leaking])
+    out = capsys.readouterr().out
+    assert "idle workers: only 6 of 8" in out and "worker memory grows" in out, out

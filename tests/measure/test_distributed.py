@@ -239,3 +239,34 @@ def test_a_killed_launcher_stops_its_ranks_and_frees_the_out_lock(tmp_path):
         with contextlib.suppress(ProcessLookupError):  # whatever is left of the session it started
             os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+
+
+def test_the_agent_starts_with_ctrl_c_ignored_until_its_own_handler():
+    """A Ctrl-C reaches the agent too, and while it imported torch (a second or two, before agent() set its
+    handler) it printed a KeyboardInterrupt traceback (issue 54's kill loop). It now starts with SIGINT ignored;
+    agent() sets a handler (a function: exec'd ranks get the default back) before any import."""
+    from dataperf.measure.distributed import _agent_start
+
+    code = "import signal; print(signal.getsignal(signal.SIGINT) == signal.SIG_IGN)"
+    seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, preexec_fn=_agent_start,
+                          check=True).stdout
+    assert seen.strip() == "True"
+
+
+def test_a_ctrl_c_while_python_m_dataperf_imports_is_130_without_a_traceback():
+    """Every rank of --nproc starts through `python -m dataperf`: a Ctrl-C during its imports (torch: a second or
+    two) is the command's `interrupted` and 130, not a traceback; a rank says nothing (its launcher says it once
+    for all). The Ctrl-C is raised where the import of the commands begins, as the signal's handler would."""
+    code = ("import runpy, sys\n"
+            "class CtrlC:\n"
+            "    def find_spec(self, name, path, target=None):\n"
+            "        if name == 'dataperf.commands':\n"
+            "            raise KeyboardInterrupt\n"
+            "sys.meta_path.insert(0, CtrlC())\n"
+            "sys.argv = ['dataperf', '--version']\n"
+            "runpy.run_module('dataperf', run_name='__main__', alter_sys=True)\n")
+    plain = {k: v for k, v in os.environ.items() if k != "LOCAL_RANK"}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=plain)
+    assert (p.returncode, p.stderr) == (130, "interrupted\n"), p.stderr
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**plain, "LOCAL_RANK": "1"})
+    assert (p.returncode, p.stderr) == (130, ""), p.stderr

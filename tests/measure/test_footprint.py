@@ -395,3 +395,88 @@ def test_a_busy_process_beside_the_meter_reads_as_other_load():
     finally:
         os.kill(pid, signal.SIGKILL)
     assert m.result.cpu_s < 0.3 and m.result.other_cores_busy >= 0.3, m.result
+
+
+class Leaking(Dataset):
+    """Each sample allocates 1 MiB in the worker (every page written: resident, private); `keep` keeps it in a list
+    that grows (the review's leaking Dataset), else it is dropped at once (the control)."""
+
+    def __init__(self, keep: bool, n: int = 600):
+        self.keep, self.n, self.kept = keep, n, []
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        buf = np.ones(MIB, dtype=np.uint8)
+        if self.keep:
+            self.kept.append(buf)
+        time.sleep(0.005)  # 600 samples on 2 workers: about 1.5 s a repeat, some 30 meter readings
+        return torch.tensor(i)
+
+
+def leaking() -> Leaking:
+    return Leaking(keep=True)
+
+
+def not_leaking() -> Leaking:
+    return Leaking(keep=False)
+
+
+def leak_trial(factory: str, persistent: bool) -> dict:
+    cfg = LoaderConfig(backend="user-dataset", batch_size=2, num_workers=2, persistent_workers=persistent)
+    r = run_trial(user_dataset(f"tests.measure.test_footprint:{factory}"), cfg,
+                  TrialOptions(repeats=3, warmup_batches=0, min_batches=3, repeat_seconds=None, collect=False))
+    return {"status": r.status, "error": r.error, "notes": r.notes}
+
+
+def leak_per_1k_mib(notes: list[str]) -> float | None:
+    """The MiB per 1,000 samples the leak warning names; None without the warning."""
+    import re
+
+    m = next((re.search(r"([\d,.]+) MiB per 1,000 samples", n) for n in notes
+              if n.startswith("warning: worker memory grows:")), None)
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("persistent", [False, True])
+def test_a_dataset_that_keeps_what_it_returns_is_warned_of_with_its_pace(persistent: bool):
+    """Known answer: a Dataset that keeps 1 MiB a sample grows its workers by 1,000 MiB per 1,000 samples (1 MiB
+    and the page np.ones rounds it to, 0.4%), whether the workers restart each repeat or persist. Tolerance 15%:
+    the two readings fall between batches, up to a batch a worker (2 x 2 samples) off at each end of a window of
+    about 200 samples. The same Dataset dropping its 1 MiB at once gets no warning."""
+    leak, control = fresh("leak_trial", "leaking", persistent), fresh("leak_trial", "not_leaking", persistent)
+    assert leak["status"] == "ok" and control["status"] == "ok", (leak["error"], control["error"])
+    assert leak_per_1k_mib(leak["notes"]) == pytest.approx(1000, rel=0.15), leak["notes"]
+    assert "the Dataset (or its transform) keeps what it returns" in next(
+        n for n in leak["notes"] if n.startswith("warning: worker memory grows:"))
+    assert leak_per_1k_mib(control["notes"]) is None, control["notes"]
+
+
+def test_the_leak_warning_needs_growth_late_in_every_repeat_and_64_mib_in_all():
+    """_note_leak from readings given: 100 samples between the two readings of each repeat, 300 a repeat. Growth
+    late in every repeat, 50 MiB per 100 samples: 500 MiB per 1,000, 150 MiB a repeat, over an epoch of 3,000
+    samples 1,500. Growth in the first repeat only is a warm-up, and a repeat not read (None) shows nothing. 9 MiB
+    late in each repeat (over the 8 MiB a repeat must grow) is 81 MiB over the trial's 900 samples at 9 MiB per
+    100 samples: warned of; at 9 MiB per 200 samples it is 40.5 MiB, under the 64 MiB the warning asks for."""
+    from dataperf.measure.footprint import LEAK_FLAG_MIB, Footprint
+    from dataperf.measure.trial import Arrival, Repeat
+    from dataperf.measure.trial.fill import _note_leak
+    from dataperf.results import LoaderResult
+
+    def trial(*late_mib: float | None, to: float = 101.95) -> list[str]:
+        res = LoaderResult(epoch_samples=3000)
+        reps = [Repeat(300, 0, 30, 0.0, 3.0, [], 0, [Arrival(0.1 * k, k % 2, 10, 0) for k in range(30)], t0=100.0)
+                for _ in late_mib]
+        # readings at 100.95 and 101.95 s: the arrivals at 1.0 ... 1.9 s after t0, 10 batches of 10 (to 102.95: 20)
+        costs = [Footprint(worker_late=None if m is None else (100.95, to, int(m * MIB))) for m in late_mib]
+        _note_leak(res, costs, reps)
+        return res.notes
+
+    [note] = trial(50, 50, 50)
+    assert note.startswith("warning: worker memory grows: the DataLoader workers' private memory grew through each "
+                           "of the 3 repeats, 500.0 MiB per 1,000 samples (about 150 MiB a repeat of 300 samples; "
+                           "about 1,500 MiB over an epoch of 3,000 samples)"), note
+    assert trial(50, 0, 0) == [] and trial(50, None, 50) == []
+    assert len(trial(9, 9, 9)) == 1 and 9 * 9 / 2 < LEAK_FLAG_MIB and trial(9, 9, 9, to=102.95) == []

@@ -13,6 +13,7 @@ from typing import Any
 from torch.utils.data import DataLoader, IterableDataset
 
 from dataperf import backends
+from dataperf.backends.dataloader import ends_with_parent
 from dataperf.data import Data
 from dataperf.errors import describe_failure
 from dataperf.measure import cache
@@ -105,7 +106,8 @@ def probe_worker(data: Data, cfg: LoaderConfig, opts: TrialOptions, lopts: Limit
         out.dataset_len = None if out.iterable else len(ds)
         measured = max(lopts.probe_batches, math.ceil(lopts.probe_samples / cfg.batch_size))
         probe = _Probe(ds, collate_for(data, ds, collate), cfg.batch_size, 2 * measured + 1, 2 * lopts.probe_s)
-        dl = DataLoader(probe, batch_size=None, collate_fn=_identity, num_workers=1, prefetch_factor=2)
+        dl = DataLoader(probe, batch_size=None, collate_fn=_identity, num_workers=1, prefetch_factor=2,
+                        worker_init_fn=ends_with_parent())
         seen, timed, block = 0, [], max(1, measured // 2)
         for b in dl:
             t = b.pop("probe")

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from dataperf.backends.dataloader import ends_with_parent
 from dataperf.errors import describe_failure
 from dataperf.measure.limits.ceiling import MIB, Ceiling, LimitsOptions
 from dataperf.measure.limits.probe import _identity
@@ -85,7 +86,7 @@ def main_process_ceiling(template: dict[str, Any] | None, cfg: LoaderConfig, cor
     workers = max(1, min(max(2, cores), inflight))
     pin = cfg.pin_memory and torch.cuda.is_available()
     dl = DataLoader(_Replay(template, lopts.main_probe_s), batch_size=None, collate_fn=_identity,
-                    num_workers=workers, prefetch_factor=2, pin_memory=pin)
+                    num_workers=workers, prefetch_factor=2, pin_memory=pin, worker_init_fn=ends_with_parent())
     replay: list[float] = []
 
     def tap() -> Iterator[dict[str, Any]]:

@@ -184,7 +184,7 @@ def _measure(data: Data, cfg: LoaderConfig, opts: TrialOptions, res: LoaderResul
     res.collectors = collected
     _fill(res, reps, opts, data, paths, cfg)
     if costs:
-        _fill_footprint(res, costs, ledger.result())
+        _fill_footprint(res, costs, reps, ledger.result())
     if _agree(opts):  # the last point where a rank's failure can be heard before the gather
         raise PeerFailed(PEER_FAILED)
     return reps

@@ -290,10 +290,10 @@ def _verify_cache(res: LoaderResult, reps: list[Repeat], data: Data, paths: list
         res.notes.append(v.note)
 
 
-def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint],
+def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint], reps: list[Repeat],
                     copied: footprint.CopyOnRead | None = None) -> None:
-    """Throughput per busy core and per GiB of PSS; workers' memory growth in a repeat; what they copied from
-    the parent since their first batch (copy-on-read), and at that pace over an epoch, flagged."""
+    """Throughput per busy core and per GiB of PSS; workers' memory growth in a repeat, a leak flagged; what they
+    copied from the parent since their first batch (copy-on-read), and at that pace over an epoch, flagged."""
     cores = summarize([c.cores_busy for c in costs])["median"]
     res.cpu_cores_busy_median = cores
     others = [c.other_cores_busy for c in costs if c.other_cores_busy == c.other_cores_busy]
@@ -309,6 +309,7 @@ def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint],
         worst = max(grown, key=lambda c: c.worker_private_growth_bytes)
         res.worker_pss_growth_pct = worst.worker_growth_pct
         res.worker_private_growth_mib = worst.worker_private_growth_bytes / MIB
+    _note_leak(res, costs, reps)
     if copied is None:
         return
     res.worker_copied_mib = copied.copied_bytes / MIB
@@ -324,6 +325,36 @@ def _fill_footprint(res: LoaderResult, costs: list[footprint.Footprint],
                          f"they shared with the parent into private copies over the {copied.samples:,} samples since "
                          f"their first batch{epoch}; forked workers are touching the parent's Python objects (keep "
                          "per-sample metadata in numpy arrays, or use thread workers)")
+
+
+def _note_leak(res: LoaderResult, costs: list[footprint.Footprint], reps: list[Repeat]) -> None:
+    """A warning where the workers' private memory still grew late in every repeat (more than GROWTH_FLAG_MIB
+    between the middle and the last third of their life, not a copy: a warm-up is over by then) and, at that
+    pace a sample, by more than LEAK_FLAG_MIB over the trial's samples: their Dataset keeps what it returns (the
+    2026-12-06 review's leaking Dataset ran to 8 GB unflagged). The pace is the growth over the samples the
+    consumer got between the two readings."""
+    grown = counted = 0
+    for c, r in zip(costs, reps, strict=True):
+        if c.worker_late is None or c.worker_late[2] <= footprint.GROWTH_FLAG_MIB * MIB:
+            return  # not read, or not growing in this repeat: no leak shown
+        t_from, t_to, late = c.worker_late
+        n = sum(a.samples for a in r.arrivals if t_from < r.t0 + a.t_s <= t_to)
+        if not n:
+            return
+        grown, counted = grown + late, counted + n
+    per_sample = grown / counted
+    samples = [r.samples for r in reps]
+    if per_sample * sum(samples) <= footprint.LEAK_FLAG_MIB * MIB:
+        return
+    repeat = summarize([float(n) for n in samples])["median"]
+    epoch = f"; about {per_sample * res.epoch_samples / MIB:,.0f} MiB over an epoch of {res.epoch_samples:,} " \
+            "samples" if res.epoch_samples and res.epoch_samples > repeat else ""
+    res.notes.append(f"warning: worker memory grows: the DataLoader workers' private memory grew through each of "
+                     f"the {len(reps)} repeats, {per_sample * 1000 / MIB:,.1f} MiB per 1,000 samples (about "
+                     f"{per_sample * repeat / MIB:,.0f} MiB a repeat of {repeat:,.0f} samples{epoch}), none of it "
+                     "given back while they ran: the Dataset (or its transform) keeps what it returns, in a cache "
+                     "or a list that grows; bound the cache or free what __getitem__ keeps, or the workers run "
+                     "out of memory")
 
 
 PEER_FAILED = "another rank's trial failed"  # the error of a rank that stopped because another failed

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from dataperf import stages, watchdog
+from dataperf.backends.dataloader import ends_with_parent
 from dataperf.measure import cache
 from dataperf.results import MIB, LoaderConfig
 
@@ -82,6 +83,7 @@ class Repeat:
     ended: bool = False  # ran to the end of the data: a whole epoch (its tail included)
     input_bytes_per_sample: float | None = None  # the first batch's decoded tensors (x and y), per sample
     tokens: int = 0  # real tokens delivered (token data: padding left out), 0 where batches do not count them
+    t0: float = 0.0  # perf_counter at iter(): the arrivals' zero (the footprint's readings are on that clock)
 
     @property
     def samples_per_s(self) -> float:
@@ -193,7 +195,7 @@ def time_repeat(batches: Iterable[dict[str, Any]], max_batches: int | None,
     arrivals = [Arrival.at(t0, *row) for row in zip(*cols, strict=True)]
     return Repeat(took.samples, took.nbytes, took.n, took.t_first - t0, took.t_end - t0, [a.wait_s for a in arrivals],
                   cache.tree_read_bytes() - read0, arrivals, watch_s, corrupt=took.corrupt, ended=took.ended,
-                  input_bytes_per_sample=took.input_b, tokens=took.tokens)
+                  input_bytes_per_sample=took.input_b, tokens=took.tokens, t0=t0)
 
 
 @dataclass
@@ -307,7 +309,8 @@ def harness_overhead_ms(cfg: LoaderConfig) -> float:
     if key not in _overhead:
         kw: dict[str, Any] = {}
         if cfg.num_workers > 0:
-            kw = {"prefetch_factor": cfg.prefetch_factor, "persistent_workers": cfg.persistent_workers}
+            kw = {"prefetch_factor": cfg.prefetch_factor, "persistent_workers": cfg.persistent_workers,
+                  "worker_init_fn": ends_with_parent()}
         dl = torch.utils.data.DataLoader(_NoOp(), batch_size=1, num_workers=cfg.num_workers, collate_fn=collate,
                                          **kw)
         r = time_repeat(dl, None)
