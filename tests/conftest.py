@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import signal
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +30,22 @@ def private_cache_dir(tmp_path_factory):
         os.environ.pop("DATAPERF_CACHE_DIR", None)
     else:
         os.environ["DATAPERF_CACHE_DIR"] = old
+
+
+@contextlib.contextmanager
+def held_elsewhere(path: Path) -> Iterator[int]:
+    """`path`'s --out lock held by another process (results.exclusive) while the block runs; yields its pid."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from dataperf import results\n"
+                               "with results.exclusive(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()",
+                               str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdin.close()
 
 
 @pytest.fixture(autouse=True)

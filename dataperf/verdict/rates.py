@@ -215,8 +215,7 @@ def predicted_steady(trial: LoaderResult, step: StepResult, cfg: LoaderConfig | 
     if not trial.config.get("num_workers") and trial.config.get("backend") not in ONE_STREAM:
         fed = 1 / (1 / rate + host_s(step, m))
     else:
-        steady = stream_rate(trial)[0]
-        fed = min(steady if steady > 0 else rate, consumer_rate(trial, step, cfg))
+        fed = min(stream_or_rank(trial), consumer_rate(trial, step, cfg))
     return min(fed, m, cpu_cap(trial, step))
 
 
@@ -274,6 +273,12 @@ def stream_rate(trial: LoaderResult) -> tuple[float, str]:
         return trial.samples_per_s_median, "steady"
     f = trial.flow_samples_per_s_median
     return (f, "flow") if finite(f) and f > 0 else (0.0, "")
+
+
+def stream_or_rank(trial: LoaderResult) -> float:
+    """The rate a trial's batches stream at (stream_rate), else its training rate."""
+    s = stream_rate(trial)[0]
+    return s if s > 0 else rank_rate(trial)
 
 
 def feeds(trial: LoaderResult, step: StepResult, headroom: float) -> bool:

@@ -30,7 +30,7 @@ from dataperf.verdict.rates import (
     run_samples,
     run_wall_s,
     sorted_by_rate,
-    stream_rate,
+    stream_or_rank,
 )
 
 Outcome = Literal["no_trials", "no_decoded", "input_bound", "feeds", "best_without_model"]
@@ -374,12 +374,6 @@ def _epoch_start(rec: Recommendation, epoch_samples: int | None) -> None:
         rec.epoch_start_fraction = rec.epoch_start_s / epoch
         if rec.epoch_start_fraction > FED_STALL:
             rec.findings.append(epoch_start_finding(rec))
-
-
-def stream_or_rank(trial: LoaderResult) -> float:
-    """The rate a trial's batches stream at (stream_rate), else its training rate."""
-    s = stream_rate(trial)[0]
-    return s if s > 0 else rank_rate(trial)
 
 
 def epoch_start_finding(rec: Recommendation) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from dataperf import results
 from dataperf.measure.distributed import strip_nproc
+from tests.conftest import held_elsewhere
 from tests.sigint import default_sigint
 
 
@@ -174,18 +175,9 @@ def test_a_locked_out_under_nproc_is_refused_before_the_ranks_start(tmp_path, da
     """--out held by another run: one `error:` line naming the holder's pid and exit 2, from the launcher (the ranks
     once ended with torchrun's traceback, exit 1, and a second rank's line calling its peer's exit a bug)."""
     out = tmp_path / "x5.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from dataperf import results\n"
-                               "with results.exclusive(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()",
-                               str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(out) as holder_pid:
         p = run_grid(datasets["image-files"], out, "--nproc", "2")
-        assert p.returncode == 2 and f"pid {holder.pid}" in one_error_line(p.stderr), p.stderr
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdin.close()
+        assert p.returncode == 2 and f"pid {holder_pid}" in one_error_line(p.stderr), p.stderr
 
 
 def test_failed_ranks_end_with_one_line_and_the_documented_code():

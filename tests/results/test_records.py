@@ -8,6 +8,7 @@ import pytest
 from dataperf import results
 from dataperf.errors import UserError
 from dataperf.results import DEFAULT_SHUFFLE_BUFFER, LoaderConfig, LoaderResult, StepResult, percentile, summarize
+from tests.conftest import held_elsewhere
 
 
 def test_round_trip_keeps_values_and_nan(tmp_path):
@@ -176,8 +177,6 @@ def test_report_and_compare_read_every_record_kind(tmp_path):
 
 
 def test_a_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_path, datasets):
-    import subprocess
-    import sys
 
     from click.testing import CliRunner
 
@@ -186,21 +185,12 @@ def test_a_second_writer_gets_the_holders_pid_and_overwrite_cannot_delete(tmp_pa
 
     out = tmp_path / "c.jsonl"
     results.append(out, _rec(0))
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from dataperf import results\n"
-                               "with results.exclusive(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()",
-                               str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(out) as holder_pid:
         for flag in ("--resume", "--overwrite"):
             r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0",
                                          "--batch-size", "8", "--no-collect", "--out", str(out), flag])
-            assert r.exit_code == 2 and f"pid {holder.pid}" in r.output, r.output
+            assert r.exit_code == 2 and f"pid {holder_pid}" in r.output, r.output
         assert [x.config_key for x in results.load(out)] == ["k0"]
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdin.close()
     results.append(out, _rec(1))  # released: writable again
 
 
@@ -265,29 +255,18 @@ def _alias_names(tmp_path: Path) -> tuple[Path, list[Path]]:
 def test_a_symlink_or_hard_link_to_a_held_results_file_is_refused_naming_the_holder(tmp_path, datasets):
     """The lock is the file's, not its name's: a second sweep through a symlink, a hard link or a symlinked folder
     is refused with the holder's pid, as through the same path (both sweeps wrote one file)."""
-    import subprocess
-    import sys
 
     from click.testing import CliRunner
 
     from dataperf.cli import cli
 
     real, aliases = _alias_names(tmp_path)
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]))
-    holder = subprocess.Popen([sys.executable, "-c", "import sys; from dataperf import results\n"
-                               "with results.exclusive(sys.argv[1]):\n print('held', flush=True); sys.stdin.read()",
-                               str(real)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held_elsewhere(real) as holder_pid:
         for alias in aliases:
             r = CliRunner().invoke(cli, ["sweep", str(datasets["image-webdataset"]), "--num-workers", "0",
                                          "--batch-size", "8", "--no-collect", "--out", str(alias), "--resume"])
-            assert r.exit_code == 2 and f"pid {holder.pid}" in r.output, (alias, r.output)
+            assert r.exit_code == 2 and f"pid {holder_pid}" in r.output, (alias, r.output)
         assert real.read_bytes() == b""
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdin.close()
 
 
 @pytest.mark.slow
