@@ -1,0 +1,344 @@
+"""dataperf's answer against an unmodified public training script on a GPU (issue 50, Build 1).
+
+    python benchmarks/real_scripts.py --data /tmp/rs --out DIR                     # a CUDA machine, ~9 min
+    python benchmarks/real_scripts.py --data /tmp/rs --out DIR --sweep-from S.jsonl   # the scripts only
+
+The referee is not dataperf: pytorch/examples' `imagenet/main.py` at a pinned commit (SCRIPTS), never edited,
+run as its README says (`-a ARCH -b B -j W --epochs 2 --gpu 0`, `-p 1` so it prints every step's `Time` and
+`Data`) on an ImageFolder of `--like imagenet` JPEGs (DATA/train, and a small DATA/val its validation reads).
+Its DataLoader is fixed by the script: `num_workers=W`, prefetch 2, `pin_memory=True`, workers not persistent.
+
+What is compared, each from the script's own per-step lines of its 2nd epoch (the 1st pays cuDNN's and the
+allocator's warm-up), split as dataperf splits a fed run (measure/fed.py StartSplit):
+- the epoch start: the epoch's first max(W, 1) steps (the workers are forked again and each builds its first
+  batch while the model waits); its cost = their wall less their samples at the steady rate;
+- steady: the rest; samples/s = samples / the steps' `Time`; data wait = their `Data` / their `Time`.
+Note the script's `Data` is the host's wait for the next batch; the GPU may still run the previous backward
+meanwhile (the script syncs only at `loss.item()`, before its backward), so it can read above the GPU's idle
+share, which dataperf's fed loop reports from CUDA events. Both are printed.
+
+dataperf's side: the default `dataperf sweep DATA/train --model torchvision.models:ARCH` (fp32, as the script
+trains), whose decision gives the pick, the verdict and the steady figure and epoch-start cost the user reads;
+then `dataperf e2e` fed at exactly the script's config at the pick's worker count (prefetch 2, pinned, not
+persistent), whose epoch start is the one to set beside the script's when the pick itself is persistent.
+The script runs at the pick's worker count and at each of --workers (the pick again last, for drift).
+
+Goals (issue 50), each printed met/NOT met: the decision's steady figure within 5% of the script's 2nd-epoch
+steady rate at the pick; the verdict (INPUT-BOUND = steady wait over 5%) the same as the script's data wait
+over 5% or not; the epoch-start cost within 20% of the script's; the pick's script rate >= 0.95 of the best
+script rate over the worker counts run; MAPE <= 10% of dataperf's predicted fed rates for the script's configs
+against the script's steady rates. DIR gets log.txt, the sweep's and e2e's jsonl and output, each script run's
+output, summary.json, and DIR.tar.gz of it all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchlog import Say, run_logged
+
+from dataperf import results
+from dataperf.results import DecisionResult, E2EResult
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLIC = REPO / ".public"  # git-ignored: public code is fetched, never committed
+
+
+@dataclass(frozen=True)
+class Public:
+    """A public training script pinned by commit and content."""
+
+    repo: str
+    commit: str
+    path: str
+    sha256: str
+
+    @property
+    def local(self) -> Path:
+        return PUBLIC / self.path.replace("/", "_")
+
+    @property
+    def url(self) -> str:
+        return f"https://raw.githubusercontent.com/{self.repo}/{self.commit}/{self.path}"
+
+
+SCRIPTS = {"imagenet": Public("pytorch/examples", "42068585f7da9a2f8656f793d21c30ee6806c6b9", "imagenet/main.py",
+                              "f67ca2cd730bf91afe0504694abf07b88cbd03ac8c8a0426023620d29175c158")}
+GOAL_STEADY, GOAL_START, GOAL_RATIO, GOAL_MAPE_PCT, INPUT_BOUND_WAIT = 0.05, 0.20, 0.95, 10.0, 0.05
+# `Epoch: [1][ 5/63]\tTime  0.160 ( 0.170)\tData  0.001 ( 0.010)\t...` (ProgressMeter.display, AverageMeter)
+STEP_LINE = re.compile(r"Epoch: \[(\d+)\]\[\s*(\d+)/(\d+)\]\s+Time\s+([\d.]+) \(\s*[\d.]+\)\s+Data\s+([\d.]+)")
+
+
+def checked_script(p: Public) -> Path:
+    """The pinned file, its content checked: a script that differs from the commit is not the referee."""
+    if not p.local.is_file():
+        raise SystemExit(f"{p.local} missing: fetch it with `curl -fsSL {p.url} -o {p.local}` (or `git show "
+                         f"{p.commit}:{p.path}` in a clone of {p.repo})")
+    got = hashlib.sha256(p.local.read_bytes()).hexdigest()
+    if got != p.sha256:
+        raise SystemExit(f"{p.local}: sha256 {got} is not {p.repo}@{p.commit[:9]}:{p.path}'s {p.sha256}")
+    return p.local
+
+
+# ---------------------------------------------------------------- the script's own figures
+
+
+@dataclass
+class Step:
+    epoch: int
+    index: int  # 1-based, as the script prints it
+    of: int
+    time_s: float
+    data_s: float
+
+
+def parse_steps(text: str) -> list[Step]:
+    return [Step(int(m[1]), int(m[2]), int(m[3]), float(m[4]), float(m[5])) for m in STEP_LINE.finditer(text)]
+
+
+@dataclass
+class EpochFigures:
+    """One epoch of the script split as dataperf's StartSplit splits a fed run."""
+
+    epoch: int
+    steps: int
+    samples: int
+    samples_per_s: float  # the whole epoch: samples / the sum of its steps' Time
+    data_wait_fraction: float  # the whole epoch's Data / Time
+    steady_samples_per_s: float
+    steady_data_wait_fraction: float
+    start_steps: int
+    start_cost_s: float  # the start window's wall less its samples at the steady rate
+
+
+def epoch_figures(steps: list[Step], epoch: int, batch_size: int, epoch_samples: int, workers: int) -> EpochFigures:
+    """The epoch's figures; the last step holds what is left of the epoch (the script does not drop it)."""
+    mine = sorted((s for s in steps if s.epoch == epoch), key=lambda s: s.index)
+    if not mine or len(mine) != mine[0].of or [s.index for s in mine] != list(range(1, len(mine) + 1)):
+        raise ValueError(f"epoch {epoch}: {len(mine)} step lines, not one a step (run it with -p 1)")
+    sizes = [batch_size] * (len(mine) - 1) + [epoch_samples - batch_size * (len(mine) - 1)]
+    k = min(max(workers, 1), len(mine) - 1)
+    wall = sum(s.time_s for s in mine)
+    st_wall = sum(s.time_s for s in mine[k:])
+    st_rate = sum(sizes[k:]) / st_wall if st_wall > 0 else math.nan
+    win_wall = sum(s.time_s for s in mine[:k])
+    return EpochFigures(
+        epoch, len(mine), epoch_samples, epoch_samples / wall, sum(s.data_s for s in mine) / wall, st_rate,
+        sum(s.data_s for s in mine[k:]) / st_wall, k, max(win_wall - sum(sizes[:k]) / st_rate, 0.0))
+
+
+# ---------------------------------------------------------------- running
+
+
+@dataclass
+class ScriptRun:
+    workers: int
+    order: int
+    rc: int | None
+    wall_s: float
+    epochs: list[EpochFigures] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def second(self) -> EpochFigures | None:
+        return next((e for e in self.epochs if e.epoch == 1), None)  # the script counts epochs from 0
+
+
+def run(argv: list[str], log: Path, cap_s: float, cwd: Path, say: Say) -> tuple[int | None, float]:
+    """argv in its own session, output to log, killed with its children past cap_s."""
+    say(f"$ {' '.join(argv)}")
+    t0 = time.monotonic()
+    with open(log, "w", encoding="utf-8") as f:
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                             env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "140"})
+        try:
+            p.wait(timeout=cap_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, 9)
+            p.wait()
+            say(f"  killed at its {cap_s:.0f} s cap")
+    wall = time.monotonic() - t0
+    tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-6:]
+    say(f"  exit {p.returncode} after {wall:.0f} s: " + " | ".join(x.strip()[:150] for x in tail))
+    return p.returncode, wall
+
+
+def make_data(root: Path, count: int, val: int, out: Path, say: Say) -> Path:
+    """DATA/train as a user's ImageFolder (class folders of hard links to `shards make --like imagenet` files) and
+    DATA/val (the first `val` of them: the script validates every epoch; its accuracy is not the point)."""
+    made, public = root / "made", root / "public"
+    if not (made / "manifest.json").is_file():
+        rc, _ = run([sys.executable, "-m", "dataperf", "shards", "make", "--like", "imagenet", "--format", "files",
+                     "--count", str(count), "--out", str(made)], out / "make.log", 900, REPO, say)
+        if rc != 0:
+            raise SystemExit(f"shards make failed ({rc}); see {out / 'make.log'}")
+    m = json.loads((made / "manifest.json").read_text())
+    for split, n in (("train", len(m["files"])), ("val", val)):
+        for f, y in list(zip(m["files"], m["labels"], strict=True))[:n]:
+            d = public / split / f"n{y:08d}"
+            d.mkdir(parents=True, exist_ok=True)
+            if not (d / Path(f).name).exists():
+                os.link(made / f, d / Path(f).name)
+    say(f"data: {len(m['files']):,} JPEGs in {public / 'train'}, {val} of them in {public / 'val'}")
+    return public
+
+
+def run_script(script: Path, data: Path, a: argparse.Namespace, w: int, order: int, out: Path, say: Say) -> ScriptRun:
+    cwd = out / f"script-w{w}-{order}"
+    cwd.mkdir(parents=True, exist_ok=True)
+    log = out / f"script-w{w}-{order}.log"
+    rc, wall = run([sys.executable, str(script), str(data), "-a", a.arch, "-b", str(a.batch_size), "-j", str(w),
+                    "--epochs", "2", "-p", "1", "--gpu", "0"], log, a.script_cap_s, cwd, say)
+    shutil.rmtree(cwd, ignore_errors=True)  # its checkpoints: hundreds of MB each
+    r = ScriptRun(w, order, rc, wall)
+    steps = parse_steps(log.read_text(encoding="utf-8", errors="replace"))
+    for e in (0, 1):
+        try:
+            r.epochs.append(epoch_figures(steps, e, a.batch_size, a.count, w))
+        except ValueError as err:
+            r.error = str(err)
+    return r
+
+
+def dataperf_args(a: argparse.Namespace, data: Path) -> list[str]:
+    return [str(data / "train"), "--model", f"torchvision.models:{a.arch}", "--input", "image", "--device", "cuda",
+            "--batch-size", str(a.batch_size), "--transform", "imagenet-train"]
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def within(got: float | None, want: float | None, tol: float) -> bool | None:
+    if got is None or want is None or not (math.isfinite(got) and math.isfinite(want)) or want <= 0:
+        return None
+    return abs(got / want - 1) <= tol
+
+
+def score(d: DecisionResult | None, fed: E2EResult | None, runs: list[ScriptRun]) -> dict[str, Any]:
+    """The goals, each with the figures it rests on (None: not measurable from what ran)."""
+    best: dict[int, float] = {}
+    for r in runs:
+        if r.second:
+            best[r.workers] = max(best.get(r.workers, 0.0), r.second.steady_samples_per_s)
+    out: dict[str, Any] = {"script_steady_by_workers": best}
+    if d is None:
+        return out
+    w = int(d.config.get("num_workers", 0))
+    at_pick = [r.second for r in runs if r.workers == w and r.second]
+    if not at_pick:
+        return out
+    rate = sum(e.steady_samples_per_s for e in at_pick) / len(at_pick)
+    wait = sum(e.steady_data_wait_fraction for e in at_pick) / len(at_pick)
+    cost = sum(e.start_cost_s for e in at_pick) / len(at_pick)
+    persistent = bool(d.config.get("persistent_workers"))
+    start = fed.epoch_start_s if (persistent and fed) else d.epoch_start_s
+    out.update(
+        pick={k: d.config.get(k) for k in ("num_workers", "prefetch_factor", "pin_memory", "persistent_workers")},
+        script_steady_at_pick=rate, script_wait_at_pick=wait, script_start_cost_s=cost,
+        steady_figure=d.steady_samples_per_s, steady_ratio=d.steady_samples_per_s / rate,
+        steady_met=within(d.steady_samples_per_s, rate, GOAL_STEADY),
+        verdict_input_bound=d.input_bound, script_input_bound=wait > INPUT_BOUND_WAIT,
+        verdict_met=None if d.input_bound is None else d.input_bound == (wait > INPUT_BOUND_WAIT),
+        epoch_start_s=start, epoch_start_from="e2e at the script's config" if persistent else "the decision",
+        start_met=within(start, cost, GOAL_START),
+        pick_ratio=rate / max(best.values()), pick_met=rate / max(best.values()) >= GOAL_RATIO)
+    if fed:
+        out.update(e2e_steady=fed.steady_samples_per_s, e2e_steady_ratio=fed.steady_samples_per_s / rate,
+                   e2e_wait=fed.steady_stall_fraction, e2e_epoch_start_s=fed.epoch_start_s)
+    errs = []
+    for p in d.predictions:
+        c = p.get("config", {})
+        if p.get("kind") == "fed" and c.get("prefetch_factor") in (2, None) and not c.get("persistent_workers") \
+                and c.get("num_workers") in best:
+            errs.append(abs(p["predicted"] / best[c["num_workers"]] - 1) * 100)
+    out.update(mape_pct=sum(errs) / len(errs) if errs else None, mape_n=len(errs),
+               mape_met=(sum(errs) / len(errs) <= GOAL_MAPE_PCT) if errs else None)
+    return out
+
+
+def last(path: Path, kind: type) -> Any:
+    recs = [r for r in results.load(path) if isinstance(r, kind)] if path.is_file() else []
+    return recs[-1] if recs else None
+
+
+def body(a: argparse.Namespace, say: Say) -> int:
+    out = Path(a.out)
+    script = checked_script(SCRIPTS["imagenet"])
+    say(f"referee: {SCRIPTS['imagenet'].repo}@{SCRIPTS['imagenet'].commit[:9]}:{SCRIPTS['imagenet'].path} "
+        f"(sha256 checked), -a {a.arch} -b {a.batch_size}, 2 epochs")
+    t0 = time.monotonic()
+    data = make_data(Path(a.data), a.count, a.val, out, say)
+    sweep = Path(a.sweep_from) if a.sweep_from else out / "sweep.jsonl"
+    if not a.sweep_from:
+        run([sys.executable, "-m", "dataperf", "sweep", *dataperf_args(a, data), "--epoch-samples", str(a.count),
+             "--out", str(sweep), "--overwrite"], out / "sweep.log", a.sweep_cap_s, REPO, say)
+    d: DecisionResult | None = last(sweep, DecisionResult)
+    pick = int(d.config.get("num_workers", 0)) if d else a.default_workers
+    say(f"decision: {d.answer}" if d else f"no decision: the script runs at {pick} workers")
+    fed = None
+    if d and not a.no_e2e:
+        e2e = out / "e2e.jsonl"
+        run([sys.executable, "-m", "dataperf", "e2e", *dataperf_args(a, data), "--num-workers", str(pick),
+             "--prefetch-factor", "2", "--pin-memory", "--no-persistent-workers", "--steps", str(a.e2e_steps),
+             "--repeats", "2", "--warmup", "3", "--no-predict", "--out", str(e2e)], out / "e2e.log", a.script_cap_s,
+            REPO, say)
+        fed = last(e2e, E2EResult)
+    order = [pick, *(w for w in a.workers if w != pick), pick]
+    runs = []
+    for i, w in enumerate(order):
+        if time.monotonic() - t0 > a.deadline_s:
+            say(f"deadline: {len(order) - i} script runs left out")
+            break
+        runs.append(run_script(script, data, a, w, i, out, say))
+        e = runs[-1].second
+        say(f"  w={w}: 2nd epoch {e.samples_per_s:.1f} samples/s, steady {e.steady_samples_per_s:.1f}, data wait "
+            f"{e.steady_data_wait_fraction:.1%}, start cost {e.start_cost_s:.2f} s" if e else
+            f"  w={w}: {runs[-1].error}")
+    s = score(d, fed, runs)
+    summary = {"script": asdict(SCRIPTS["imagenet"]), "arch": a.arch, "batch_size": a.batch_size, "count": a.count,
+               "decision": asdict(d) if d else None, "e2e": asdict(fed) if fed else None,
+               "runs": [asdict(r) for r in runs], "score": s}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    for k, v in s.items():
+        say(f"{k}: {v}")
+    with tarfile.open(f"{out}.tar.gz", "w:gz") as t:
+        t.add(out, arcname=out.name)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="/tmp/real_scripts", help="where the JPEGs are made [/tmp/real_scripts]")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--count", type=int, default=16000)
+    ap.add_argument("--val", type=int, default=512)
+    ap.add_argument("--arch", default="resnet50")
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--workers", type=lambda s: [int(x) for x in s.split(",")], default=[4, 6, 8, 12, 16],
+                    help="the script's worker counts beside the pick's [4,6,8,12,16]")
+    ap.add_argument("--default-workers", type=int, default=4, help="the script's own default, without a decision")
+    ap.add_argument("--sweep-from", help="a sweep's jsonl to take the decision from (no sweep run)")
+    ap.add_argument("--no-e2e", action="store_true")
+    ap.add_argument("--e2e-steps", type=int, default=63, help="e2e steps a repeat [63: an epoch of 16,000 at 256]")
+    ap.add_argument("--sweep-cap-s", type=float, default=330)
+    ap.add_argument("--script-cap-s", type=float, default=120)
+    ap.add_argument("--deadline-s", type=float, default=1500, help="no script run starts past this")
+    a = ap.parse_args()
+    return run_logged(Path(a.out), lambda say: body(a, say))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
