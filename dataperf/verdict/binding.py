@@ -196,11 +196,13 @@ def judge(trial: LoaderResult | None, step: StepResult | None, input_bound: bool
     it, else UNMEASURED (with the evidence of contention where the trials show it)."""
     if trial is None:
         return Binding("", math.nan, rate, "")
+    name = trial.loader_config.short()
     if step is not None and input_bound is False:
         m = model_rate(step, trial.config, trial.input_mib_per_sample)
-        return Binding("model", m, rate, f"binding limit: the model ({step.model}, {m:,.0f} samples/s alone); "
-                                         f"the loader feeds it {rate:,.0f} samples/s mid-epoch")
-    name = trial.loader_config.short()
+        alone = f"{step.samples_per_s:,.0f} samples/s alone" + (
+            f", {m:,.0f} with {name}'s copies to the device" if abs(m - step.samples_per_s) >= 0.5 else "")
+        return Binding("model", m, rate, f"binding limit: the model ({step.model}, {alone}); the loader feeds it "
+                                         f"{rate:,.0f} samples/s mid-epoch")
     if step is not None and not workers_of(trial.config) and trial.config.get("backend") not in backends.ONE_STREAM:
         return Binding("workers", rate, rate, f"binding limit: workers: with none, {name} loads in the training "
                                               f"process, one sample after another with the step ({rate:,.0f} "

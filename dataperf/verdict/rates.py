@@ -281,12 +281,13 @@ def stream_or_rank(trial: LoaderResult) -> float:
     return s if s > 0 else rank_rate(trial)
 
 
-def feeds(trial: LoaderResult, step: StepResult, headroom: float) -> bool:
+def feeds(trial: LoaderResult, step: StepResult, headroom: float, cfg: LoaderConfig | None = None) -> bool:
     """Predicted to feed the model mid-epoch: the fed steady rate (predicted_steady) idles it at most FED_STALL,
     and (with workers) the loader's training rate has `headroom` over the model's, a margin for what the
     separate measurements cannot see. An epoch start's cost is not starving the model: it is its own finding
-    (paid once an epoch, with remedies of its own)."""
-    fed, m = predicted_steady(trial, step), model_rate(step, trial.config, trial.input_mib_per_sample)
+    (paid once an epoch, with remedies of its own). `cfg`: the trial's config as it would be run (pinned)."""
+    fed = predicted_steady(trial, step, cfg)
+    m = model_rate(step, cfg or trial.config, trial.input_mib_per_sample)
     if not (finite(fed) and fed >= (1 - FED_STALL) * m):
         return False
     return not workers_of(trial.config) or rank_rate(trial) >= headroom * m

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from dataperf import backends
 from dataperf.backends import ONE_STREAM
 from dataperf.results import DecisionResult, E2EResult, LimitsResult, LoaderConfig, LoaderResult, Record, StepResult
 from dataperf.verdict.binding import Binding, judge
@@ -312,19 +313,20 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
         return rec
     rec.best = ranked[0]
     top = _or0(predicted_fed(rec.best, step))
-    feeding = [r for r in ranked if feeds(r, step, headroom)]
+    run_as = {r.config_key: _pinned(r.loader_config, r, step) for r in ranked}  # as the user would run each
+    feeding = [r for r in ranked if feeds(r, step, headroom, run_as[r.config_key])]
     rec.pick = min(feeding or [r for r in ranked if _or0(predicted_fed(r, step)) >= NEAR_CONFIRMED * top],
                    key=cost_key)
     # input-bound: no config is predicted to keep the model busy mid-epoch (an epoch start is its own finding)
-    rec.input_bound = not any(_or0(predicted_steady(r, step)) >= (1 - FED_STALL) * model_rate(
-        step, r.config, r.input_mib_per_sample) for r in ranked)
+    rec.input_bound = not any(_or0(predicted_steady(r, step, run_as[r.config_key])) >= (1 - FED_STALL) * model_rate(
+        step, run_as[r.config_key], r.input_mib_per_sample) for r in ranked)
     rec.outcome = "input_bound" if rec.input_bound else "feeds"
     rec.fed = fed_rates(results, ranked)
     judged_rate = None
     if rec.fed and not outshone(rec.fed, ranked, step):
         # the job is input-bound when even the least idle fed config leaves the device idle mid-epoch; where one
         # feeds it, the pick is one that feeds (the cheapest within 2% of the best rate may otherwise wait more)
-        fed_ok = [f for f in rec.fed if f.steady_stall_fraction <= FED_STALL]
+        fed_ok = [f for f in rec.fed if judged_wait(f, step) <= FED_STALL]
         pool = fed_ok or rec.fed
         top_fed = fastest(pool)
         near = [f for f in pool if f.samples_per_s >= NEAR_CONFIRMED * top_fed.samples_per_s]
@@ -334,11 +336,13 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
         rec.input_bound = not fed_ok  # a fed figure outranks every prediction
         rec.outcome = "input_bound" if rec.input_bound else "feeds"
         rec.gains = variant_gains(rec.fed)
-        rec.steady_samples_per_s, rec.steady_stall_fraction = win.steady_samples_per_s, win.steady_stall_fraction
+        rec.steady_samples_per_s, rec.steady_stall_fraction = win.steady_samples_per_s, judged_wait(win, step)
         if finite(win.epoch_start_s):
             rec.epoch_start_s, rec.epoch_start_measured = win.epoch_start_s, True
         judged_rate = win.steady_samples_per_s
     rec.pick_config = rec.pick_config or rec.pick.loader_config
+    if not rec.confirmed:
+        rec.pick_config = run_as[rec.pick.config_key]
     fed_m = model_rate(step, rec.pick_config, rec.pick.input_mib_per_sample)
     rec.ratio = fit(rank_rate(rec.pick), fed_m, headroom).ratio
     rec.predicted_samples_per_s = predicted_fed(rec.pick, step, rec.pick_config)
@@ -352,6 +356,18 @@ def recommend(results: list[Record], step: StepResult | None = None, headroom: f
     _epoch_start(rec, epoch_samples)
     _describe_pick(rec, results, step, judged_rate)
     return rec
+
+
+def _pinned(cfg: LoaderConfig, trial: LoaderResult, step: StepResult) -> LoaderConfig:
+    """A config as the user should run it on a GPU: pinned where the backend pins and pinned copies make the
+    model faster (model_rate). Loader trials run unpinned (no copy to time), so configs were judged and answered
+    with pageable copies: on the H100, ResNet-50 answered pin_memory=False and expected at 1,657 samples/s where
+    its pinned fed runs gave 1,807-1,842 (issue 50)."""
+    if cfg.pin_memory or "pin_memory" not in backends.of(cfg.__dict__).knobs:
+        return cfg
+    pinned = replace(cfg, pin_memory=True)
+    mib = trial.input_mib_per_sample
+    return pinned if model_rate(step, pinned, mib) > model_rate(step, cfg, mib) else cfg
 
 
 def _epoch_start(rec: Recommendation, epoch_samples: int | None) -> None:
@@ -389,6 +405,24 @@ def epoch_start_finding(rec: Recommendation) -> str:
     return (f"epoch start: each epoch start keeps the model waiting {rec.epoch_start_s:.2f} s ({how}), "
             f"{rec.epoch_start_fraction:.0%} of an epoch of {rec.epoch_samples:,} samples; mid-epoch it waits "
             f"{(rec.steady_stall_fraction or 0):.0%}" + (": " + "; ".join(fix) if fix else ""))
+
+
+def judged_wait(f: FedRate, step: StepResult) -> float:
+    """The share of mid-epoch time a fed config leaves the model waiting on data, which INPUT-BOUND is judged on:
+    the runs' own idle share (host wait on the CPU, where the step is synchronous and the wait exact), on CUDA no
+    more than the fed rate's shortfall from the step alone (the copies to the device counted as the input's).
+    CUDA events count as idle the gaps a step leaves between its last kernel and the next step's copy, gaps the
+    step alone pays as well: on the H100 ResNet-50 fp32 fed 1,830-1,848 samples/s mid-epoch against 1,852 alone
+    read 6-8% "idle", while pytorch/examples' unmodified ImageNet script ran flat at 1,765-1,778 from 8 to 16
+    workers, the model its limit (issue 50, benchmarks/real_scripts.py)."""
+    idle = f.steady_stall_fraction
+    if not (f.runs and f.runs[0].device.startswith("cuda")):
+        return idle
+    m, steady = step.samples_per_s, f.steady_samples_per_s
+    if not (finite(m) and m > 0 and finite(steady)):
+        return idle
+    short = max(0.0, 1 - steady / m)
+    return min(idle, short) if finite(idle) else short
 
 
 def fastest(fed: list[FedRate]) -> FedRate:
@@ -473,5 +507,10 @@ def _describe_pick(rec: Recommendation, results: list[Record], step: StepResult 
     rate = rate if rate is not None and finite(rate) else rank_rate(chosen)
     rec.binding = judge(chosen, step, rec.input_bound, rate, rec.limits, ok_loaders(results), cuda)
     rec.binding_limit = rec.binding.limit or None
-    rec.effects = loader_effects(chosen, step)
+    # the epoch start, where the decision states it, is one figure and one finding (_epoch_start): the loader
+    # trial's own restart estimate beside it would be a second, other figure, and its "use --persistent-workers"
+    # wrong where the pick is persistent (the H100: "0.81 s each ... use --persistent-workers" beside "each epoch
+    # start 2.7 s" and a persistent variant fed +0%)
+    rec.effects = [e for e in loader_effects(chosen, step)
+                   if not (e.name == "epoch_restarts" and rec.epoch_start_s is not None and finite(rec.epoch_start_s))]
     rec.attack = rec.binding.advice if rec.outcome in ("input_bound", "best_without_model") else ""
