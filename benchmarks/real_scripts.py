@@ -2,6 +2,8 @@
 
     python benchmarks/real_scripts.py --data /tmp/rs --out DIR                     # a CUDA machine, ~9 min
     python benchmarks/real_scripts.py --data /tmp/rs --out DIR --sweep-from S.jsonl   # the scripts only
+    python benchmarks/real_scripts.py --rescore DIR --decision sweep=DIR/sweep.jsonl --decision tune=T.jsonl \
+        --out OUT          # each path's records re-judged by this code, scored against DIR's script runs
 
 The referee is not dataperf: pytorch/examples' `imagenet/main.py` at a pinned commit (SCRIPTS), never edited,
 run as its README says (`-a ARCH -b B -j W --epochs 2 --gpu 0`, `-p 1` so it prints every step's `Time` and
@@ -13,9 +15,11 @@ allocator's warm-up), split as dataperf splits a fed run (measure/fed.py StartSp
 - the epoch start: the epoch's first max(W, 1) steps (the workers are forked again and each builds its first
   batch while the model waits); its cost = their wall less their samples at the steady rate;
 - steady: the rest; samples/s = samples / the steps' `Time`; data wait = their `Data` / their `Time`.
-Note the script's `Data` is the host's wait for the next batch; the GPU may still run the previous backward
-meanwhile (the script syncs only at `loss.item()`, before its backward), so it can read above the GPU's idle
-share, which dataperf's fed loop reports from CUDA events. Both are printed.
+The script's `Data` is the host's wait for the next batch; the GPU still runs the previous backward meanwhile
+(the script syncs only at `loss.item()`, before its backward), so it reads far above the GPU's idle share (57%
+at 8-16 workers on the H100, where the rate is flat and the model binds). The verdict is therefore held against
+the script's steady rate short of the model alone (dataperf's step record, the same torchvision model; the
+script's own step adds SGD, DataParallel and top-k accuracy): input-bound when over 5% short. Both are printed.
 
 dataperf's side: the default `dataperf sweep DATA/train --model torchvision.models:ARCH` (fp32, as the script
 trains), whose decision gives the pick, the verdict and the steady figure and epoch-start cost the user reads;
@@ -24,11 +28,11 @@ persistent), whose epoch start is the one to set beside the script's when the pi
 The script runs at the pick's worker count and at each of --workers (the pick again last, for drift).
 
 Goals (issue 50), each printed met/NOT met: the decision's steady figure within 5% of the script's 2nd-epoch
-steady rate at the pick; the verdict (INPUT-BOUND = steady wait over 5%) the same as the script's data wait
-over 5% or not; the epoch-start cost within 20% of the script's; the pick's script rate >= 0.95 of the best
-script rate over the worker counts run; MAPE <= 10% of dataperf's predicted fed rates for the script's configs
-against the script's steady rates. DIR gets log.txt, the sweep's and e2e's jsonl and output, each script run's
-output, summary.json, and DIR.tar.gz of it all.
+steady rate at the pick; the verdict (INPUT-BOUND = steady wait over 5%) the same as the script's (above); the
+epoch-start cost within 20% of the script's; the pick's script rate >= 0.95 of the best script rate over the
+worker counts run, mid-epoch and over the whole 2nd epoch; MAPE <= 10% of dataperf's predicted fed rates (whole
+runs) for the script's configs against the script's whole 2nd epochs. DIR gets log.txt, the sweep's and e2e's
+jsonl and output, each script run's output, summary.json, and DIR.tar.gz of it all.
 """
 
 from __future__ import annotations
@@ -230,9 +234,11 @@ def within(got: float | None, want: float | None, tol: float) -> bool | None:
 def score(d: DecisionResult | None, fed: E2EResult | None, runs: list[ScriptRun]) -> dict[str, Any]:
     """The goals, each with the figures it rests on (None: not measurable from what ran)."""
     best: dict[int, float] = {}
+    whole: dict[int, float] = {}
     for r in runs:
         if r.second:
             best[r.workers] = max(best.get(r.workers, 0.0), r.second.steady_samples_per_s)
+            whole[r.workers] = max(whole.get(r.workers, 0.0), r.second.samples_per_s)
     out: dict[str, Any] = {"script_steady_by_workers": best}
     if d is None:
         return out
@@ -241,6 +247,10 @@ def score(d: DecisionResult | None, fed: E2EResult | None, runs: list[ScriptRun]
     if not at_pick:
         return out
     rate = sum(e.steady_samples_per_s for e in at_pick) / len(at_pick)
+    rate_whole = sum(e.samples_per_s for e in at_pick) / len(at_pick)
+    # the script's own Data share is the host's wait, which overlaps the GPU's backward (it syncs before it):
+    # the verdict is held against the rate it loses to the model alone (dataperf's step, the same model)
+    short = 1 - rate / d.step_samples_per_s
     wait = sum(e.steady_data_wait_fraction for e in at_pick) / len(at_pick)
     cost = sum(e.start_cost_s for e in at_pick) / len(at_pick)
     persistent = bool(d.config.get("persistent_workers"))
@@ -250,23 +260,76 @@ def score(d: DecisionResult | None, fed: E2EResult | None, runs: list[ScriptRun]
         script_steady_at_pick=rate, script_wait_at_pick=wait, script_start_cost_s=cost,
         steady_figure=d.steady_samples_per_s, steady_ratio=d.steady_samples_per_s / rate,
         steady_met=within(d.steady_samples_per_s, rate, GOAL_STEADY),
-        verdict_input_bound=d.input_bound, script_input_bound=wait > INPUT_BOUND_WAIT,
-        verdict_met=None if d.input_bound is None else d.input_bound == (wait > INPUT_BOUND_WAIT),
-        epoch_start_s=start, epoch_start_from="e2e at the script's config" if persistent else "the decision",
+        verdict_input_bound=d.input_bound, script_short_of_model=short, script_input_bound=short > INPUT_BOUND_WAIT,
+        verdict_met=None if d.input_bound is None else d.input_bound == (short > INPUT_BOUND_WAIT),
+        epoch_start_s=start, epoch_start_from="e2e at the script's config" if (persistent and fed) else "the decision",
         start_met=within(start, cost, GOAL_START),
-        pick_ratio=rate / max(best.values()), pick_met=rate / max(best.values()) >= GOAL_RATIO)
+        pick_ratio=rate / max(best.values()), pick_met=rate / max(best.values()) >= GOAL_RATIO,
+        pick_ratio_whole_epoch=rate_whole / max(whole.values()),
+        pick_whole_met=rate_whole / max(whole.values()) >= GOAL_RATIO)
     if fed:
         out.update(e2e_steady=fed.steady_samples_per_s, e2e_steady_ratio=fed.steady_samples_per_s / rate,
                    e2e_wait=fed.steady_stall_fraction, e2e_epoch_start_s=fed.epoch_start_s)
     errs = []
     for p in d.predictions:
         c = p.get("config", {})
+        c = json.loads(c) if isinstance(c, str) else c
         if p.get("kind") == "fed" and c.get("prefetch_factor") in (2, None) and not c.get("persistent_workers") \
-                and c.get("num_workers") in best:
-            errs.append(abs(p["predicted"] / best[c["num_workers"]] - 1) * 100)
+                and c.get("num_workers") in whole:
+            errs.append(abs(p["predicted"] / whole[c["num_workers"]] - 1) * 100)
     out.update(mape_pct=sum(errs) / len(errs) if errs else None, mape_n=len(errs),
                mape_met=(sum(errs) / len(errs) <= GOAL_MAPE_PCT) if errs else None)
     return out
+
+
+def rejudged(path: Path, epoch_samples: int) -> DecisionResult | None:
+    """The decision the current code takes on a saved run's records (the same verdict `dataperf report` gives)."""
+    from dataperf import verdict
+    from dataperf.workflows.sweep.confirm import decision_record
+
+    recs = results.load(path)
+    old = last(path, DecisionResult)
+    rec = verdict.recommend(recs, verdict.latest_step(recs), epoch_samples=epoch_samples)
+    return decision_record(old.command if old else "sweep", rec, recs, old.wall_s if old else math.nan,
+                           old.budget_s if old else None)
+
+
+def saved_runs(out: Path, batch_size: int, count: int) -> list[ScriptRun]:
+    """The script runs of an earlier run's folder, from their logs (script-w{W}-{order}.log)."""
+    runs = []
+    for log in out.glob("script-w*-*.log"):
+        w, order = (int(x) for x in re.fullmatch(r"script-w(\d+)-(\d+)\.log", log.name).groups())
+        r = ScriptRun(w, order, 0, math.nan)
+        steps = parse_steps(log.read_text(encoding="utf-8", errors="replace"))
+        for e in (0, 1):
+            try:
+                r.epochs.append(epoch_figures(steps, e, batch_size, count, w))
+            except ValueError as err:
+                r.error = str(err)
+        runs.append(r)
+    return sorted(runs, key=lambda r: r.order)
+
+
+def rescore(a: argparse.Namespace, say: Say) -> int:
+    """Each decision file given (--decision NAME=FILE), re-judged by the current code, scored against the script
+    runs of --rescore's folder (a decision is only scored against scripts run on the same machine and data)."""
+    runs = saved_runs(Path(a.rescore), a.batch_size, a.count)
+    fed = last(Path(a.rescore) / "e2e.jsonl", E2EResult)
+    say("script runs: " + ", ".join(f"w={r.workers} steady {r.second.steady_samples_per_s:,.0f} whole "
+                                     f"{r.second.samples_per_s:,.0f} start {r.second.start_cost_s:.2f} s"
+                                     for r in runs if r.second))
+    out = {}
+    for item in a.decision:
+        name, path = item.split("=", 1)
+        d = rejudged(Path(path), a.count)
+        s = score(d, fed if d and d.config.get("num_workers") == (fed.config.get("num_workers") if fed else None)
+                  else None, runs)
+        s["answer"] = d.answer if d else None
+        out[name] = s
+        say(f"== {name}: " + "; ".join(f"{k} {v}" for k, v in s.items() if k != "answer"))
+        say(f"   {s['answer']}")
+    (Path(a.out) / "rescore.json").write_text(json.dumps(out, indent=1, default=str))
+    return 0
 
 
 def last(path: Path, kind: type) -> Any:
@@ -336,8 +399,11 @@ def main() -> int:
     ap.add_argument("--sweep-cap-s", type=float, default=330)
     ap.add_argument("--script-cap-s", type=float, default=120)
     ap.add_argument("--deadline-s", type=float, default=1500, help="no script run starts past this")
+    ap.add_argument("--rescore", metavar="DIR", help="score --decision files against DIR's script runs (no run)")
+    ap.add_argument("--decision", action="append", default=[], metavar="NAME=FILE",
+                    help="with --rescore: a path's results file, re-judged by this code")
     a = ap.parse_args()
-    return run_logged(Path(a.out), lambda say: body(a, say))
+    return run_logged(Path(a.out), lambda say: rescore(a, say) if a.rescore else body(a, say))
 
 
 if __name__ == "__main__":
