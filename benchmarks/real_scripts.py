@@ -321,13 +321,15 @@ def rescore(a: argparse.Namespace, say: Say) -> int:
     out = {}
     for item in a.decision:
         name, path = item.split("=", 1)
-        d = rejudged(Path(path), a.count)
-        s = score(d, fed if d and d.config.get("num_workers") == (fed.config.get("num_workers") if fed else None)
-                  else None, runs)
-        s["answer"] = d.answer if d else None
-        out[name] = s
-        say(f"== {name}: " + "; ".join(f"{k} {v}" for k, v in s.items() if k != "answer"))
-        say(f"   {s['answer']}")
+        for how, d in (("as run", last(Path(path), DecisionResult)), ("re-judged", rejudged(Path(path), a.count))):
+            same = d is not None and fed is not None and d.config.get("num_workers") == fed.config.get("num_workers")
+            s = score(d, fed if same else None, runs)
+            s["answer"] = d.answer if d else None
+            out[f"{name} ({how})"] = s
+            say(f"== {name} ({how}): " + "; ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                                   for k, v in s.items() if k not in ("answer",
+                                                                                      "script_steady_by_workers")))
+            say(f"   {s['answer']}")
     (Path(a.out) / "rescore.json").write_text(json.dumps(out, indent=1, default=str))
     return 0
 
