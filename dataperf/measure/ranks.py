@@ -1,0 +1,158 @@
+"""One rank of `sweep --ranks G`: its own DataLoader over its split of the data, fed to a consumer that takes each
+batch at the model's step rate, timed while every other rank of the host reads too (docs/distributed.md).
+
+A rank's window: its warm-up spends what its workers queued ahead (so the window sees their steady rate, not a
+full queue), then `window_s` of timed steps; afterwards it goes on consuming, untimed, until every rank has
+finished its window, so no rank's window has the host to itself at its end. The CPU its main process and its
+workers spent over the window is counted, as is the whole machine's (/proc/stat)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psutil
+
+from dataperf import backends
+from dataperf.data import Data
+from dataperf.measure.distributed import DistContext
+from dataperf.measure.fed import EpochStream, to_device
+from dataperf.measure.step import StepOptions, Trainer
+from dataperf.measure.trial import TrialOptions
+from dataperf.results import LoaderConfig
+
+COVER_MAX = 10.0  # a rank keeps consuming for the others at most this many windows (a rank that hangs is not waited)
+
+
+class PacedConsumer:
+    """The model's step emulated (MLPerf Storage's accelerator emulation): a batch of n samples takes n / rate
+    seconds, starting when the batch is in hand and the last step has ended, its end an absolute deadline (a late
+    wake-up is absorbed by the next step, never accumulated). It sleeps: no CPU, as an accelerator's step leaves
+    the host's cores to the loader."""
+
+    def __init__(self, samples_per_s: float):
+        self.rate = samples_per_s
+        self.end: float | None = None
+
+    def step(self, batch: dict[str, Any], got: float) -> float:
+        """Take one batch that arrived at `got` (perf_counter); returns the step's seconds."""
+        start = got if self.end is None else max(self.end, got)
+        busy = batch["n"] / self.rate
+        self.end = start + busy
+        left = self.end - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
+        return busy
+
+
+class ModelConsumer:
+    """The real model's train step on this rank's own device (where the host has an accelerator per rank),
+    synchronised each step so the data wait is the device's idle time."""
+
+    def __init__(self, sopts: StepOptions):
+        self.trainer = Trainer(sopts)
+
+    def step(self, batch: dict[str, Any], got: float) -> float:
+        t0 = time.perf_counter()
+        x, y = to_device(batch, self.trainer.device)
+        self.trainer.step(x, y)
+        self.trainer.sync()
+        return time.perf_counter() - t0
+
+
+Consumer = PacedConsumer | ModelConsumer
+
+
+@dataclass
+class RankFeed:
+    """What one rank measured over its timed window (seconds, samples, CPU seconds)."""
+
+    warmup_steps: int
+    steps: int
+    samples: int
+    wall_s: float
+    wait_s: float
+    main_cpu_s: float  # this rank's main process, all its threads (the pin-memory thread's copies included)
+    workers_cpu_s: float  # this rank's DataLoader workers
+    host_busy_cpu_s: float  # the whole machine (/proc/stat), every process on it
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.wall_s if self.wall_s > 0 else float("nan")
+
+
+def _children_cpu(proc: psutil.Process, seen: dict[int, float]) -> float:
+    """CPU seconds the process's children (its workers) used since `seen` was last updated; updates `seen`."""
+    total = 0.0
+    for c in proc.children(recursive=True):
+        try:
+            t = c.cpu_times()
+        except psutil.Error:
+            continue
+        now = t.user + t.system
+        total += now - seen.get(c.pid, 0.0)
+        seen[c.pid] = now
+    return total
+
+
+def _host_busy() -> float:
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+
+
+def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Consumer, window_s: float,
+              min_steps: int, ctx: DistContext, key: str) -> RankFeed:
+    """Feed `consumer` from this rank's loader: warm up, time `window_s` (and at least `min_steps` steps), then
+    keep consuming until every rank has done the same (ctx.arrive under `key`)."""
+    batches, _ = backends.get(cfg.backend).make(data, cfg, replace(topts, rank=ctx.rank, world_size=ctx.world_size))
+    stream = EpochStream(batches)
+    proc, seen = psutil.Process(), {}
+    try:
+        warm = _warm_up(stream, consumer, max(cfg.num_workers, 1), window_s)
+        _children_cpu(proc, seen)
+        main0, host0, t0 = time.process_time(), _host_busy(), time.perf_counter()
+        steps = samples = 0
+        wait = 0.0
+        while True:
+            ask = time.perf_counter()
+            b = stream.next()
+            got = time.perf_counter()
+            wait += got - ask
+            consumer.step(b, got)
+            steps, samples = steps + 1, samples + b["n"]
+            if time.perf_counter() - t0 >= window_s and steps >= min_steps:
+                break
+        wall = time.perf_counter() - t0
+        feed = RankFeed(warm, steps, samples, wall, wait, time.process_time() - main0, _children_cpu(proc, seen),
+                        _host_busy() - host0)
+        ctx.arrive(key)
+        cover_end = time.perf_counter() + COVER_MAX * max(window_s, wall)
+        while ctx.arrived(key) < ctx.world_size and time.perf_counter() < cover_end:
+            b = stream.next()
+            consumer.step(b, time.perf_counter())
+        return feed
+    finally:
+        it = stream.it
+        if hasattr(it, "_shutdown_workers"):
+            it._shutdown_workers()
+
+
+def _warm_up(stream: EpochStream, consumer: Consumer, workers: int, most_s: float) -> int:
+    """Untimed steps until what the workers queued ahead is spent, so the window sees their steady rate (a full
+    queue would add its batches to the window's samples, and none of their CPU): at least one batch of every
+    worker, then until the waits add up to one step's time (as measure.fed.warm_up; the queue is empty once the
+    consumer waits), or for `most_s` where it never waits (the consumer is fed: a queue cannot lift its rate
+    above its step rate). Returns the steps taken."""
+    waited, n = 0.0, 0
+    end = time.perf_counter() + most_s
+    while True:
+        ask = time.perf_counter()
+        b = stream.next()
+        got = time.perf_counter()
+        busy = consumer.step(b, got)
+        n += 1
+        if n > workers:
+            waited += got - ask
+            if waited >= busy or got >= end:
+                return n
