@@ -1,7 +1,7 @@
 """One rank of `sweep --ranks G`: its own DataLoader over its split of the data, fed to a consumer that takes each
 batch at the model's step rate, timed while every other rank of the host reads too (docs/distributed.md).
 
-A rank's window: its warm-up spends what its workers queued ahead (so the window sees their steady rate, not a
+A rank's window: its warm-up takes what its workers queued ahead (so the window sees their steady rate, not a
 full queue), then `window_s` of timed steps; afterwards it goes on consuming, untimed, until every rank has
 finished its window, so no rank's window has the host to itself at its end. The CPU its main process and its
 workers spent over the window is counted, as is the whole machine's (/proc/stat)."""
@@ -25,19 +25,30 @@ from dataperf.results import LoaderConfig
 COVER_MAX = 10.0  # a rank keeps consuming for the others at most this many windows (a rank that hangs is not waited)
 
 
+READY_S = 0.002  # a next() that returned within this found its batch ready (it only unpickled the handles)
+
+
 class PacedConsumer:
     """The model's step emulated (MLPerf Storage's accelerator emulation): a batch of n samples takes n / rate
-    seconds, starting when the batch is in hand and the last step has ended, its end an absolute deadline (a late
-    wake-up is absorbed by the next step, never accumulated). It sleeps: no CPU, as an accelerator's step leaves
-    the host's cores to the loader."""
+    seconds, its end an absolute deadline. A step starts when the last one ended, or when its batch came if the
+    consumer had to wait for it; a batch that was ready starts at the last deadline even when this process woke
+    late from it, so load on the machine delays no step (a late wake-up is absorbed, never accumulated). It
+    sleeps: no CPU, as an accelerator's step leaves the host's cores to the loader."""
 
     def __init__(self, samples_per_s: float):
         self.rate = samples_per_s
         self.end: float | None = None
 
-    def step(self, batch: dict[str, Any], got: float) -> float:
-        """Take one batch that arrived at `got` (perf_counter); returns the step's seconds."""
-        start = got if self.end is None else max(self.end, got)
+    def restart(self) -> None:
+        """Forget the last deadline (batches were taken without steps since): the next step starts at its batch."""
+        self.end = None
+
+    def step(self, batch: dict[str, Any], ask: float, got: float) -> float:
+        """Take one batch asked for at `ask` and in hand at `got` (perf_counter); returns the step's seconds."""
+        if self.end is None:
+            start = got
+        else:
+            start = self.end if got - ask < READY_S else max(self.end, got)
         busy = batch["n"] / self.rate
         self.end = start + busy
         left = self.end - time.perf_counter()
@@ -53,7 +64,10 @@ class ModelConsumer:
     def __init__(self, sopts: StepOptions):
         self.trainer = Trainer(sopts)
 
-    def step(self, batch: dict[str, Any], got: float) -> float:
+    def restart(self) -> None:
+        """Nothing to forget: each step starts when it is called."""
+
+    def step(self, batch: dict[str, Any], ask: float, got: float) -> float:
         t0 = time.perf_counter()
         x, y = to_device(batch, self.trainer.device)
         self.trainer.step(x, y)
@@ -111,6 +125,7 @@ def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Cons
     try:
         warm = _warm_up(stream, consumer, max(cfg.num_workers, 1), window_s)
         _children_cpu(proc, seen)
+        consumer.restart()
         main0, host0, t0 = time.process_time(), _host_busy(), time.perf_counter()
         steps = samples = 0
         wait = 0.0
@@ -119,7 +134,7 @@ def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Cons
             b = stream.next()
             got = time.perf_counter()
             wait += got - ask
-            consumer.step(b, got)
+            consumer.step(b, ask, got)
             steps, samples = steps + 1, samples + b["n"]
             if time.perf_counter() - t0 >= window_s and steps >= min_steps:
                 break
@@ -129,8 +144,9 @@ def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Cons
         ctx.arrive(key)
         cover_end = time.perf_counter() + COVER_MAX * max(window_s, wall)
         while ctx.arrived(key) < ctx.world_size and time.perf_counter() < cover_end:
+            ask = time.perf_counter()
             b = stream.next()
-            consumer.step(b, time.perf_counter())
+            consumer.step(b, ask, time.perf_counter())
         return feed
     finally:
         it = stream.it
@@ -139,20 +155,37 @@ def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Cons
 
 
 def _warm_up(stream: EpochStream, consumer: Consumer, workers: int, most_s: float) -> int:
-    """Untimed steps until what the workers queued ahead is spent, so the window sees their steady rate (a full
-    queue would add its batches to the window's samples, and none of their CPU): at least one batch of every
-    worker, then until the waits add up to one step's time (as measure.fed.warm_up; the queue is empty once the
-    consumer waits), or for `most_s` where it never waits (the consumer is fed: a queue cannot lift its rate
-    above its step rate). Returns the steps taken."""
-    waited, n = 0.0, 0
+    """Untimed steps until the rank is in its steady state, so the window measures it: one step of each worker's
+    first batch (the consumer warms up too); then batches taken as fast as they come, with no step, until one is
+    waited for longer than half a step: the queue is empty, as it stays while the workers are slower than the
+    consumer. A queue left full would add its batches to the window's samples, none of their CPU (a paced
+    consumer draining 32 queued batches only 15% faster than the workers refill them would take a whole window).
+    Where none is waited for that long within `most_s`, the workers outpace the consumer: paced steps follow until
+    one finds its batch ready, as every later one will (a queue cannot lift a rate above its step rate, and an
+    empty one at the window's start would cost it a batch's wait). Returns the batches taken."""
+    n, busy = 0, 0.0
+    for _ in range(workers):
+        ask = time.perf_counter()
+        b = stream.next()
+        busy = consumer.step(b, ask, time.perf_counter())
+        n += 1
     end = time.perf_counter() + most_s
     while True:
         ask = time.perf_counter()
         b = stream.next()
         got = time.perf_counter()
-        busy = consumer.step(b, got)
         n += 1
-        if n > workers:
-            waited += got - ask
-            if waited >= busy or got >= end:
-                return n
+        if got - ask >= busy / 2:
+            return n
+        if got >= end:
+            break
+    consumer.restart()
+    for _ in range(workers + 2):
+        ask = time.perf_counter()
+        b = stream.next()
+        got = time.perf_counter()
+        consumer.step(b, ask, got)
+        n += 1
+        if got - ask < busy / 10:
+            break
+    return n

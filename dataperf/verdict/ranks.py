@@ -15,7 +15,7 @@ from dataperf.results import RanksResult
 # a count within 5% of the best is as good (the pick: the fewest such workers); a top rung gaining less settles
 # the ladder. 5%, not less: the same count measured twice on the shared 2-core box differed by up to 4%
 SETTLED = 0.05
-FEEDS = 0.97  # a rank's consumer fed at 97% of its step rate or more waits on nothing that matters: the model binds
+FEEDS = 0.95  # a rank's consumer fed at 95% of its step rate or more waits on nothing that matters: the model binds
 BUSY = 0.85  # a share of a core (a main process) or of the host's cores busy at which that CPU is the limit
 RULE_OF_THUMB = (2, 4)  # "2-4 workers per GPU" (PyTorch's tutorials, pytorch/pytorch#23048): both ends measured
 
