@@ -88,7 +88,8 @@ def print_ranks(recs: list[Record]) -> None:
         return
     c = LoaderConfig(**p.config)
     waits = ", ".join(f"rank {i} {pct(w)}" for i, w in enumerate(p.data_wait_fraction_per_rank))
-    say(f"recommended: {verdict.ranks.workers(p)} workers per rank (prefetch {c.prefetch_factor}, pin "
+    w = verdict.ranks.workers(p)
+    say(f"recommended: {w} worker{'s' if w != 1 else ''} per rank (prefetch {c.prefetch_factor}, pin "
         f"{'on' if c.pin_memory else 'off'}, persistent {'on' if c.persistent_workers else 'off'}): fed "
         f"{p.fed_samples_per_s_slowest:,.0f} samples/s a rank (the slowest, rank {p.slowest_rank}), "
         f"{p.fed_samples_per_s_total:,.0f} in total; data wait {waits}")
@@ -104,7 +105,8 @@ def print_ranks(recs: list[Record]) -> None:
     say(f"binding limit: {a.binding} ({verdict.ranks.LIMITS[a.binding]})")
     for pr in a.practices:
         if pr.trial is None:
-            say(f"beside it: {pr.name}: {pr.workers} a rank, not measured (more than the data gives batches)")
+            say(f"beside it: {pr.name}: {pr.workers} a rank, not measured (not among the counts tried, or the data "
+                "gives too few batches for it)")
         else:
             say(f"beside it: {pr.name}: {pr.workers} a rank, fed {pr.trial.fed_samples_per_s_slowest:,.0f} samples/s "
                 f"a rank ({pr.trial.fed_samples_per_s_total:,.0f} in total): the pick gets x{pr.gain:.2f}")

@@ -168,7 +168,10 @@ def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
     if loader["decode"] is None:
         loader["decode"] = True  # the consumers stand for a model, which eats decoded samples
     grid = make_grid(datas, **loader)
-    cfg = next(iter(grid.configs(datas[0].format)))
+    # the first config with workers: pinning and persistence as given (a config of 0 workers turns persistence off)
+    cfg = next((c for c in grid.configs(datas[0].format) if c.num_workers > 0), None)
+    if cfg is None:
+        raise UserError("--ranks measures workers per rank from 1 up; give --num-workers counts of 1 or more")
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)
     sopts = None
     if model:

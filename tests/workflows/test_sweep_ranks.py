@@ -113,7 +113,8 @@ def test_two_ranks_paced_below_the_cores_rate_are_fed_by_one_worker_each(tmp_pat
     need 0.04 of the 2 cores (fed even where other processes leave a worker a tenth of a core): every count feeds
     every rank, so the pick is 1 worker a rank and the model binds. A paced consumer cannot go faster than its
     rate, and it is fed: each rank within 0.8-1.0 of it."""
-    p, recs = ranks_run(tmp_path, 10, "--num-workers", "1,2", "--repeat-seconds", "3", burn_s=0.002)
+    p, recs = ranks_run(tmp_path, 10, "--num-workers", "1,2", "--repeat-seconds", "3", "--persistent-workers", "on",
+                        burn_s=0.002)
     ranks = [r for r in recs if r.kind == "ranks"]
     assert [r.config["num_workers"] for r in ranks] == [1, 2] and all(r.status == "ok" for r in ranks)
     for r in ranks:
@@ -123,23 +124,26 @@ def test_two_ranks_paced_below_the_cores_rate_are_fed_by_one_worker_each(tmp_pat
         assert all(0.8 * 10 <= x <= 10 * 1.02 for x in r.fed_samples_per_s_per_rank), r.fed_samples_per_s_per_rank
     a = verdict.ranks_answer(recs)
     assert a.fed and a.binding == "model" and verdict.ranks.workers(a.pick) == 1
-    assert "recommended: 1 workers per rank" in p.stdout
+    assert "recommended: 1 worker per rank" in p.stdout
     assert "run: torchrun --nproc_per_node 2" in p.stdout
     assert "each rank: DataLoader(dataset, sampler=DistributedSampler(dataset), batch_size=8, num_workers=1" \
         in p.stdout
+    assert all(r.config["persistent_workers"] for r in ranks) and "persistent_workers=True" in p.stdout
 
 
 @pytest.mark.slow
 def test_two_ranks_paced_above_the_cores_rate_share_the_cores_and_the_cores_bind(tmp_path):
-    """Each rank asks 1000 samples/s; 2 cores burning 10 ms a sample give at most 200 in all, 100 a rank: no rank
-    can get more than that whatever else runs (CPU time does not shrink), so each rank's rate is at most 1.1 x 100;
-    the workers keep the cores busy, so the cores bind, and the answer says the CPUs feed under one rank."""
+    """Each rank asks 1000 samples/s; 2 cores burning 10 ms a sample give at most 200 in all, whatever else runs
+    (CPU time does not shrink): the ranks' total is at most 1.1 x 200 and the slowest rank's at most 1.1 x 100 (the
+    scheduler need not split the cores evenly: one count read 88 and 118); the workers keep the cores busy, so the
+    cores bind, and the answer says the CPUs feed under one rank."""
     p, recs = ranks_run(tmp_path, 1000, "--num-workers", "1,2")
     a = verdict.ranks_answer(recs)
     assert len(a.trials) == 2 and not a.fed
-    truth = cores() / BURN_S / 2
+    truth = cores() / BURN_S
     for r in a.trials:
-        assert all(0 < x <= 1.1 * truth for x in r.fed_samples_per_s_per_rank), r.fed_samples_per_s_per_rank
+        assert 0 < r.fed_samples_per_s_total <= 1.1 * truth, r.fed_samples_per_s_per_rank
+        assert 0 < r.fed_samples_per_s_slowest <= 1.1 * truth / 2, r.fed_samples_per_s_per_rank
         assert r.cpu_ms_per_sample >= 0.9 * BURN_S * 1000  # every sample burned its 10 ms somewhere we counted
     assert a.binding == "cores"
     assert a.ranks_fed < 1
