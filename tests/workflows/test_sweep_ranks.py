@@ -150,3 +150,26 @@ def test_two_ranks_paced_above_the_cores_rate_share_the_cores_and_the_cores_bind
     assert "INPUT-BOUND" in p.stdout or "NOT SETTLED" in p.stdout
     assert "beside it: rule of thumb (2 workers per GPU): 2 a rank" in p.stdout
     assert "beside it: tf.data default" in p.stdout
+
+
+@pytest.mark.slow
+def test_with_a_model_its_step_is_measured_once_and_every_rank_is_paced_at_it(tmp_path, monkeypatch):
+    """--model on a machine with fewer accelerators than ranks (here none): rank 0 measures the step once (a
+    paced model of 50 ms a batch of 8: 160 samples/s, never faster), it is written to --out, and both ranks'
+    consumers are paced at that rate; the records say so."""
+    monkeypatch.setenv("PACED_STEP_S", "0.05")
+    out = tmp_path / "ranks.jsonl"
+    env = dict(os.environ, KA_BURN_S="0.002", KA_N="800", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-m", "dataperf", "sweep", "--dataset", "ka_scenarios:BurnMap", "--ranks",
+                        "2", "--model", "paced:fixed_step_model", "--device", "cpu", "--batch-size", "8",
+                        "--num-workers", "1", "--repeat-seconds", "1", "--no-collect", "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    recs = results.load(out)
+    (step,) = [r for r in recs if r.kind == "step"]
+    assert 0.8 * 160 <= step.samples_per_s <= 160 * 1.01
+    (r,) = [r for r in recs if r.kind == "ranks"]
+    assert r.consumer == results.CONSUMER_MEASURED and r.model == "paced:fixed_step_model" and r.device == "cpu"
+    assert r.demand_samples_per_s_per_rank == step.samples_per_s
+    assert "paced at the model's step rate, measured once on this machine" in p.stdout

@@ -161,7 +161,7 @@ def _next(done: list[RanksResult], cap: int | None, most: int) -> int | None:
 def _consumer(req: RanksRequest, ctx: DistContext):
     """Each rank's loader config (shaped for the model) and its consumer's maker, how it takes batches, the step
     rate a rank demands, and the step record (rank 0, with --model)."""
-    cfg = replace(req.config, decode=True).explicit() if req.config.decode is None else req.config.explicit()
+    cfg = req.config.explicit()
     if req.step is None:
         rate = float(req.step_rate)
         return cfg, lambda: PacedConsumer(rate), CONSUMER_GIVEN, rate, None
