@@ -76,7 +76,7 @@ def score(say, name: str, recs: list, truth_rate: float, truth_pick: int) -> boo
             f"{', '.join(f'{x:.3f}' for x in t.main_cpu_cores_busy_per_rank)} cores, host busy "
             f"{t.host_cpu_cores_busy:.2f}/{t.host_cores} (other processes {others(t):.2f}), "
             f"{t.cpu_ms_per_sample:.2f} CPU ms a sample")
-    same = "; as fast as it" if as_good and pick != truth_pick else ""
+    same = "; at least as fast as it" if as_good and pick != truth_pick else ""
     say(f"{name}: pick {pick} workers a rank (truth {truth_pick}{same}): {'right' if pick_ok else 'WRONG'}; "
         f"per-rank rate {', '.join(f'{x:.1f}' for x in per_rank)} against the truth {truth_rate:.1f}: errors "
         f"{', '.join(f'{100 * e:+.1f}%' for e in errs)} ({'within' if rate_ok else 'NOT within'} {TOLERANCE:.0%}); "
