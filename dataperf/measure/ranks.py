@@ -157,12 +157,12 @@ def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Cons
 def _warm_up(stream: EpochStream, consumer: Consumer, workers: int, most_s: float) -> int:
     """Untimed steps until the rank is in its steady state, so the window measures it: one step of each worker's
     first batch (the consumer warms up too); then batches taken as fast as they come, with no step, until one is
-    waited for longer than half a step: the queue is empty, as it stays while the workers are slower than the
-    consumer. A queue left full would add its batches to the window's samples, none of their CPU (a paced
-    consumer draining 32 queued batches only 15% faster than the workers refill them would take a whole window).
-    Where none is waited for that long within `most_s`, the workers outpace the consumer: paced steps follow until
-    one finds its batch ready, as every later one will (a queue cannot lift a rate above its step rate, and an
-    empty one at the window's start would cost it a batch's wait). Returns the batches taken."""
+    waited for longer than half a step (the queue is empty) or for `most_s`; then paced steps until one finds its
+    batch ready (at most workers + 2). A queue left full would add its batches to the window's samples, none of
+    their CPU (a paced consumer draining 32 queued batches only 15% faster than the workers refill them would take
+    a whole window); an empty one where the workers outpace the consumer would cost the window the wait for its
+    first batch (3% of a 3-s window, one worker at twice the step rate). Workers slower than the consumer keep
+    the queue empty through the paced steps, as through the window. Returns the batches taken."""
     n, busy = 0, 0.0
     for _ in range(workers):
         ask = time.perf_counter()
@@ -175,9 +175,7 @@ def _warm_up(stream: EpochStream, consumer: Consumer, workers: int, most_s: floa
         b = stream.next()
         got = time.perf_counter()
         n += 1
-        if got - ask >= busy / 2:
-            return n
-        if got >= end:
+        if got - ask >= busy / 2 or got >= end:
             break
     consumer.restart()
     for _ in range(workers + 2):
@@ -186,6 +184,6 @@ def _warm_up(stream: EpochStream, consumer: Consumer, workers: int, most_s: floa
         got = time.perf_counter()
         consumer.step(b, ask, got)
         n += 1
-        if got - ask < busy / 10:
+        if got - ask < READY_S:
             break
     return n
