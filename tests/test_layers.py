@@ -153,6 +153,7 @@ INNER: dict[str, list[set[str]]] = {
         {"cache", "preflight", "step"},
         {"trial"},
         {"fed", "limits"},
+        {"ranks"},
     ],
     "dataperf.workflows": [
         {"progress", "clock", "inspect_data", "e2e", "compare", "diagnose", "memory", "profile", "watch",
@@ -163,7 +164,7 @@ INNER: dict[str, list[set[str]]] = {
     ],
     "dataperf.measure.trial": [{"options", "timing"}, {"plan", "fill"}],
     "dataperf.measure.limits": [{"ceiling"}, {"reads", "probe"}, {"storage", "replay"}, {"h2d"}],
-    "dataperf.workflows.sweep": [{"grid"}, {"plan"}, {"state"}, {"confirm", "edge"}, {"stages"}],
+    "dataperf.workflows.sweep": [{"grid"}, {"plan"}, {"state"}, {"confirm", "edge", "ranks"}, {"stages"}],
     "dataperf.workflows.watch": [{"launch"}, {"results"}],
     "dataperf.measure.collectors": [{"base"}, {"nvml", "proc", "ebpf"}, {"sysstat"}],
 }

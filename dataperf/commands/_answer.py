@@ -52,3 +52,69 @@ def print_decision(rec: verdict.Recommendation | None, limits: LimitsResult | No
         _render.print_limits(limits)
     if config is not None:
         _render.console.print(f"answer: {verdict.dataloader_args(config)}", soft_wrap=True)
+
+
+def print_ranks(recs: list[Record]) -> None:
+    """`sweep --ranks G`'s answer (verdict.ranks_answer over the ranks records): the table of worker counts a rank,
+    the pick with each rank's fed rate and data wait, what binds, today's practice on the same host beside it, how
+    many ranks the host's CPUs can feed, and the torchrun line and DataLoader each rank builds."""
+    from rich.table import Table
+
+    from dataperf.results import CONSUMER_GIVEN, CONSUMER_MODEL, RanksResult, fmt
+
+    a = verdict.ranks_answer(recs)
+    if a is None:
+        return
+    say, pct = _render.say, lambda x: f"{100 * x:.0f}%"
+    how = {CONSUMER_GIVEN: "paced at the given --step-rate",
+           CONSUMER_MODEL: "the real model on each rank's own GPU"}.get(a.consumer, "paced at the model's step rate, "
+                                                                          "measured once on this machine")
+    say(f"ranks: {a.ranks} on this host's {a.host_cores} cores, each fed by a consumer taking "
+        f"{a.demand_samples_per_s_per_rank:,.0f} samples/s ({how})")
+    t = Table(title=f"workers per rank, {a.ranks} ranks reading at once")
+    for col in ("workers/rank", "fed/rank, slowest", "fed, total", "data wait, slowest rank", "main CPU, busiest",
+                "host cores busy", "CPU ms/sample"):
+        t.add_column(col, justify="right")
+    for r in a.trials:
+        t.add_row(str(verdict.ranks.workers(r)), fmt(r.fed_samples_per_s_slowest, 0), fmt(r.fed_samples_per_s_total, 0),
+                  pct(r.data_wait_fraction_per_rank[r.slowest_rank or 0]),
+                  fmt(max(r.main_cpu_cores_busy_per_rank), 2), f"{fmt(r.host_cpu_cores_busy, 1)}/{r.host_cores}",
+                  fmt(r.cpu_ms_per_sample, 2))
+    _render.console.print(t)
+    _render.print_failures([r for r in recs if isinstance(r, RanksResult)])
+    p = a.pick
+    if p is None:
+        say("no answer: every count failed (the errors are above)")
+        return
+    c = LoaderConfig(**p.config)
+    waits = ", ".join(f"rank {i} {pct(w)}" for i, w in enumerate(p.data_wait_fraction_per_rank))
+    w = verdict.ranks.workers(p)
+    say(f"recommended: {w} worker{'s' if w != 1 else ''} per rank (prefetch {c.prefetch_factor}, pin "
+        f"{'on' if c.pin_memory else 'off'}, persistent {'on' if c.persistent_workers else 'off'}): fed "
+        f"{p.fed_samples_per_s_slowest:,.0f} samples/s a rank (the slowest, rank {p.slowest_rank}), "
+        f"{p.fed_samples_per_s_total:,.0f} in total; data wait {waits}")
+    if a.fed:
+        say(f"every rank is fed: its consumer gets {p.fed_samples_per_s_slowest / a.demand_samples_per_s_per_rank:.0%}"
+            " of its step rate")
+    elif not a.settled:
+        say(f"NOT SETTLED: {verdict.ranks.workers(a.best)} workers a rank, the most tried, still gained: the rate "
+            "is a lower bound (the data or the cores left no more to try)")
+    else:
+        say(f"INPUT-BOUND: the slowest rank is fed {p.fed_samples_per_s_slowest / a.demand_samples_per_s_per_rank:.0%}"
+            " of its step rate, whatever the workers a rank")
+    say(f"binding limit: {a.binding} ({verdict.ranks.LIMITS[a.binding]})")
+    for pr in a.practices:
+        if pr.trial is None:
+            say(f"beside it: {pr.name}: {pr.workers} a rank, not measured (not among the counts tried, or the data "
+                "gives too few batches for it)")
+        else:
+            say(f"beside it: {pr.name}: {pr.workers} a rank, fed {pr.trial.fed_samples_per_s_slowest:,.0f} samples/s "
+                f"a rank ({pr.trial.fed_samples_per_s_total:,.0f} in total): the pick gets x{pr.gain:.2f}")
+    if a.host_samples_per_s == a.host_samples_per_s:
+        say(f"this host's CPUs: {a.host_cores} cores at {a.best.cpu_ms_per_sample:.2f} ms of CPU a sample (workers "
+            f"and the ranks' main processes) give about {a.host_samples_per_s:,.0f} samples/s: enough for "
+            f"{a.ranks_fed:.1f} ranks at {a.demand_samples_per_s_per_rank:,.0f} samples/s each")
+    say(f"run: torchrun --nproc_per_node {a.ranks} your_train.py", shell=True, markup=False)
+    args = verdict.dataloader_args(c).replace("DataLoader(dataset, ", "DataLoader(dataset, "
+                                              "sampler=DistributedSampler(dataset), ", 1)
+    _render.console.print(f"each rank: {args}", soft_wrap=True, markup=False, highlight=False)

@@ -55,6 +55,10 @@ def render(recs: list[Record], headroom: float, plot: Path | None, verbose: bool
             _render.print_limits(r)
     if any(r.kind == "watch" for r in recs):
         watch.render(recs)
+    if any(r.kind == "ranks" for r in recs):  # sweep --ranks: its own answer, workers per rank
+        _answer.print_ranks(recs)
+        if not any(r.kind == "loader" for r in recs):
+            return
     pictures = []
     if plot:
         png = _plots.rates(recs, rec.step, rec, plot, headroom)

@@ -38,7 +38,15 @@ from dataperf.workflows import clock
                    "fastest predicted) and, on CUDA, the first pinned, 2 interleaved rounds each, and pick by the "
                    "fed rate [2 with --model; 0: off]")
 @click.option("--confirm-steps", type=int, default=20, show_default=True, help="fed steps per repeat of --confirm")
-@click.option("--nproc", type=int, default=None, help="run the sweep on N processes through torchrun")
+@click.option("--nproc", type=int, default=None,
+              help="run the sweep on N processes through torchrun: N ranks reading as one loader measurement")
+@click.option("--ranks", type=int, default=None, metavar="G",
+              help="G data-parallel ranks on this host (torchrun), each with its own DataLoader and split, each fed "
+                   "by a consumer at the model's step rate (--step-rate, or --model's step measured once): the "
+                   "answer is the workers per rank, beside the 2-4 per GPU rule and tf.data's cores / G")
+@click.option("--step-rate", type=click.FloatRange(min=0, min_open=True), default=None, metavar="N",
+              help="with --ranks: the samples/s one rank's model takes (each rank's consumer is paced at it) "
+                   "instead of measuring --model's step")
 @click.option("--budget", "budget_text", default=None, metavar="DURATION",
               help="fit the sweep into this time (300, 90s, 10m, 1h): fewer repeats first (not below 3), then "
                    "shorter ones, then fewer trials (worker counts last), then fewer --confirm runs, each cut said, "
@@ -51,6 +59,10 @@ def sweep(data, verbose, plot, **kw) -> None:
     from dataperf.measure.trial.plan import check_epoch
     from dataperf.workflows import sweep as sw
 
+    if kw["ranks"] is not None or kw["step_rate"] is not None:
+        ranks_sweep(data, kw)
+        return
+    kw.pop("ranks"), kw.pop("step_rate")
     request, nproc = _request(data, plot, kw)
     out = request.out
     if nproc is not None:
@@ -121,6 +133,77 @@ def _request(data: tuple[str, ...], plot: Path | None, kw: dict[str, Any]):
 
 OWN = ("config_file", "out", "resume", "overwrite", "model_batch_size", "headroom", "epoch_samples", "confirm_k",
        "confirm_steps", "nproc", "budget_text")  # sweep's own options, beside the shared loader, model, trial ones
+
+
+def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
+    """`sweep --ranks G`: checked here (bad input refused before any rank starts), then re-run under torchrun on
+    G ranks (measure.distributed.launch_self, as --nproc); each rank runs workflows.sweep.ranks, and rank 0
+    prints the answer (_answer.print_ranks)."""
+    import os
+
+    from dataperf.commands import _answer
+    from dataperf.measure import distributed, preflight
+    from dataperf.measure.trial import cores
+    from dataperf.workflows import sweep as sw
+    from dataperf.workflows.sweep import ranks as rk
+
+    own = {k: kw.pop(k) for k in (*OWN, "ranks", "step_rate")}
+    G, rate = own["ranks"], own["step_rate"]
+    if G is None:
+        raise UserError("--step-rate paces the consumers of --ranks: give --ranks G too (e.g. --ranks 8)")
+    for flag, given in (("--nproc", own["nproc"]), ("--resume", own["resume"]), ("--config", own["config_file"]),
+                        ("--confirm", own["confirm_k"]), ("--budget", own["budget_text"])):
+        if given:
+            raise UserError(f"--ranks answers workers per rank on its own ladder; drop {flag}")
+    loader, step_kw, topts = split(kw, "sweep", "model")
+    model = step_kw["model"]
+    if (rate is None) == (model is None):
+        raise UserError("--ranks feeds each rank at the model's step rate: give --step-rate N (samples/s a rank) or "
+                        "--model (its step measured once here), one of the two")
+    out = own["out"]
+    preflight.writable_file(out, "--out")
+    datas = resolve_data(sw.unique_datasets(data), loader["dataset_factory"])
+    if len(datas) != 1:
+        raise UserError(f"--ranks reads one dataset, got {len(datas)}")
+    if loader["decode"] is None:
+        loader["decode"] = True  # the consumers stand for a model, which eats decoded samples
+    grid = make_grid(datas, **loader)
+    # the first config with workers: pinning and persistence as given (a config of 0 workers turns persistence off)
+    cfg = next((c for c in grid.configs(datas[0].format) if c.num_workers > 0), None)
+    if cfg is None:
+        raise UserError("--ranks measures workers per rank from 1 up; give --num-workers counts of 1 or more")
+    opts = make_trial_options(raw_dir=out.parent / "raw", **topts)
+    sopts = None
+    if model:
+        sopts = make_step_options(**step_kw, batch_size=own["model_batch_size"] or cfg.batch_size,
+                                  seq_len=loader["seq_len"], image_size=loader["image_size"])
+    workers = loader["num_workers"]
+    if workers is not None and min(workers) < 1:
+        raise UserError(f"--ranks measures workers per rank from 1 up; --num-workers {min(workers)} reads in each "
+                        "rank's own process, serial with its step: give counts of 1 or more")
+    rk.check(datas[0], cfg.batch_size, G, cores())
+    req = rk.RanksRequest(datas[0], cfg, G, out, opts, step_rate=rate, step=sopts, workers=workers,
+                          overwrite=own["overwrite"])
+    world = int(os.environ.get("WORLD_SIZE", "0"))
+    if not world:
+        with jsonl.exclusive(out):  # a locked or occupied --out is refused here, before any rank starts
+            sw.prepare_out(out, False, own["overwrite"])
+        sys.exit(distributed.launch_self(G, sys.argv[1:]))
+    if world != G:
+        raise UserError(f"--ranks {G} under a torchrun of {world} processes: give --nproc_per_node {G}")
+    ctx = distributed.init_from_env()
+    outcome = rk.run(req, ctx, on_result=ranks_progress if ctx.rank == 0 else None)
+    if ctx.rank != 0:
+        return
+    _answer.print_ranks(outcome.records)
+    _render.console.print(f"results: {out}")
+
+
+def ranks_progress(r) -> None:
+    """One line as each worker count of --ranks finishes (rank 0)."""
+    what = f"{r.fed_samples_per_s_slowest:,.0f} samples/s a rank (the slowest)" if r.status == "ok" else \
+        f"failed: {r.error}"
+    _render.say(f"ranks: {r.config.get('num_workers')} workers a rank: {what}", markup=False)
 
 
 def _confirm_options(k: int | None, steps: int, model: str | None):

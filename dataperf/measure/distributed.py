@@ -47,12 +47,29 @@ class DistContext:
 
         return _gather
 
+    def arrive(self, key: str) -> None:
+        """Count this rank in under `key` without waiting for the others (the process group's own key-value
+        store): a rank goes on working while the rest catch up, where a barrier would leave it idle."""
+        if self.world_size > 1:
+            _collective(_store().add, key, 1)
+
+    def arrived(self, key: str) -> int:
+        """How many ranks have arrived under `key` (arrive); 1 on a single process."""
+        return int(_collective(_store().add, key, 0)) if self.world_size > 1 else 1
+
     def close(self) -> None:
         if self.world_size > 1:
             import torch.distributed as dist
 
             _collective(dist.barrier)
             dist.destroy_process_group()
+
+
+def _store() -> Any:
+    """The default process group's store (torchrun's rendezvous TCPStore)."""
+    from torch.distributed.distributed_c10d import _get_default_store
+
+    return _get_default_store()
 
 
 def _collective(fn: Callable[..., Any], *args: Any) -> Any:

@@ -27,6 +27,9 @@ from dataperf.results.jsonl import (
 )
 from dataperf.results.kinds import (
     BUFFER_HID_READS,
+    CONSUMER_GIVEN,
+    CONSUMER_MEASURED,
+    CONSUMER_MODEL,
     RECORD_TYPES,
     SCHEMA_VERSION,
     DecisionResult,
@@ -37,6 +40,7 @@ from dataperf.results.kinds import (
     LoaderResult,
     MemoryResult,
     ProfileResult,
+    RanksResult,
     Record,
     StepResult,
     TrialRecord,
@@ -53,6 +57,9 @@ from dataperf.results.stats import (
 __all__ = [
     "BUFFER_BACKENDS",
     "BUFFER_HID_READS",
+    "CONSUMER_GIVEN",
+    "CONSUMER_MEASURED",
+    "CONSUMER_MODEL",
     "DEFAULT_SHUFFLE_BUFFER",
     "DecisionResult",
     "DiagnoseResult",
@@ -66,6 +73,7 @@ __all__ = [
     "MemoryResult",
     "ProfileResult",
     "RECORD_TYPES",
+    "RanksResult",
     "Record",
     "SCHEMA_VERSION",
     "StepResult",

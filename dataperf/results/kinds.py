@@ -457,8 +457,47 @@ class LimitsResult(Record):
     best_of_binding_pct: float = float("nan")  # the best loader trial's steady rate / the binding ceiling
 
 
+# RanksResult.consumer: how each rank's consumer took its batches
+CONSUMER_MEASURED = "paced at measured rate"  # the model's step measured once on this machine's device, then paced
+CONSUMER_GIVEN = "given"  # --step-rate: paced at the rate the user gave
+CONSUMER_MODEL = "real model per rank"  # an accelerator per rank: each rank steps the real model on its own
+
+
+@dataclass
+class RanksResult(TrialRecord):
+    """One worker count per rank of `sweep --ranks G`: G ranks on one host read at once, each its own split
+    through its own DataLoader (config: each rank's), each fed by a consumer taking batches at the model's step
+    rate, over one timed window every rank's reading overlaps (measure.ranks; docs/distributed.md). Per-rank
+    lists are in rank order."""
+
+    kind: str = "ranks"
+    ranks: int = 1
+    consumer: str = ""  # CONSUMER_MEASURED | CONSUMER_GIVEN | CONSUMER_MODEL
+    model: str = ""  # the model the step rate is of ("" where --step-rate gave it)
+    device: str = ""  # where the step rate was measured, or each rank's model ran
+    demand_samples_per_s_per_rank: float = float("nan")  # the step rate each rank's consumer takes batches at
+    host_cores: int = 0  # the cores the G ranks share (this process's affinity)
+    window_s: float = float("nan")  # the timed window each rank runs (at least)
+    warmup_steps_per_rank: list[int] = field(default_factory=list)
+    steps_per_rank: list[int] = field(default_factory=list)
+    samples_per_rank: list[int] = field(default_factory=list)
+    wall_s_per_rank: list[float] = field(default_factory=list)
+    fed_samples_per_s_per_rank: list[float] = field(default_factory=list)  # a rank's samples / its window's wall
+    fed_samples_per_s_slowest: float = float("nan")  # the lowest of them: what a synchronous step gets
+    fed_samples_per_s_total: float = float("nan")  # their sum
+    slowest_rank: int | None = None
+    data_wait_fraction_per_rank: list[float] = field(default_factory=list)  # time in next(loader) / window wall
+    # CPU seconds per wall second over each rank's window: its main process (the pin-memory thread included)
+    # and its workers; the host's: every process of the machine (/proc/stat), other users' included
+    main_cpu_cores_busy_per_rank: list[float] = field(default_factory=list)
+    workers_cpu_cores_busy_per_rank: list[float] = field(default_factory=list)
+    host_cpu_cores_busy: float = float("nan")  # the median over ranks' windows
+    # the ranks' main processes and workers together: CPU seconds per sample fed, in ms
+    cpu_ms_per_sample: float = float("nan")
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     c.__dataclass_fields__["kind"].default: c
     for c in (LoaderResult, StepResult, E2EResult, DiagnoseResult, ProfileResult, LengthsResult, WatchResult,
-              MemoryResult, DecisionResult, LimitsResult)
+              MemoryResult, DecisionResult, LimitsResult, RanksResult)
 }

@@ -10,7 +10,8 @@ benchmarks and the tests read the decision itself instead of parsing a printed l
 - fits.py: each trial of the loader table against the model (its predicted fed rate, idle share, whether it feeds);
 - limits.py: the limits table a limits record holds (its ceilings, the binding one, the stages spending each);
 - observed.py: what the collectors saw, as a person reads it (lines, tables, histograms);
-- attack.py: the stage of a trial's breakdown to attack (named apart from dataperf.stages, the stage clock).
+- attack.py: the stage of a trial's breakdown to attack (named apart from dataperf.stages, the stage clock);
+- ranks.py: `sweep --ranks G` (workers per rank on one host): the pick, what binds, today's practice beside it.
 Importers keep writing `from dataperf import verdict` / `verdict.recommend(...)`: the names are re-exported here.
 """
 
@@ -36,6 +37,8 @@ from dataperf.verdict.effects import (
 from dataperf.verdict.findings import idle_warning, table_findings, verdict_caveats
 from dataperf.verdict.fits import TrialFit, trial_fit, trial_fits
 from dataperf.verdict.limits import LimitRow, limit_rows
+from dataperf.verdict.ranks import RanksAnswer, ranks_settled
+from dataperf.verdict.ranks import answer as ranks_answer
 from dataperf.verdict.rates import (
     FED_STALL,
     NEAR_BEST,
@@ -93,7 +96,8 @@ __all__ = [
     "fed_effects", "fed_epoch_s", "fed_rates", "FED_STALL", "FedRate", "feeds", "finite", "Fit", "fit", "fullest",
     "idle_warning", "idle_workers", "judge", "Judged", "judged", "latest_limits", "latest_step", "limit_rows",
     "LimitRow", "loader_effects", "machine_cores", "model_rate", "NEAR_BEST", "NEAR_CONFIRMED", "ok_loaders",
-    "Outcome", "outshone", "predicted_fed", "predicted_steady", "rank_rate", "recommend", "Recommendation",
+    "Outcome", "outshone", "predicted_fed", "predicted_steady", "rank_rate", "ranks_answer",
+    "ranks_settled", "RanksAnswer", "recommend", "Recommendation",
     "restart_stall", "run_samples", "run_wall_s", "saved_bound", "saved_epoch", "shared_cpu", "shared_gpu",
     "sorted_by_rate", "SPLIT_POINTS", "STARVED", "stream_rate", "table_findings", "trial_fit", "trial_fits",
     "TrialFit", "UNMEASURED", "variant_gains", "variants", "verdict_caveats", "workers_of",

@@ -209,7 +209,8 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
     if not steps:
         rec.notes.append("the job iterated a DataLoader but never called optimizer.step(): no step boundaries, so "
                          "no step time or data stall")
-        rec.next_step, rec.next_notes = sweep_command(main, cores, model=_model_factory(log), cuda=bool(log.cuda))
+        rec.next_step, rec.next_notes = sweep_command(main, cores, model=_model_factory(log), cuda=bool(log.cuda),
+                                                      world_size=ws)
         return rec
     rec.first_step_ms = steps[0]["step_ms"]
     steady = steps[1:] if len(steps) > 1 else steps
@@ -243,7 +244,7 @@ def _one(log: ProcLog, cmd: list[str], ident: str, w: Watched, cores: int | None
                              "which the hook cannot split) booked as transform; collate is the collate_fn; the "
                              "hand-over to the main process and the copy to the device are not seen")
     rec.next_step, rec.next_notes = sweep_command(main, cores, rec.model_samples_per_s, _model_factory(log),
-                                              bool(log.cuda))
+                                                  bool(log.cuda), world_size=ws)
     if main is None and rec.files_read:
         rec.next_step, rec.next_notes = bench_command(rec.files_read)
     return rec
@@ -376,9 +377,11 @@ def _resolve(path: str | None, dtype: str | None) -> tuple[Data | None, str]:
 
 
 def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: float | None = None,
-                  model: str | None = None, cuda: bool = False) -> tuple[str, list[str]]:
+                  model: str | None = None, cuda: bool = False, world_size: int = 1) -> tuple[str, list[str]]:
     """The `dataperf sweep` that starts from the script's training loader, on the data it read, runnable as
-    printed (empty when no data sweep can read is known), and the notes that go after it."""
+    printed (empty when no data sweep can read is known), and the notes that go after it. A job of several ranks
+    (torchrun) gets `sweep --ranks` with its own world size: workers per rank with every rank reading at once,
+    each fed at the step rate the job's model showed (--step-rate), else at its model's step measured."""
     if loader is None:
         return "", ["no DataLoader seen: nothing to sweep; to measure the loop's input, wrap it in a torch Dataset "
                     "(a factory returning it) and run: dataperf bench --dataset yourpkg.data:build_dataset"]
@@ -391,6 +394,8 @@ def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: f
     # no --num-workers: the sweep's own ladder is sized by the cores and the data, and only its own ladder goes
     # on past its top while the best is the largest count tried and does not feed the model (a list given here
     # would stop there: on 2 cores a paced job that needed 6 workers got a sweep of 1 and 2, 0.42 of the best)
+    if world_size > 1:
+        return _ranks_command(loader, world_size, bs, pf, model_sps, model, cuda)
     flags = ["--batch-size", str(bs), "--prefetch-factor", f"{pf},{2 * pf}", "--decode"]
     if loader.get("pin_memory"):
         flags += ["--pin-memory", "on"]
@@ -432,6 +437,36 @@ def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: f
         notes.append(f"the sweep reads {path} as {data.describe()} with its own reader, not through your {dtype}; "
                      f"to time your Dataset itself, give --dataset {PLACEHOLDER_DATASET} (a function that returns "
                      "it) in place of the path")
+    return " ".join(["dataperf", "sweep", shlex.quote(path), *flags]), notes
+
+
+def _ranks_command(loader: dict[str, Any], ranks: int, bs: int, pf: int, model_sps: float | None,
+                   model: str | None, cuda: bool) -> tuple[str, list[str]]:
+    """`sweep --ranks G` for a job of G ranks: its batch size, prefetch, pinning and persistence as set, each
+    rank's consumer paced at the rate the job's model took batches when fed (watch measured it), else the model's
+    step measured."""
+    path, dtype = loader.get("data_path"), loader.get("dataset_type")
+    data, why = _resolve(path, dtype)
+    flags = ["--ranks", str(ranks), "--batch-size", str(bs), "--prefetch-factor", str(pf)]
+    if loader.get("pin_memory"):
+        flags += ["--pin-memory", "on"]
+    if loader.get("persistent_workers"):
+        flags += ["--persistent-workers", "on"]
+    notes = []
+    if model_sps and model_sps == model_sps:
+        flags += ["--step-rate", f"{model_sps:.0f}"]
+        notes.append(f"each of the {ranks} ranks' consumers is paced at {model_sps:,.0f} samples/s, the rate your "
+                     "model took batches at when fed; the sweep answers how many workers each rank needs with all "
+                     f"{ranks} reading at once on this host's cores")
+    else:
+        flags += ["--model", model or PLACEHOLDER_MODEL] + (["--device", "cuda"] if cuda else [])
+        notes.append(f"no step rate seen, so the sweep measures your model's step once "
+                     f"({model or PLACEHOLDER_MODEL}: a function that returns your model) and paces each rank at it")
+    if data is None:
+        notes.append(f"no next command: dataperf sweep cannot read the data the script's loader reads ({why}); give "
+                     f"--dataset {PLACEHOLDER_DATASET} (a function that returns your Dataset) with: "
+                     f"dataperf sweep {' '.join(flags)}")
+        return "", notes
     return " ".join(["dataperf", "sweep", shlex.quote(path), *flags]), notes
 
 
