@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
+from dataperf import verdict
 from dataperf.cli import cli
 from dataperf.commands import _render
 from dataperf.data import resolve, user_dataset
@@ -177,8 +178,9 @@ def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thr
     50 ms step = 80 samples/s); but every epoch each fresh worker first sleeps START_S (0.5 s) while the model
     waits. Over an epoch the model needs 0.6 s and waits for the start-up: it idles about half the time. The
     sweep's verdict feeds mid-epoch (INPUT-BOUND is the wait mid-epoch, issue 49) and states the epoch start as
-    its own finding, names the restarts with the whole epoch's stall, and predicts that stall; e2e, one restart
-    per repeat, measures it and names them; diagnose says not input-bound at the steady rate, but restarts."""
+    its own finding, once (the loader trial's restart effect, the same start seen apart, is not said beside it,
+    issue 50), and predicts the whole epoch's stall the effect gives; e2e, one restart per repeat, measures it and
+    names them; diagnose says not input-bound at the steady rate, but restarts."""
     b, w = 4, 2
     data = user_dataset("agreement_cases:slow_start")
     cfg = LoaderConfig(backend="user-dataset", batch_size=b, num_workers=w)
@@ -187,10 +189,11 @@ def test_epoch_restarts_split_the_steady_verdict_and_all_three_name_them(one_thr
     out = sw.run(sw.SweepPlan([(data, replace(cfg, decode=True))], topts, tmp_path / "s.jsonl", step=sopts,
                               lopts=FAST_LIMITS))
     rec = out.recommendation
-    # fed mid-epoch; the restarts (predicted_fed's start-up phase) are the epoch start's finding and the effect
-    assert rec.outcome == "feeds" and effect_names(rec.effects) == ["epoch_restarts"], rec.effects
+    # fed mid-epoch; the restarts (predicted_fed's start-up phase) are the epoch start's finding, said once
+    assert rec.outcome == "feeds" and effect_names(rec.effects) == [], rec.effects
     assert any(f.startswith("epoch start: ") and "persistent_workers=True" in f for f in rec.findings), rec.findings
-    predicted = rec.effects[0].stall_fraction
+    (restarts,) = [e for e in verdict.loader_effects(rec.pick, out.step) if e.name == "epoch_restarts"]
+    predicted = restarts.stall_fraction
     assert rec.predicted_stall_fraction == pytest.approx(predicted, abs=0.05)
     # an epoch: each fresh worker's START_S and first batch (4 x 10 ms), waited for, then 12 steps of STEP_S; a
     # process spawn adds its own (unknown) time to the wait, so the analytic idle share is a floor
