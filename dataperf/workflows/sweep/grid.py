@@ -171,6 +171,11 @@ def _axis_value(path: Path, k: str, v: Any) -> Any:
         if v not in ("skip", "fail"):
             raise UserError(f"{path}: on_corrupt must be skip or fail, got {v!r}")
         return None if v == "fail" else v
+    if k == "ray_cluster":  # where the ray backend runs: one setting (backends.ray.Cluster), not an axis
+        if not (v is None or _is(str, v)):
+            raise UserError(f"{path}: ray_cluster takes one of auto, HOST:PORT, ray://HOST:PORT or simulated:NxC, "
+                            f"got {v!r}")
+        return v
     if k == "transform":
         if not (v is None or _is(str, v)):
             raise UserError(f"{path}: transform takes one preset name or MODULE:FACTORY (it is not a sweep "
