@@ -3,7 +3,7 @@ predicts N = ceil(demand / per-node rate), measures N-1, N, N+1 (a loader trial 
 each); scored: the predicted N within +-1 of the smallest measured cluster that fed the consumer, and the predicted
 rate (N x per-node) within 15% of the rate measured at N.
 
-    flock /work/bench.lock python benchmarks/ray_sizing.py [--cost 0.02] [--map-batch 128] [--out DIR]
+    flock /work/bench.lock python benchmarks/ray_sizing.py [--cost 0.01] [--map-batch 128] [--out DIR]
 
 Samples cost a fixed paced time (sleeps on absolute deadlines: simulated CPUs are logical), so a node of C CPUs
 gives about C / cost samples/s whatever else the 2-core box runs.
@@ -32,9 +32,11 @@ def body(a: argparse.Namespace, say: Say) -> int:
     write_dataset(root, "image", "files", a.count, seed=1, image=ImageSpec(16, 16, 85))
     data = resolve(str(root))
     say(f"data: {a.count} JPEGs of 16x16 (files); cost {a.cost * 1000:g} ms a sample, paced; nodes of {a.node_cpus} "
-        f"CPU(s); map batch {a.map_batch}; batch {a.batch}; {a.repeats} repeats of {a.repeat_s:g} s; paced consumer "
+        f"CPU(s); map batch {a.map_batch}; batch {a.batch}; {a.repeats} repeats (0 s: an epoch) of {a.repeat_s:g} s; "
+        f"paced consumer "
         f"{a.feed_s:g} s; at most {a.most} nodes")
-    opts = TrialOptions(repeats=a.repeats, warmup_batches=2, min_batches=3, repeat_seconds=a.repeat_s, collect=False,
+    opts = TrialOptions(repeats=a.repeats, warmup_batches=16, min_batches=3, repeat_seconds=a.repeat_s or None,
+                        collect=False,
                         footprint=False, sample_cost_s=a.cost)
     cfg = LoaderConfig(backend="ray", batch_size=a.batch, decode=True, image_size=16, ray_num_cpus=1,
                        ray_map_batch=a.map_batch, ray_prefetch_batches=2, ray_object_store_mib=100)
@@ -62,15 +64,15 @@ def body(a: argparse.Namespace, say: Say) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--demands", type=lambda s: [float(x) for x in s.split(",")], default=[40.0, 80.0, 130.0],
+    ap.add_argument("--demands", type=lambda s: [float(x) for x in s.split(",")], default=[80.0, 170.0, 260.0],
                     help="samples/s, a comma list")
-    ap.add_argument("--cost", type=float, default=0.02)
+    ap.add_argument("--cost", type=float, default=0.01)
     ap.add_argument("--node-cpus", type=int, default=1)
     ap.add_argument("--map-batch", type=int, default=128)
     ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--count", type=int, default=4000)
+    ap.add_argument("--count", type=int, default=2400)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--repeat-s", type=float, default=10.0)
+    ap.add_argument("--repeat-s", type=float, default=0.0, help="0: whole epochs (as ray_known_answer.py)")
     ap.add_argument("--feed-s", type=float, default=12.0)
     ap.add_argument("--most", type=int, default=4)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/ray_sizing"))

@@ -218,7 +218,8 @@ def _start(ray, cluster: Cluster, store: int | None) -> None:
         _Session.cluster = sim
         ray.init(address=sim.address, log_to_driver=False, logging_level=logging.ERROR)
     else:
-        ray.init(num_cpus=_usable_cores(), object_store_memory=(store or MIN_STORE_MIB) * 2**20,
+        # address="local": a Ray of its own, never one found running on this machine (ray.init() would join it)
+        ray.init(address="local", num_cpus=_usable_cores(), object_store_memory=(store or MIN_STORE_MIB) * 2**20,
                  include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 
 
@@ -455,11 +456,14 @@ SETTLE_S = 30.0
 
 
 def _settle() -> None:
-    """After a repeat cut short (untimed: the trial's clock stopped at its last batch), wait until the cluster's CPUs
-    are free again: map tasks of the abandoned execution still running would hold their workers, and the next
-    repeat would start new worker processes (seconds each: Python, Ray, torch) into its time to first batch."""
+    """After a repeat cut short (untimed: the trial's clock stopped at its last batch), wait until the CPUs of a Ray
+    dataperf started are free again: map tasks of the abandoned execution still running would hold their workers,
+    and the next repeat would start new worker processes (seconds each: Python, Ray, torch) into its time to first
+    batch."""
     import ray
 
+    if _Session.info.get("cluster_kind") == "address":  # a joined cluster's CPUs may be busy with others' work
+        return
     t = time.monotonic()
     while time.monotonic() - t < SETTLE_S:
         try:

@@ -1,8 +1,9 @@
 """A consumer paced at a demand: what a training loop whose step takes a fixed time a sample takes from a loader.
 
-Each batch of n samples is followed by a step of n / demand seconds, paced on absolute deadlines (a late wake-up is
-caught up, not added), starting when the batch is in hand or when the last step ended, whichever is later: the
-consumer never runs faster than the demand, and takes less only while it waits for data. Used by sizing
+Each batch of n samples is followed by a step of n / demand seconds, paced on absolute deadlines: a step ends
+n / demand after the last one did, plus the time next() blocked for its batch. A late wake-up from a sleep is caught
+up, not added (the load on the machine does not slow the consumer); the consumer never runs faster than the demand,
+and takes less only by what it waits for data. Used by sizing
 (workflows.ray_size) to tell which cluster feeds a model of that step rate, without the model.
 """
 
@@ -26,10 +27,13 @@ def paced_feed(batches: Iterable[dict[str, Any]], demand: float, seconds: float,
                 return float("nan")
         t0 = deadline = time.perf_counter()
         samples = n = 0
-        for b in it:
+        while True:
+            asked = time.perf_counter()
+            b = next(it, None)
+            if b is None:
+                break
             watchdog.beat()
-            now = time.perf_counter()
-            deadline = max(deadline, now) + b["n"] / demand
+            deadline += time.perf_counter() - asked + b["n"] / demand  # the data wait, then the step
             left = deadline - time.perf_counter()
             if left > 0:
                 time.sleep(left)
