@@ -361,7 +361,7 @@ def collate(batch: dict[str, np.ndarray]) -> dict[str, Any]:
             lengths = [len(s) for s in x]
             pad = torch.zeros(len(x), max(lengths, default=0), dtype=torch.long)
             for i, s in enumerate(x):
-                pad[i, : len(s)] = torch.from_numpy(np.asarray(s, dtype=np.int64))
+                pad[i, : len(s)] = torch.as_tensor(np.array(s, dtype=np.int64))  # Ray's arrays are read-only
             out["x"], out["lengths"], out["tokens"] = pad, torch.tensor(lengths, dtype=torch.long), sum(lengths)
         else:
             out["x"] = torch.from_numpy(np.ascontiguousarray(x))

@@ -42,22 +42,32 @@ def test_reads_the_same_samples_as_the_dataloader(datasets, name):
     same_samples(datasets[name], "ray")
 
 
-def test_a_paced_map_on_simulated_nodes_reads_min_of_concurrency_and_cpus(datasets):
+@pytest.fixture(scope="module")
+def many_images(tmp_path_factory):
+    """480 tiny JPEG files: 15 map tasks of 32, enough for a steady window of whole-epoch repeats."""
+    from dataperf.data.make.generate import ImageSpec, write_dataset
+
+    root = tmp_path_factory.mktemp("ray") / "img"
+    write_dataset(root, "image", "files", 480, seed=1, image=ImageSpec(16, 16, 85))
+    return root
+
+
+def test_a_paced_map_on_simulated_nodes_reads_min_of_concurrency_and_cpus(many_images):
     """Samples paced at a fixed cost (sleeps to absolute deadlines: a logical CPU needs no real core), read by K
     tasks on 2 simulated nodes of 1 CPU: about min(K, 2) / cost. The bounds are loose (structure, not speed: Ray's
     executor notices a finished task up to 100 ms late while several run, which short tasks like these pay, and a
-    one-stream rate over 6 bursty batches is coarse; benchmarks/ray_known_answer.py scores it within 10%): one
+    one-stream rate over 15 batches is coarse; benchmarks/ray_known_answer.py scores it within 10%): one
     task reads one CPU's rate, four tasks gain from the second CPU but are capped by the 2 CPUs, not 4 tasks."""
-    cost = 0.02
+    cost = 0.03  # a task of 32 samples takes 0.96 s: the executor's lag (up to 0.1 s, and the dispatch) a small share
     rates = {}
     for k in (1, 4):
-        c = cfg(ray_concurrency=k, ray_map_batch=16, batch_size=16, ray_cluster="simulated:2x1")
-        r = run_trial(datasets["image-files"], c, replace(FAST, sample_cost_s=cost, repeats=2))
+        c = cfg(ray_concurrency=k, ray_map_batch=32, batch_size=32, image_size=16, ray_cluster="simulated:2x1")
+        r = run_trial(many_images, c, replace(FAST, sample_cost_s=cost, repeats=2, warmup_batches=4))
         assert r.status == "ok", r.error
         assert r.backend["cluster_kind"] == "simulated" and r.backend["ray_nodes"] == 2
         rates[k] = r.samples_per_s_median
     assert 0.6 / cost <= rates[1] <= 1.3 / cost, rates
-    assert 1.2 * rates[1] <= rates[4] <= 1.3 * 2 / cost, rates
+    assert 1.3 * rates[1] <= rates[4] <= 1.3 * 2 / cost, rates
 
 
 def test_trial_keeps_ray_stats_and_stage_books(datasets):
