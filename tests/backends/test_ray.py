@@ -129,3 +129,17 @@ def test_bench_and_sweep_on_simulated_nodes(datasets, tmp_path):
     assert {x.config["ray_concurrency"] for x in recs} == {1, 2}
     assert all(x.config["ray_cluster"] == "simulated:2x1" and x.status == "ok" for x in recs)
     assert "TaskPoolStrategy(size=" in r.output
+
+
+def test_ray_size_predicts_from_one_node_and_measures_around_it(datasets, tmp_path):
+    """A demand one simulated node of 1 CPU feeds many times over (50 samples/s of 64-px JPEGs): predicted 1 node,
+    1 and 2 measured, each fed by a consumer paced at the demand; the answer in Ray's terms, every trial kept."""
+    out = tmp_path / "size.jsonl"
+    r = CliRunner().invoke(cli, ["ray-size", str(datasets["image-files"]), "--step-rate", "50", "--ray-node-cpus", "1",
+                                 "--max-nodes", "2", "--batch-size", "8", "--image-size", "32", "--ray-map-batch", "8",
+                                 "--ray-object-store", str(STORE), "--repeats", "2", "--warmup-batches", "1",
+                                 "--min-batches", "3", "--no-collect", "--feed-seconds", "2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "predicted: 1 node(s)" in r.output and "smallest that feeds is 1 node(s)" in r.output, r.output
+    assert "TaskPoolStrategy(size=1)" in r.output and "on 1 nodes of 1 CPUs" in r.output, r.output
+    assert [x.config["ray_cluster"] for x in load(out)] == ["simulated:1x1", "simulated:2x1"]
