@@ -17,7 +17,7 @@ from dataperf.data import SOURCE_FORMATS, Data
 from dataperf.errors import TrialError
 from dataperf.results import WORKERS, LoaderConfig, loader_knobs, option_flag, own_knobs
 
-TITLES = {"dali": "DALI", "spdl": "SPDL", "litdata": "LitData", "streaming": "Mosaic Streaming"}
+TITLES = {"dali": "DALI", "spdl": "SPDL", "litdata": "LitData", "streaming": "Mosaic Streaming", "ray": "Ray Data"}
 # knobs of LoaderConfig a backend may or may not express (decode/batch_size/cache every backend has), and the value
 # a backend that cannot keeps: from their declarations (results.config.loader_knob: optional, off)
 KNOBS = tuple(f.name for f in fields(LoaderConfig) if f.metadata.get("optional"))
@@ -67,6 +67,11 @@ class Backend:
     # where its pipeline keeps no stage books: a probe timing its stages apart ({stage: ms a sample}, how; or
     # ({}, why not)), run once after a trial
     stages: Callable[[Data, LoaderConfig], tuple[dict[str, float], str]] | None = None
+    # the config in the backend's own API, where `args`' "TITLE pipeline: knob=value" is not how its users write it
+    answer: Callable[[LoaderConfig], str] | None = None
+    # checked once before any trial (preflight): installed, its cluster answers. A backend with one runs on the
+    # cluster LoaderConfig.ray_cluster names (CLUSTERED)
+    preflight: Callable[[LoaderConfig], None] | None = None
 
     @property
     def title(self) -> str:
@@ -106,6 +111,8 @@ class Backend:
     def args(self, cfg: LoaderConfig) -> str:
         """A config as the user writes it in their script, for a backend with knobs of its own (the DataLoader's
         arguments are verdict.answer's)."""
+        if self.answer is not None:
+            return self.answer(cfg)
         own = ", ".join(k.metadata["answer"].format(getattr(cfg, k.name)) for k in self.own)
         return f"{self.title} pipeline: batch_size={cfg.batch_size}, {own}"
 
@@ -188,6 +195,14 @@ def _lazy(module: str, fn: str) -> Callable[..., Any]:
     return call
 
 
+def _lazy_cfg(module: str, fn: str) -> Callable[[LoaderConfig], Any]:
+    """A backend module's function of a config alone, imported when called (its package may not be installed)."""
+    def call(cfg: LoaderConfig) -> Any:
+        return getattr(importlib.import_module(module), fn)(cfg)
+
+    return call
+
+
 REGISTRY: dict[str, Backend] = {b.name: b for b in [
     Backend("files", "", "", "files", ("process",), KNOBS, 0, _dataloader),
     Backend("webdataset", "webdataset", "pip install webdataset", "webdataset", ("process",), KNOBS, 0, _dataloader),
@@ -204,6 +219,11 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
     Backend("spdl", "spdl", "pip install 'dataperf[spdl]'", "files, webdataset (in place)",
             ("thread", "process"), ("num_workers", "prefetch_factor", "shuffle"), 1,
             _lazy("dataperf.backends.spdl", "build"), one_stream=True),
+    Backend("ray", "ray", "pip install 'dataperf[ray]' (ray[data]==2.60.0)",
+            "files, webdataset (in place), on a local, simulated or joined Ray cluster", ("process",), ("shuffle",),
+            0, _lazy("dataperf.backends.ray", "build"), _lazy("dataperf.backends.ray", "prepare"), one_stream=True,
+            workers_knob="ray_concurrency", prefetch_knob="ray_prefetch_batches", prefetch_per_worker=False,
+            answer=_lazy_cfg("dataperf.backends.ray", "args"), preflight=_lazy_cfg("dataperf.backends.ray", "check")),
     Backend("litdata", "litdata", "bash scripts/install_backends.sh litdata", "litdata chunks (converted once)",
             ("process",), KNOBS, 0, _lazy("dataperf.backends.litdata", "build"),
             _lazy("dataperf.backends.litdata", "prepare")),
@@ -215,6 +235,7 @@ REGISTRY: dict[str, Backend] = {b.name: b for b in [
 ]}
 
 ONE_STREAM = tuple(b.name for b in REGISTRY.values() if b.one_stream)
+CLUSTERED = tuple(b.name for b in REGISTRY.values() if b.preflight)  # run where LoaderConfig.ray_cluster says
 
 
 def of(c: dict[str, Any] | LoaderConfig) -> Backend:

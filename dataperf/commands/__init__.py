@@ -9,6 +9,7 @@ from dataperf.commands import (
     lengths,
     memory,
     profile,
+    ray_size,
     report,
     shards,
     step,
@@ -18,4 +19,4 @@ from dataperf.commands import (
 )
 
 COMMANDS = [bench.bench, compare.compare, diagnose.diagnose, e2e.e2e, lengths.lengths, memory.memory, profile.profile,
-            report.report, shards.shards, step.step, sweep.sweep, tune.tune, watch.watch]
+            ray_size.ray_size, report.report, shards.shards, step.step, sweep.sweep, tune.tune, watch.watch]

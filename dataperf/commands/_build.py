@@ -143,6 +143,22 @@ class LoaderValues:
     seq_len: int | None = None
     dataset_factory: str | None = None
     shuffle_buffer: int | None = None
+    ray_address: str | None = None
+    ray_nodes: int | None = None
+    ray_node_cpus: int | None = None
+
+
+def _ray_cluster(backends_asked: list[str], address: str | None, nodes: int | None,
+                 node_cpus: int | None) -> str | None:
+    """The ray backend's cluster (LoaderConfig.ray_cluster) from its options, which apply to it alone."""
+    from dataperf.backends import CLUSTERED
+    from dataperf.backends.ray import cluster_spec
+
+    spec = cluster_spec(address, nodes, node_cpus)
+    if spec is not None and not set(backends_asked) & set(CLUSTERED):
+        raise UserError("--ray-address, --ray-nodes and --ray-node-cpus set where the ray backend runs: add "
+                        "--backend ray")
+    return spec
 
 
 def make_config(data, device: str = "cpu", **given: Any):
@@ -172,7 +188,8 @@ def make_config(data, device: str = "cpu", **given: Any):
     if mine:  # no DataLoader workers: the worker count and what needs workers off
         knobs.update({n: k.metadata["off"] for n, k in KNOB.items()
                       if k.metadata["optional"] and (n == WORKERS or k.metadata["with_workers"])})
-    return LoaderConfig(backend=backend, **knobs, decode=v.decode, cache=v.cache,
+    ray_cluster = _ray_cluster([backend], v.ray_address, v.ray_nodes, v.ray_node_cpus)
+    return LoaderConfig(backend=backend, **knobs, decode=v.decode, cache=v.cache, ray_cluster=ray_cluster,
                         image_size=v.image_size, cap_tokens=v.cap_tokens, transform=v.transform,
                         seq_len=v.seq_len if windowed(data) else None, **values,
                         on_corrupt=None if v.on_corrupt == "fail" else v.on_corrupt,
@@ -204,6 +221,9 @@ class GridValues:
     dataset_factory: str | None = None
     no_shuffle: bool = False
     shuffle_buffer: int | None = None
+    ray_address: str | None = None
+    ray_nodes: int | None = None
+    ray_node_cpus: int | None = None
 
 
 def make_grid(datas: list, **given: Any):
@@ -230,7 +250,8 @@ def make_grid(datas: list, **given: Any):
                    cap_tokens=v.cap_tokens, transform=v.transform,
                    seq_len=v.seq_len if any(windowed(d) for d in datas) else None,
                    own={k: x for k, x in mine.items() if x is not None},
-                   on_corrupt=None if v.on_corrupt == "fail" else v.on_corrupt, shuffle_buffer=v.shuffle_buffer)
+                   on_corrupt=None if v.on_corrupt == "fail" else v.on_corrupt, shuffle_buffer=v.shuffle_buffer,
+                   ray_cluster=_ray_cluster(v.backend, v.ray_address, v.ray_nodes, v.ray_node_cpus))
 
 
 def _check_axes(v: GridValues, knobs: dict[str, Any], mine: dict[str, Any]) -> None:

@@ -106,6 +106,9 @@ ROWS: dict[str, tuple[Any, ...]] = {
     "seq_len":           (None,   512,     512,     512,     512,     512,     512),
     "cache":             ("warm", "warm",  "cold",  "warm",  "warm",  "warm",  NO),
     **{k.metadata["option"]: _own_row(k) for k in OWN},
+    "ray_address":       (None,   None,    NO,      None,    None,    None,    NO),
+    "ray_nodes":         (None,   None,    NO,      None,    None,    None,    NO),
+    "ray_node_cpus":     (None,   None,    NO,      None,    None,    None,    NO),
     "on_corrupt":        ("fail", "fail",  "fail",  "fail",  "fail",  "fail",  NO),
     "no_shuffle":        (NO,     False,   NO,      NO,      NO,      NO,      NO),
     "shuffle_buffer":    (None,   None,    None,    None,    None,    None,    NO),
@@ -116,9 +119,10 @@ ROWS: dict[str, tuple[Any, ...]] = {
     "input_kind":        (NO,     None,    None,    None,    None,    None,    None),
     "deterministic":     (NO,     False,   False,   False,   False,   False,   False),
 }
+RAY_CLUSTER = ("ray_address", "ray_nodes", "ray_node_cpus")  # where --backend ray runs (backends.ray.cluster_spec)
 # the loader options in --help order, each DataLoader knob placed after the option its declaration names
 LOADER = _placed(("dataset_factory", "transform", "backend", "decode", "image_size", "cap_tokens", "seq_len", "cache",
-                  *(k.metadata["option"] for k in OWN), "on_corrupt", "no_shuffle", "shuffle_buffer"))
+                  *(k.metadata["option"] for k in OWN), *RAY_CLUSTER, "on_corrupt", "no_shuffle", "shuffle_buffer"))
 MODEL = ("model", "device", "optimizer", "amp", "input_kind", "deterministic")
 DEFAULTS: dict[str, tuple[Any, ...]] = {n: _knob_row(KNOB[n]) if n in KNOB else ROWS[n] for n in (*LOADER, *MODEL)}
 MODELS_HELP = "gpt-small | gpt-tiny | cnn-small | MODULE:FACTORY"
@@ -238,6 +242,14 @@ SPECS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
     "cache": ("--cache", {"type": click.Choice(["warm", "cold"]), "help": CACHE_HELP},
               {"type": click.Choice(["warm", "cold", "both"]), "help": f"{CACHE_HELP}; both: each config both ways"}),
     **{k.metadata["option"]: _own_spec(k) for k in OWN},
+    "ray_address": ("--ray-address", *_same(metavar="auto|HOST:PORT|ray://HOST:PORT",
+                                            help="ray backend: join this Ray cluster [a local Ray dataperf starts, "
+                                                 "sized to this machine]")),
+    "ray_nodes": ("--ray-nodes", *_same(type=int, metavar="N",
+                                        help="ray backend: simulate N CPU-only nodes on this machine (with "
+                                             "--ray-node-cpus)")),
+    "ray_node_cpus": ("--ray-node-cpus", *_same(type=int, metavar="C",
+                                                help="ray backend: CPUs of each simulated node")),
     "on_corrupt": ("--on-corrupt", *_same(type=click.Choice(["fail", "skip"]),
                                           help="a sample that does not decode fails the trial (naming it), or is "
                                                "skipped and counted (corrupt_samples)")),

@@ -13,6 +13,7 @@ from dataperf.commands._options import OUT, loader_options, split, trial_options
 from dataperf.errors import UserError
 from dataperf.results import LoaderResult, fmt
 from dataperf.verdict import rank_rate
+from dataperf.verdict.ray import cross_check
 
 
 @click.command()
@@ -66,6 +67,8 @@ def render(r: LoaderResult, verbose: bool = False) -> None:
         _render.say(f"training rate: {fmt(rank_rate(r))} samples/s ({r.training_basis or 'the steady rate'})")
         line = _render.stage_line(r)
         if line:
+            _render.say(line)
+        for line in cross_check((r.backend or {}), r.stage_ms_per_sample):  # ray: its own books beside ours
             _render.say(line)
         console.print(f"harness overhead (no-op DataLoader, same workers, collectors on): "
                       f"{fmt(r.harness_overhead_ms_per_batch, 3)} ms/batch = {fmt(r.harness_overhead_pct, 1)}% "

@@ -153,6 +153,11 @@ def check_loader(data, cfg) -> None:
 
     data = as_data(data)
     m = data.manifest
+    from dataperf import backends
+
+    be = backends.REGISTRY.get(cfg.backend)
+    if be is not None and be.preflight is not None:  # installed, its cluster answers: once, not in each trial
+        be.preflight(cfg)
     check_workers(cfg.num_workers)
     if cfg.batch_size < 1:
         raise UserError(f"--batch-size must be at least 1, got {cfg.batch_size}")

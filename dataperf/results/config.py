@@ -64,7 +64,7 @@ def own_knob(backend: str, option: str, label: str, single: Any, axis: tuple[Any
 class LoaderConfig:
     """One point of the sweep grid: everything that changes how samples reach the model."""
 
-    backend: str = "files"  # the loader that reads (dataperf.backends): files | webdataset | dali | spdl | ...
+    backend: str = "files"  # the loader that reads (dataperf.backends): files | webdataset | dali | spdl | ray | ...
     batch_size: int = loader_knob(32, "--batch-size", "backend", optional=False, help="samples a batch",
                                   sweep_help="samples a batch, a comma list",
                                   axis=(32,), step=8, label=("bs={}", "set"), thin=5, cost=3, answer=(1, "always"))
@@ -100,6 +100,22 @@ class LoaderConfig:
                                                      "prefetch_queue_depth={}", help="batches DALI keeps ready")
     dali_decode_device: str | None = own_knob("dali", "dali_decode", "decode", "cpu", ("cpu",), "decode on {}",
                                               ("cpu", "mixed"), help="where DALI decodes: cpu, or mixed (the GPU)")
+    ray_concurrency: int | None = own_knob("ray", "ray_concurrency", "conc", 2, (1, 2, 4),
+                                           "compute=TaskPoolStrategy(size={})",
+                                           help="Ray Data map tasks decoding at once (map_batches' concurrency)")
+    ray_num_cpus: int | None = own_knob("ray", "ray_cpus", "cpus", 1, (1,), "num_cpus={}",
+                                        help="CPUs Ray reserves for each map task")
+    ray_map_batch: int | None = own_knob("ray", "ray_map_batch", "map_bs", 64, (64,), "batch_size={}",
+                                         help="samples one map_batches task reads and decodes")
+    ray_prefetch_batches: int | None = own_knob("ray", "ray_prefetch", "pf", 2, (2,), "prefetch_batches={}",
+                                                help="batches iter_torch_batches keeps ready")
+    ray_object_store_mib: int | None = own_knob("ray", "ray_object_store", "store", 512, (512,),
+                                                "object_store_memory={} MiB",
+                                                help="MiB of object store on each node of a Ray dataperf starts "
+                                                     "(a joined cluster keeps its own)")
+    # where Ray runs: None = a local Ray dataperf starts on this machine; "simulated:NxC" = N CPU-only nodes of C
+    # CPUs simulated here; "auto" | "HOST:PORT" | "ray://HOST:PORT" = the user's cluster, joined (backends.ray)
+    ray_cluster: str | None = None
     on_corrupt: str | None = None  # None (= fail: the trial fails naming the sample) | skip (counted)
     # process | thread; None = the backend's own kind (a backend runs those of its `worker_types`)
     worker_type: str | None = loader_knob(None, "--worker-type", "num_workers", kind="choice",
@@ -150,7 +166,8 @@ class LoaderConfig:
         if own:  # a backend with knobs of its own is described by them alone
             parts = [f"{self.backend} bs={self.batch_size}"] + [f"{k.metadata['label']}={getattr(self, k.name)}"
                                                                 for k in own]
-            return " ".join(parts) + f"{self._transform()} {self.access(ignored)} {self.cache}"
+            where = f" on {self.ray_cluster}" if self.ray_cluster else ""
+            return " ".join(parts) + f"{self._transform()} {self.access(ignored)} {self.cache}{where}"
         s, written = self.backend, self.explicit()  # torch's default prefetch written out where none was given
         for k in loader_knobs():  # each knob's label (loader_knob), in the order of the options
             fmt, when = k.metadata["label"] or ("", "")

@@ -82,8 +82,10 @@ def test_the_derived_tables_are_the_hand_written_ones_they_replaced():
     assert backends.OFF == {"num_workers": 0, "prefetch_factor": None, "pin_memory": False,
                             "persistent_workers": False, "shuffle": False}
     assert budget.THINNING == ("prefetch_factor", "pin_memory", "persistent_workers", "dali_prefetch_queue_depth",
-                               "batch_size", "dali_num_threads", "num_workers")
-    assert budget.ONE_VALUE == ("prefetch_factor", "pin_memory", "persistent_workers", "dali_prefetch_queue_depth")
+                               "ray_prefetch_batches", "batch_size", "dali_num_threads", "ray_concurrency",
+                               "num_workers")
+    assert budget.ONE_VALUE == ("prefetch_factor", "pin_memory", "persistent_workers", "dali_prefetch_queue_depth",
+                                "ray_prefetch_batches")
     assert gr.AXIS_TYPES == {"backends": str, "worker_types": str, "pin_memory": bool, "persistent_workers": bool,
                              "shuffle": bool, "decode": bool, "cache": str}
     assert [k.name for k in rates.COST] == ["num_workers", "prefetch_factor", "batch_size", "pin_memory",
@@ -91,7 +93,9 @@ def test_the_derived_tables_are_the_hand_written_ones_they_replaced():
     assert _options.LOADER == (
         "dataset_factory", "transform", "backend", "batch_size", "num_workers", "worker_type", "prefetch_factor",
         "pin_memory", "persistent_workers", "decode", "image_size", "cap_tokens", "seq_len", "cache",
-        "dali_threads", "dali_queue", "dali_decode", "on_corrupt", "shuffle", "no_shuffle", "shuffle_buffer")
+        "dali_threads", "dali_queue", "dali_decode", "ray_concurrency", "ray_cpus", "ray_map_batch", "ray_prefetch",
+        "ray_object_store", "ray_address", "ray_nodes", "ray_node_cpus", "on_corrupt", "shuffle", "no_shuffle",
+        "shuffle_buffer")
     no = _options.NO
     rows = {  # option: bench, sweep, tune, e2e, profile, diagnose, step
         "batch_size": (32, "32", 32, 32, 32, 32, 8),

@@ -50,6 +50,7 @@ class Grid:
     own: dict[str, list] = field(default_factory=dict)
     on_corrupt: str | None = None
     shuffle_buffer: int | None = None  # a buffered shuffle's size (BUFFER_BACKENDS); None = DEFAULT_SHUFFLE_BUFFER
+    ray_cluster: str | None = None  # where the ray backend runs (LoaderConfig.ray_cluster); the others: not set
 
     def configs(self, data_format: str) -> Iterator[LoaderConfig]:
         """Every config per backend; a knob the backend cannot express keeps only its off value, a worker
@@ -68,7 +69,8 @@ class Grid:
                 buffer = self.shuffle_buffer if point["shuffle"] and name in BUFFER_BACKENDS else None
                 yield LoaderConfig(backend=name, image_size=self.image_size, cap_tokens=self.cap_tokens,
                                    on_corrupt=self.on_corrupt, transform=self.transform, seq_len=self.seq_len,
-                                   shuffle_buffer=buffer, **point)
+                                   shuffle_buffer=buffer, ray_cluster=self.ray_cluster if be.preflight else None,
+                                   **point)
 
     def _values(self, axis: str, be: backends.Backend) -> list:
         """An axis's values for one backend: a knob it cannot express at its off value, the worker types it
@@ -169,6 +171,11 @@ def _axis_value(path: Path, k: str, v: Any) -> Any:
         if v not in ("skip", "fail"):
             raise UserError(f"{path}: on_corrupt must be skip or fail, got {v!r}")
         return None if v == "fail" else v
+    if k == "ray_cluster":  # where the ray backend runs: one setting (backends.ray.Cluster), not an axis
+        if not (v is None or _is(str, v)):
+            raise UserError(f"{path}: ray_cluster takes one of auto, HOST:PORT, ray://HOST:PORT or simulated:NxC, "
+                            f"got {v!r}")
+        return v
     if k == "transform":
         if not (v is None or _is(str, v)):
             raise UserError(f"{path}: transform takes one preset name or MODULE:FACTORY (it is not a sweep "
