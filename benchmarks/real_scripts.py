@@ -22,7 +22,9 @@ the script's steady rate short of the model alone (dataperf's step record, the s
 script's own step adds SGD, DataParallel and top-k accuracy): input-bound when over 5% short. Both are printed.
 
 dataperf's side: the default `dataperf sweep DATA/train --model torchvision.models:ARCH` (fp32, as the script
-trains), whose decision gives the pick, the verdict and the steady figure and epoch-start cost the user reads;
+trains), whose decision gives the pick, the verdict and the steady figure and epoch-start cost the user reads
+(with `--paths sweep,budget,tune`, also `sweep --budget B` and `tune`, run after the scripts and each scored
+against the same script runs);
 then `dataperf e2e` fed at exactly the script's config at the pick's worker count (prefetch 2, pinned, not
 persistent), whose epoch start is the one to set beside the script's when the pick itself is persistent.
 The script runs at the pick's worker count and at each of --workers (the pick again last, for drift).
@@ -217,6 +219,16 @@ def run_script(script: Path, data: Path, a: argparse.Namespace, w: int, order: i
     return r
 
 
+def run_path(name: str, a: argparse.Namespace, data: Path, out: Path, say: Say) -> DecisionResult | None:
+    """`sweep --budget B` or `tune` on the same data, as a user types it; its last decision record."""
+    extra = {"budget": ["sweep", "--budget", a.budget, "--overwrite"],
+             "tune": ["tune", "--max-batch-size", str(a.batch_size), "--cache", "warm"]}[name]
+    path = out / f"{name}.jsonl"
+    cmd = [extra[0], *dataperf_args(a, data), *extra[1:], "--epoch-samples", str(a.count), "--out", str(path)]
+    run([sys.executable, "-m", "dataperf", *cmd], out / f"{name}.log", a.sweep_cap_s, REPO, say)
+    return last(path, DecisionResult)
+
+
 def dataperf_args(a: argparse.Namespace, data: Path) -> list[str]:
     return [str(data / "train"), "--model", f"torchvision.models:{a.arch}", "--input", "image", "--device", "cuda",
             "--batch-size", str(a.batch_size), "--transform", "imagenet-train"]
@@ -372,15 +384,20 @@ def body(a: argparse.Namespace, say: Say) -> int:
         say(f"  w={w}: 2nd epoch {e.samples_per_s:.1f} samples/s, steady {e.steady_samples_per_s:.1f}, data wait "
             f"{e.steady_data_wait_fraction:.1%}, start cost {e.start_cost_s:.2f} s" if e else
             f"  w={w}: {runs[-1].error}")
-    s = score(d, fed, runs)
+    decisions = {"sweep": d}
+    for name in a.paths:  # the other paths, after the scripts, each scored against the same script runs
+        if name != "sweep":
+            decisions[name] = run_path(name, a, data, out, say)
+    scores = {}
+    for name, dec in decisions.items():
+        same = dec is not None and fed is not None and dec.config.get("num_workers") == fed.config.get("num_workers")
+        scores[name] = score(dec, fed if same else None, runs)
+        say(f"== {name}: " + "; ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                                         for k, v in scores[name].items() if k != "script_steady_by_workers"))
     summary = {"script": asdict(SCRIPTS["imagenet"]), "arch": a.arch, "batch_size": a.batch_size, "count": a.count,
-               "decision": asdict(d) if d else None, "e2e": asdict(fed) if fed else None,
-               "runs": [asdict(r) for r in runs], "score": s}
+               "decisions": {k: asdict(v) if v else None for k, v in decisions.items()},
+               "e2e": asdict(fed) if fed else None, "runs": [asdict(r) for r in runs], "scores": scores}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    for k, v in s.items():
-        say(f"{k}: {v}")
-    with tarfile.open(f"{out}.tar.gz", "w:gz") as t:
-        t.add(out, arcname=out.name)
     return 0
 
 
@@ -401,11 +418,22 @@ def main() -> int:
     ap.add_argument("--sweep-cap-s", type=float, default=330)
     ap.add_argument("--script-cap-s", type=float, default=120)
     ap.add_argument("--deadline-s", type=float, default=1500, help="no script run starts past this")
+    ap.add_argument("--paths", type=lambda x: x.split(","), default=["sweep"],
+                    help="decision paths scored against the script runs: sweep, budget, tune [sweep]")
+    ap.add_argument("--budget", default="2m", help="the budget path's --budget [2m]")
     ap.add_argument("--rescore", metavar="DIR", help="score --decision files against DIR's script runs (no run)")
     ap.add_argument("--decision", action="append", default=[], metavar="NAME=FILE",
                     help="with --rescore: a path's results file, re-judged by this code")
     a = ap.parse_args()
-    return run_logged(Path(a.out), lambda say: rescore(a, say) if a.rescore else body(a, say))
+    unknown = sorted(set(a.paths) - {"sweep", "budget", "tune"})
+    if unknown:
+        ap.error(f"--paths: {','.join(unknown)} is not sweep, budget or tune")
+    try:
+        return run_logged(Path(a.out), lambda say: rescore(a, say) if a.rescore else body(a, say))
+    finally:  # what ran is kept whatever failed after it (the device returns few files: one archive)
+        if not a.rescore and Path(a.out).is_dir():
+            with tarfile.open(f"{a.out}.tar.gz", "w:gz") as t:
+                t.add(a.out, arcname=Path(a.out).name)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 #   call 2: for i in $(seq 57); do [ -f /tmp/rs/DONE ] && break; sleep 10; done; tail -c 4000 /tmp/rs/job.log;
 #           cp /tmp/rs/*.tar.gz /tmp/rs/job.log $OUT/
 # Env overrides: OUT (/tmp/rs), ARCH (resnet50), WORKERS (4,6,8,12,16), COUNT (16000), DATA (/tmp/rsdata),
-# DEADLINE_S (900: no script run starts later).
+# DEADLINE_S (900: no script run starts later), PATHS (sweep; sweep,budget,tune adds about 6 minutes: a third
+# call polling as the second does).
 OUT=${OUT:-/tmp/rs} NAME=real_scripts
 . "$(dirname "$0")/device_prologue.sh"
 phase start
@@ -20,7 +21,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 python3 -c "import torch, torchvision; print('torch', torch.__version__, 'torchvision', torchvision.__version__)"
 name=${ARCH:-resnet50}
 python3 benchmarks/real_scripts.py --data "${DATA:-/tmp/rsdata}" --out "$OUT/$name" --arch "${ARCH:-resnet50}" \
-  --workers "${WORKERS:-4,6,8,12,16}" --count "${COUNT:-16000}" --deadline-s "${DEADLINE_S:-900}"
+  --workers "${WORKERS:-4,6,8,12,16}" --count "${COUNT:-16000}" --deadline-s "${DEADLINE_S:-900}" \
+  --paths "${PATHS:-sweep}"
 phase "real_scripts exit $?"
 ls -la "$OUT"
 touch "$OUT/DONE"
