@@ -14,7 +14,9 @@ What is compared, each from the script's own per-step lines of its 2nd epoch (th
 allocator's warm-up), split as dataperf splits a fed run (measure/fed.py StartSplit):
 - the epoch start: the epoch's first max(W, 1) steps (the workers are forked again and each builds its first
   batch while the model waits); its cost = their wall less their samples at the steady rate;
-- steady: the rest; samples/s = samples / the steps' `Time`; data wait = their `Data` / their `Time`.
+- steady: the rest, in whole waves as dataperf counts it (measure/fed.py whole_waves: from the first step whose
+  `Data` stands out as a wave's wait to the last); samples/s = samples / the steps' `Time`; data wait = their
+  `Data` / their `Time`.
 The script's `Data` is the host's wait for the next batch; the GPU still runs the previous backward meanwhile
 (the script syncs only at `loss.item()`, before its backward), so it reads far above the GPU's idle share (57%
 at 8-16 workers on the H100, where the rate is flat and the model binds). The verdict is therefore held against
@@ -57,6 +59,7 @@ from typing import Any
 from benchlog import Say, run_logged
 
 from dataperf import results
+from dataperf.measure.fed import SteadyStep, steady_totals
 from dataperf.results import DecisionResult, E2EResult
 
 REPO = Path(__file__).resolve().parent.parent
@@ -138,12 +141,13 @@ def epoch_figures(steps: list[Step], epoch: int, batch_size: int, epoch_samples:
     sizes = [batch_size] * (len(mine) - 1) + [epoch_samples - batch_size * (len(mine) - 1)]
     k = min(max(workers, 1), len(mine) - 1)
     wall = sum(s.time_s for s in mine)
-    st_wall = sum(s.time_s for s in mine[k:])
-    st_rate = sum(sizes[k:]) / st_wall if st_wall > 0 else math.nan
+    st_samples, st_wall, st_data = steady_totals([[SteadyStep(s.time_s, n, s.data_s, s.data_s, s.time_s - s.data_s)
+                                                   for s, n in zip(mine[k:], sizes[k:], strict=True)]])
+    st_rate = st_samples / st_wall if st_wall > 0 else math.nan
     win_wall = sum(s.time_s for s in mine[:k])
     return EpochFigures(
         epoch, len(mine), epoch_samples, epoch_samples / wall, sum(s.data_s for s in mine) / wall, st_rate,
-        sum(s.data_s for s in mine[k:]) / st_wall, k, max(win_wall - sum(sizes[:k]) / st_rate, 0.0))
+        st_data / st_wall, k, max(win_wall - sum(sizes[:k]) / st_rate, 0.0))
 
 
 # ---------------------------------------------------------------- running

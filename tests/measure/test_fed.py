@@ -5,8 +5,9 @@ import pytest
 import torch
 
 from dataperf.data import as_data, user_dataset
-from dataperf.measure.fed import loader_image, shape_for_model, shape_step
+from dataperf.measure.fed import StartSplit, StepTimes, loader_image, shape_for_model, shape_step
 from dataperf.measure.step import StepOptions, Trainer, measure_step
+from dataperf.measure.trial import Arrival
 from dataperf.results import LoaderConfig
 
 STEP_S = 0.05
@@ -91,3 +92,55 @@ def test_host_time_between_steps_holds_what_the_hook_after_each_step_took(paced_
                           on_step=lambda: time.sleep(0.03))
     assert len(times.between_ms) == 4, times.between_ms
     assert all(b >= 30 for b in times.between_ms[1:]), times.between_ms
+
+
+def _waves(handover_s: float, steps: int, first: int, wave_s: float = 1.0, workers: int = 4, b: int = 8,
+           busy_s: float = 0.05) -> list[tuple[float, float]]:
+    """(wait, busy) of each step fed by `workers` that share the cores and finish a batch each together every
+    wave_s (workers x b / wave_s samples/s), from batch `first`, the window starting as that batch's wave comes
+    (a warm-up that ended on a wait); each batch's hand-over takes handover_s."""
+    out, now = [], (first // workers + 1) * wave_s
+    for j in range(first, first + steps):
+        ready = max(now, (j // workers + 1) * wave_s) + handover_s
+        out.append((ready - now, busy_s))
+        now = ready + busy_s
+    return out
+
+
+def _times(steps: list[tuple[float, float]], b: int, starts: set[int] = frozenset()) -> tuple[StepTimes, float]:
+    t, now = StepTimes(), 0.0
+    for i, (wait, busy) in enumerate(steps):
+        t.asks_s.append(now)
+        t.wait_s.append(wait)
+        t.arrivals.append(Arrival(now + wait, 0, b, 0))
+        t.starts.append(i in starts)
+        now += wait + busy
+    return t, now
+
+
+@pytest.mark.parametrize("handover_s", [0.0, 0.03])
+def test_the_steady_rate_counts_whole_waves_of_workers_that_deliver_together(handover_s):
+    """4 workers deliver 4 batches of 8 together every second (32 samples/s); the window starts as a wave comes,
+    the model (50 ms a step) eats its 3 ready batches at once and ends inside a later wave: 10 steps over two
+    repeats hold 2 waits and 10 batches, a plain count reads 36 samples/s (x1.14); whole waves read 32 exactly,
+    whatever each batch's hand-over (the usual wait) costs."""
+    steps = _waves(handover_s, 10, first=1)
+    plain = 8 * len(steps) / sum(w + b for w, b in steps)
+    assert plain > 1.1 * 32  # the bias the cut removes
+    split = StartSplit()
+    for part in (steps[:5], steps[5:]):  # two repeats, one run: training goes on between them
+        split.add(*_times(part, 8), workers=4, cuda=False)
+    assert split.steady_samples_per_s == pytest.approx(32, rel=1e-9)
+    assert split.steady_idle_fraction == pytest.approx(1 - 4 * 0.05 / 1.0, rel=1e-9)
+
+
+def test_a_fed_runs_steady_steps_are_kept_whole_and_an_epoch_start_is_its_own_window():
+    """The loader ahead (no step waits beyond the usual): every steady step counts, at the model's 160 samples/s;
+    an epoch start's first `workers` steps are its window, not steady."""
+    steps = [(0.0, 0.05)] * 10
+    steps[4] = (0.4, 0.05)  # the epoch start: a fresh worker's first batch
+    split = StartSplit()
+    split.add(*_times(steps, 8, starts={4}), workers=2, cuda=False)
+    assert split.steady_samples_per_s == pytest.approx(160)
+    assert split.windows == [pytest.approx((0.5, 16))]
+    assert split.start_costs_s() == [pytest.approx(0.4)]
