@@ -106,9 +106,13 @@ def remeasure(say, out: Path, name: str, args: argparse.Namespace, rate: float, 
     code = rm.run(sweep_file, sweep_args(args, rate), again, args.rounds, args.window, env(args))
     if code != 0:
         raise SystemExit(f"{name} re-measure: exit {code}: see {again.with_suffix('.txt')}")
-    s = rm.score(verdict.ranks_answer(results.load(sweep_file)), results.load(again))
+    recs = results.load(again)
+    s = rm.score(verdict.ranks_answer(results.load(sweep_file)), recs)
     for line in rm.describe(s):
         say(f"{name}: {line.strip()}")
+    busy = [others(r) for r in recs if getattr(r, "status", "") == "ok"]
+    if busy:
+        say(f"{name}: other processes kept {min(busy):.2f}-{max(busy):.2f} cores busy in the re-measure's windows")
     if s.best is None or not s.round_ratios:
         say(f"{name}: re-measure not scored ({s.problem}): NOT MET")
         return False
