@@ -201,7 +201,7 @@ def score(a: RanksAnswer, recs: list) -> Score | None:
 
 def describe(s: Score) -> list[str]:
     """The score in words, one line a count then the verdict line (ranks_goal.py and the known answer print it)."""
-    lines = [f"  re-measured: {len(s.pick.rates)} interleaved rounds of {s.window_s:g} s windows, the same consumer:"]
+    lines = [f"  re-measured: {len(s.pick.rates)} interleaved round(s) of {s.window_s:g} s windows, the same consumer:"]
     for c in s.counts:
         lines.append(f"    {c.workers:>3} a rank ({', '.join(c.labels)}): "
                      f"{', '.join(f'{x:,.1f}' for x in c.rates)} samples/s a rank (slowest rank), median "
