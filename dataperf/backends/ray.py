@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -188,6 +189,10 @@ def session(cfg: LoaderConfig) -> dict[str, Any]:
     shutdown()
     with _no_stderr():
         _start(ray, cluster, store)
+    # at exit, before the handlers Ray registered as it started the nodes (atexit runs the last registered first):
+    # theirs kill the raylets under a driver still connected, whose core worker then exits the process with code 1
+    atexit.unregister(shutdown)
+    atexit.register(shutdown)
     quiet()
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
@@ -263,11 +268,17 @@ def _join(ray, address: str) -> None:
 
 
 def shutdown() -> None:
-    """End this process's Ray session (and a simulated cluster's node processes)."""
+    """End this process's Ray session (and a simulated cluster's node processes), once no Ray Data iterator thread
+    can call into it: one that does after ray.shutdown() makes Ray's core worker exit this process with code 1 and
+    nothing printed (its line is below the fatal level `quiet` sets), which ended ray-size between two sizes."""
     if _Session.key is None:
         return
     import ray
 
+    left = stop_iterators()
+    if left:
+        raise TrialError(f"{left} Ray Data iterator thread(s) of an earlier pipeline still call into Ray after "
+                         f"{STOP_S:.0f} s; the Ray session cannot end safely: run again in a fresh process")
     ray.shutdown()
     if _Session.cluster is not None:
         _Session.cluster.shutdown()
@@ -275,6 +286,30 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
+
+STOP_S = 30.0  # the longest the threads of a closed Ray Data iterator are waited for
+# Ray Data's threads a pipeline leaves behind (2.60): an iterator's format/collate workers ("iter_threaded"), which
+# call ray.get until the iterator's generator is finalized, and a block prefetcher a pass ("Prefetcher"), parked
+# for good once its pass is done unless stopped
+ITER_THREADS, PREFETCH_THREADS = "iter_threaded", "Prefetcher"
+
+
+def stop_iterators(wait_s: float = STOP_S) -> int:
+    """The threads of every closed or abandoned Ray Data iterator in this process ended: a collection pass first
+    (Ray's iterator generators sit in reference cycles, so dropping one does not run the `finally` that tells its
+    workers to stop), the parked prefetchers told to stop, then each waited for; how many are still running after
+    `wait_s`. Called when a pass ends and before the session does."""
+    gc.collect()
+    for t in threading.enumerate():
+        if t.name == PREFETCH_THREADS:
+            stop = getattr(getattr(getattr(t, "_target", None), "__self__", None), "stop", None)
+            if callable(stop):
+                stop()
+    deadline = time.monotonic() + wait_s
+    for t in threading.enumerate():
+        if t.name in (ITER_THREADS, PREFETCH_THREADS):
+            t.join(max(0.0, deadline - time.monotonic()))
+    return sum(1 for t in threading.enumerate() if t.name in (ITER_THREADS, PREFETCH_THREADS))
 
 
 # ---- the pipeline -------------------------------------------------------------------------------------------------
@@ -424,8 +459,8 @@ class RayLoader:
         if not self.refs:
             return
         self.dataset = ds = self.pipeline()
-        batches = ds.iter_torch_batches(batch_size=self.cfg.batch_size, device="cpu", collate_fn=collate_fn(),
-                                        prefetch_batches=knob(self.cfg, "ray_prefetch_batches"))
+        batches = iter(ds.iter_torch_batches(batch_size=self.cfg.batch_size, device="cpu", collate_fn=collate_fn(),
+                                             prefetch_batches=knob(self.cfg, "ray_prefetch_batches")))
         t0 = time.perf_counter()
         first: float | None = None
         try:
@@ -434,8 +469,10 @@ class RayLoader:
                     first = time.perf_counter() - t0
                 yield b
         finally:
-            batches = None  # Ray's iterator closed: its execution shut down
+            getattr(batches, "close", lambda: None)()  # Ray's iterator closed: its execution shut down
+            batches = None
             self._stats(ds, first)
+            stop_iterators()  # its threads ended now, not when a later collection finds them
             _settle()
 
 
