@@ -463,12 +463,19 @@ class RayLoader:
                                              prefetch_batches=knob(self.cfg, "ray_prefetch_batches")))
         t0 = time.perf_counter()
         first: float | None = None
+        watch = NodeWatch(_Session.info.get("ray_nodes", 0))
         try:
             for b in batches:
                 if first is None:
                     first = time.perf_counter() - t0
+                if watch.lost:
+                    raise TrialError(watch.reason())
                 yield b
+            watch.check()
+            if watch.lost:
+                raise TrialError(watch.reason())
         finally:
+            watch.stop()
             getattr(batches, "close", lambda: None)()  # Ray's iterator closed: its execution shut down
             batches = None
             self._stats(ds, first)
@@ -487,6 +494,48 @@ class RayLoader:
         stats = parse_stats(text)
         stats["first_batch_s_seen"] = first_s
         self.info["ray_stats"] = stats
+
+
+WATCH_S = 0.5  # how often a pass asks Ray how many of its nodes are alive
+
+
+class NodeWatch:
+    """The nodes of a Ray dataperf started (local or simulated), counted on a thread every WATCH_S while a pass runs:
+    a node lost mid-pass whose tasks had all finished raises nothing in Ray (the other nodes take its work), and
+    the trial would report the rate of a cluster that shrank under it. A joined cluster is not watched: its nodes
+    come and go with others' work (autoscaling)."""
+
+    def __init__(self, nodes: int):
+        self.nodes, self.alive = nodes, nodes
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if nodes and _Session.info.get("cluster_kind") != "address":
+            self._thread = threading.Thread(target=self._run, name="dataperf-ray-nodes", daemon=True)
+            self._thread.start()
+
+    @property
+    def lost(self) -> bool:
+        return 0 <= self.alive < self.nodes
+
+    def check(self) -> None:
+        if self._thread is not None:
+            self.alive = _alive_nodes(import_ray())
+
+    def reason(self) -> str:
+        return (f"a Ray node was lost mid-pass: {self.alive} of {self.nodes} nodes alive (the node died, was killed "
+                "or ran out of memory); no rate is reported for a cluster that shrank under the trial")
+
+    def _run(self) -> None:
+        while not self._stop.wait(WATCH_S):
+            self.check()
+            if self.lost:
+                return
+
+    def stop(self) -> None:
+        """Ended before the pass's iterator closes: no thread of a pass calls into Ray after it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 SETTLE_S = 30.0

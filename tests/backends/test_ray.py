@@ -116,6 +116,54 @@ def test_a_killed_ray_worker_fails_its_trial_with_the_reason_and_the_next_trial_
     assert r2.status == "ok", r2.error
 
 
+def _kill_a_node(stop: threading.Event, killed: list[str]) -> None:
+    """Once a map task runs, kill every process of one simulated worker node (raylet, object store, its workers) at
+    once, as a machine that dies would."""
+    me = psutil.Process()
+    while not stop.is_set():
+        if any("MapBatches" in " ".join(p.cmdline()) for p in _children(me)):
+            cluster = rb._Session.cluster
+            node = next(iter(cluster.worker_nodes))
+            cluster.remove_node(node, allow_graceful=False)
+            killed.append(node.node_id)
+            return
+        time.sleep(0.05)
+
+
+def _children(p: psutil.Process) -> list[psutil.Process]:
+    out = []
+    for c in p.children(recursive=True):
+        try:
+            c.cmdline()
+            out.append(c)
+        except psutil.Error:
+            continue
+    return out
+
+
+def test_a_simulated_node_killed_mid_trial_fails_the_trial_with_the_reason_and_the_next_trial_runs(many_images):
+    """The issue's fault list: a node lost while its tasks run. The trial fails (no rate from a cluster that shrank
+    under it) and says why; the next trial finds the node gone, starts the cluster again and measures."""
+    c = cfg(ray_cluster="simulated:2x1", ray_map_batch=8, batch_size=8, image_size=16)
+    opts = replace(FAST, sample_cost_s=0.05, repeats=2, stall_s=60)
+    rb.session(c)  # the cluster up before the killer looks for its tasks
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_a_node, args=(stop, killed))
+    killer.start()
+    try:
+        r = run_trial(many_images, c, opts)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no map task was seen: no node killed"
+    assert r.status == "failed", "a trial whose cluster lost a node must not report a rate"
+    print(r.error)
+    assert r.error and any(w in r.error.lower() for w in ("node", "died", "lost", "worker")), r.error
+    r2 = run_trial(many_images, c, replace(opts, sample_cost_s=0.005))
+    assert r2.status == "ok", r2.error
+    assert r2.backend["ray_nodes"] == 2
+
+
 RESTART = """
 import sys
 from dataclasses import replace
