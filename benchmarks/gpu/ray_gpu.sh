@@ -12,14 +12,14 @@
 #   1. 16,000 `--like imagenet` JPEGs as files (dataperf shards make);
 #   2. ResNet-50's train step measured once on the GPU (dataperf step, bf16, batch $BS);
 #   3. `sweep --backend ray` over a few concurrency / map-batch / prefetch values, --model ResNet-50 --confirm 2
-#      (the pick chosen by fed runs), capped at $RAY_S seconds;
-#   4. the DataLoader's sweep beside it on the same data and model (its pick, fed), capped at $DL_S seconds;
+#      (the pick chosen by fed runs), in a --budget of $RAY_S seconds;
+#   4. the DataLoader's sweep beside it on the same data and model (its pick, fed), in a --budget of $DL_S s;
 #   5. the Ray pick and its best rival (benchmarks/ray_gpu_goal.py) re-fed in $ROUNDS interleaved rounds of
 #      `dataperf e2e`, scored pick/best.
 # Everything lands in one archive, $OUT/ray_gpu.tgz. About 8.5 minutes on 16 cores and an H100.
 # A tiny dry run on a CPU box (parts staged by hand into /tmp/ray-gpu-whl, or RAY_INSTALLED=1 where Ray is installed):
 #   RAY_INSTALLED=1 COUNT=300 BS=16 MODEL=cnn-small DEVICE=cpu AMP= IMAGE=64 CONC=1,2 MAPB=16 PREF=2 WORKERS=0,1 \
-#     STEPS=8 ROUNDS=2 RAY_S=240 DL_S=150 OUT=/tmp/rg bash benchmarks/gpu/ray_gpu.sh
+#     STEPS=8 ROUNDS=2 RAY_S=200 DL_S=120 OUT=/tmp/rg bash benchmarks/gpu/ray_gpu.sh
 # Env overrides: OUT, DATA, COUNT, BS, MODEL, DEVICE, AMP, IMAGE, CONC, MAPB, PREF, WORKERS, STEPS, ROUNDS, RAY_S,
 # DL_S, RAY_INSTALLED.
 NAME=ray_gpu
@@ -61,16 +61,20 @@ if [ ! -d "$DATA" ]; then
   phase "data made exit $?"
 fi
 COMMON=(--model "$MODEL" --device "$DEVICE" "${amp[@]}" --batch-size "$BS" --image-size "$IMAGE"
-        --transform imagenet-train --budget none)
+        --transform imagenet-train)
 # the step once, here: both sweeps and the e2e runs use the same model; the sweeps measure it again themselves
 python3 -m dataperf step --model "$MODEL" --input image --device "$DEVICE" "${amp[@]}" --batch-size "$BS" \
   --image-size "$IMAGE" --repeats 3 --out "$R/step.jsonl" >"$R/step.txt" 2>&1
 phase "step exit $?"
-timeout -s INT "${RAY_S:-180}" python3 -m dataperf sweep "$DATA" --backend ray \
+# each sweep fitted into its --budget (fewer trials, then fewer --confirm runs: the sweep says what it cut), with
+# a hard stop a minute later
+RAY_S=${RAY_S:-170}; DL_S=${DL_S:-100}
+timeout -s INT $((RAY_S + 60)) python3 -m dataperf sweep "$DATA" --backend ray --budget "${RAY_S}s" \
   --ray-concurrency "${CONC:-6,14}" --ray-map-batch "${MAPB:-64,256}" --ray-prefetch "${PREF:-2,8}" "${COMMON[@]}" \
   --repeats 2 --repeat-seconds 3 --confirm 2 --out "$R/ray.jsonl" >"$R/ray.txt" 2>&1
 phase "ray sweep exit $?"
-timeout -s INT "${DL_S:-100}" python3 -m dataperf sweep "$DATA" --num-workers "${WORKERS:-8,12,16}" \
+timeout -s INT $((DL_S + 60)) python3 -m dataperf sweep "$DATA" --budget "${DL_S}s" \
+  --num-workers "${WORKERS:-8,12,16}" \
   --pin-memory on --persistent-workers on "${COMMON[@]}" --repeats 2 --repeat-seconds 3 --confirm 2 \
   --out "$R/dataloader.jsonl" >"$R/dataloader.txt" 2>&1
 phase "dataloader sweep exit $?"
