@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 import sys
+from pathlib import Path
 from typing import Any
 
 from dataperf import results
@@ -55,6 +56,9 @@ def args(cfg: dict[str, Any]) -> list[str]:
 
 
 def fed_rates(path: str) -> list[float]:
+    """The fed rates of a file's e2e runs; none when no run wrote it (the rival missing, every run failed)."""
+    if not Path(path).exists():
+        return []
     return [r.samples_per_s for r in results.load(path) if r.kind == "e2e" and r.status == "ok"]
 
 

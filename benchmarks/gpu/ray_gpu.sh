@@ -20,8 +20,8 @@
 # A tiny dry run on a CPU box (parts staged by hand into /tmp/ray-gpu-whl, or RAY_INSTALLED=1 where Ray is installed):
 #   RAY_INSTALLED=1 COUNT=300 BS=16 MODEL=cnn-small DEVICE=cpu AMP= IMAGE=64 CONC=1,2 MAPB=16 PREF=2 WORKERS=0,1 \
 #     STEPS=8 ROUNDS=2 RAY_S=200 DL_S=120 OUT=/tmp/rg bash benchmarks/gpu/ray_gpu.sh
-# Env overrides: OUT, DATA, COUNT, BS, MODEL, DEVICE, AMP, IMAGE, CONC, MAPB, PREF, WORKERS, STEPS, ROUNDS, RAY_S,
-# DL_S, RAY_INSTALLED.
+# Env overrides: OUT, DATA, COUNT, BS, MODEL, DEVICE, AMP, IMAGE, CONC, MAPB, PREF, STORE (MiB of object store: a
+# block of 128 transformed 224-px images is 77 MB), WORKERS, STEPS, ROUNDS, RAY_S, DL_S, RAY_INSTALLED.
 NAME=ray_gpu
 OUT=${OUT:-/tmp/ray-gpu-out}
 WHL=/tmp/ray-gpu-whl
@@ -70,7 +70,8 @@ phase "step exit $?"
 # a hard stop a minute later
 RAY_S=${RAY_S:-170}; DL_S=${DL_S:-100}
 timeout -s INT $((RAY_S + 60)) python3 -m dataperf sweep "$DATA" --backend ray --budget "${RAY_S}s" \
-  --ray-concurrency "${CONC:-6,14}" --ray-map-batch "${MAPB:-64,256}" --ray-prefetch "${PREF:-2,8}" "${COMMON[@]}" \
+  --ray-concurrency "${CONC:-6,14}" --ray-map-batch "${MAPB:-32,128}" --ray-prefetch "${PREF:-2,8}" \
+  --ray-object-store "${STORE:-8192}" "${COMMON[@]}" \
   --repeats 2 --repeat-seconds 3 --confirm 2 --out "$R/ray.jsonl" >"$R/ray.txt" 2>&1
 phase "ray sweep exit $?"
 timeout -s INT $((DL_S + 60)) python3 -m dataperf sweep "$DATA" --budget "${DL_S}s" \
