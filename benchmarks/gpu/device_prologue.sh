@@ -7,6 +7,6 @@ export PYTHONUNBUFFERED=1
 t0=$SECONDS
 phase() { echo "[$NAME] $1 at $((SECONDS - t0)) s ($(date -u +%H:%M:%S))"; }
 copy_tree() {  # $1: the copy's folder, emptied first; the caller's folder becomes it
-  rm -rf "$1" && mkdir -p "$1" && tar -c --exclude=./.venv --exclude=./.dali --exclude=./.whl --exclude=./shards . |
+  rm -rf "$1" && mkdir -p "$1" && tar -c --exclude=./.venv --exclude=./.dali --exclude=./.whl --exclude=./.raywhl --exclude=./shards . |
     tar -x -C "$1" && cd "$1"
 }

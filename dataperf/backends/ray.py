@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import logging
 import os
 import re
@@ -188,6 +189,10 @@ def session(cfg: LoaderConfig) -> dict[str, Any]:
     shutdown()
     with _no_stderr():
         _start(ray, cluster, store)
+    # at exit, before the handlers Ray registered as it started the nodes (atexit runs the last registered first):
+    # theirs kill the raylets under a driver still connected, whose core worker then exits the process with code 1
+    atexit.unregister(shutdown)
+    atexit.register(shutdown)
     quiet()
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
@@ -263,11 +268,17 @@ def _join(ray, address: str) -> None:
 
 
 def shutdown() -> None:
-    """End this process's Ray session (and a simulated cluster's node processes)."""
+    """End this process's Ray session (and a simulated cluster's node processes), once no Ray Data iterator thread
+    can call into it: one that does after ray.shutdown() makes Ray's core worker exit this process with code 1 and
+    nothing printed (its line is below the fatal level `quiet` sets), which ended ray-size between two sizes."""
     if _Session.key is None:
         return
     import ray
 
+    left = stop_iterators()
+    if left:
+        raise TrialError(f"{left} Ray Data iterator thread(s) of an earlier pipeline still call into Ray after "
+                         f"{STOP_S:.0f} s; the Ray session cannot end safely: run again in a fresh process")
     ray.shutdown()
     if _Session.cluster is not None:
         _Session.cluster.shutdown()
@@ -275,6 +286,31 @@ def shutdown() -> None:
 
 
 atexit.register(shutdown)
+
+STOP_S = 30.0  # the longest the threads of a closed Ray Data iterator are waited for
+# Ray Data's threads a pipeline leaves behind (2.60): an iterator's format/collate workers ("iter_threaded"), which
+# call ray.get until the iterator's generator is finalized, and a block prefetcher a pass ("Prefetcher"), parked
+# for good once its pass is done unless stopped
+ITER_THREADS, PREFETCH_THREADS = "iter_threaded", "Prefetcher"
+
+
+def stop_iterators(wait_s: float = STOP_S) -> int:
+    """The threads of every closed or abandoned Ray Data iterator in this process ended: a collection pass first
+    (Ray's iterator generators sit in reference cycles, so dropping one does not run the `finally` that tells its
+    workers to stop), the parked prefetchers told to stop, then each waited for; how many are still running after
+    `wait_s`. Called before the session ends, not as each pass ends: a pass's end is inside its time (the last
+    next() runs the pass's `finally`), and a collection there costs 0.1-0.3 s on a loaded 2-core box."""
+    gc.collect()
+    for t in threading.enumerate():
+        if t.name == PREFETCH_THREADS:
+            stop = getattr(getattr(getattr(t, "_target", None), "__self__", None), "stop", None)
+            if callable(stop):
+                stop()
+    deadline = time.monotonic() + wait_s
+    for t in threading.enumerate():
+        if t.name in (ITER_THREADS, PREFETCH_THREADS):
+            t.join(max(0.0, deadline - time.monotonic()))
+    return sum(1 for t in threading.enumerate() if t.name in (ITER_THREADS, PREFETCH_THREADS))
 
 
 # ---- the pipeline -------------------------------------------------------------------------------------------------
@@ -424,17 +460,25 @@ class RayLoader:
         if not self.refs:
             return
         self.dataset = ds = self.pipeline()
-        batches = ds.iter_torch_batches(batch_size=self.cfg.batch_size, device="cpu", collate_fn=collate_fn(),
-                                        prefetch_batches=knob(self.cfg, "ray_prefetch_batches"))
+        batches = iter(ds.iter_torch_batches(batch_size=self.cfg.batch_size, device="cpu", collate_fn=collate_fn(),
+                                             prefetch_batches=knob(self.cfg, "ray_prefetch_batches")))
         t0 = time.perf_counter()
         first: float | None = None
+        watch = NodeWatch(_Session.info.get("ray_nodes", 0))
         try:
             for b in batches:
                 if first is None:
                     first = time.perf_counter() - t0
+                if watch.lost:
+                    raise TrialError(watch.reason())
                 yield b
+            watch.check()
+            if watch.lost:
+                raise TrialError(watch.reason())
         finally:
-            batches = None  # Ray's iterator closed: its execution shut down
+            watch.stop()
+            getattr(batches, "close", lambda: None)()  # Ray's iterator closed: its execution shut down
+            batches = None
             self._stats(ds, first)
             _settle()
 
@@ -450,6 +494,48 @@ class RayLoader:
         stats = parse_stats(text)
         stats["first_batch_s_seen"] = first_s
         self.info["ray_stats"] = stats
+
+
+WATCH_S = 0.5  # how often a pass asks Ray how many of its nodes are alive
+
+
+class NodeWatch:
+    """The nodes of a Ray dataperf started (local or simulated), counted on a thread every WATCH_S while a pass runs:
+    a node lost mid-pass whose tasks had all finished raises nothing in Ray (the other nodes take its work), and
+    the trial would report the rate of a cluster that shrank under it. A joined cluster is not watched: its nodes
+    come and go with others' work (autoscaling)."""
+
+    def __init__(self, nodes: int):
+        self.nodes, self.alive = nodes, nodes
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if nodes and _Session.info.get("cluster_kind") != "address":
+            self._thread = threading.Thread(target=self._run, name="dataperf-ray-nodes", daemon=True)
+            self._thread.start()
+
+    @property
+    def lost(self) -> bool:
+        return 0 <= self.alive < self.nodes
+
+    def check(self) -> None:
+        if self._thread is not None:
+            self.alive = _alive_nodes(import_ray())
+
+    def reason(self) -> str:
+        return (f"a Ray node was lost mid-pass: {self.alive} of {self.nodes} nodes alive (the node died, was killed "
+                "or ran out of memory); no rate is reported for a cluster that shrank under the trial")
+
+    def _run(self) -> None:
+        while not self._stop.wait(WATCH_S):
+            self.check()
+            if self.lost:
+                return
+
+    def stop(self) -> None:
+        """Ended before the pass's iterator closes: no thread of a pass calls into Ray after it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 SETTLE_S = 30.0
