@@ -166,9 +166,11 @@ def timed_window(stream: EpochStream, consumer: Consumer, window_s: float, min_s
     next ask, its samples, its wait for the batch (its idle: a paced consumer is busy otherwise) and the
     consumer's step seconds. Workers that share the cores finish their batches together and deliver in waves
     (one wait, then W ready batches); a window cut at `window_s` would count wherever in a wave it ended, so it
-    ends only once past `window_s` (and `min_steps`) on a step that began a wave, holding at least two such
-    (measure.fed.wave_starts: one whole wave between), or where its steps hold no wave at all; at WINDOW_CAP x
-    `window_s` in any case (a wave longer than a window: counted whole, steady_totals)."""
+    ends only on a step that began a wave (measure.fed.wave_starts), once the whole waves since the first such
+    step span `window_s` (and the window holds `min_steps`), or at `window_s` where its steps hold no wave at
+    all; at WINDOW_CAP x `window_s` in any case (a wave longer than a window: counted whole, steady_totals).
+    Whole waves spanning `window_s`, not just two waits: where the waits come irregularly (a loaded box) two
+    of them may fall late in the window, and their span alone would be a fraction of it."""
     steps: list[SteadyStep] = []
     t0 = ask = time.perf_counter()
     while True:
@@ -183,9 +185,16 @@ def timed_window(stream: EpochStream, consumer: Consumer, window_s: float, min_s
         if now - t0 >= WINDOW_CAP * window_s:
             break
         starts = wave_starts(steps, wave_threshold_s(steps))
-        if not starts or (len(starts) >= 2 and starts[-1] == len(steps) - 1):
+        if not starts:
+            break
+        if len(starts) >= 2 and starts[-1] == len(steps) - 1 and _waves_wall_s(steps, starts[0]) >= window_s:
             break
     return steps, time.perf_counter() - t0
+
+
+def _waves_wall_s(steps: list[SteadyStep], first: int) -> float:
+    """Seconds from the batch of step `first` coming to the last step's batch coming (whole_waves' wall)."""
+    return sum(s.wall_s for s in steps[first:-1]) - steps[first].wait_s + steps[-1].wait_s
 
 
 def _warm_up(stream: EpochStream, consumer: Consumer, workers: int, most_s: float) -> int:
