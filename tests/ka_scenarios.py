@@ -48,6 +48,28 @@ class BurnMap(Dataset):
         return _image(), i % 10
 
 
+class WaveMap(Dataset):
+    """Workers that deliver together, paced on absolute deadlines: each worker's k-th batch of BATCH samples is
+    ready at KA_WAVE_T0 + (k + 1) x KA_WAVE_S (wall-clock time, the same for every worker), so W workers' batches
+    come in waves of W every KA_WAVE_S, at W x BATCH / KA_WAVE_S samples/s, whatever else the machine runs (as
+    CPU-bound workers sharing the cores do, without their dependence on the load)."""
+
+    def __init__(self) -> None:
+        self.taken = 0  # this worker's samples so far (each worker process has its own copy)
+
+    def __len__(self) -> int:
+        return _n()
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        self.taken += 1
+        if self.taken % BATCH == 0:  # the batch's last sample: the batch is ready at its wave's deadline
+            wave = self.taken // BATCH
+            left = _env("KA_WAVE_T0", 0.0) + wave * _env("KA_WAVE_S", 1.0) - time.time()
+            if left > 0:
+                time.sleep(left)
+        return _image(), i % 10
+
+
 _locks: dict[int, int] = {}  # pid -> fd of the lock file: flock locks an open file, so each process opens its own
 
 

@@ -18,7 +18,9 @@
 # 15 s later; a re-measure cut keeps its finished rounds), so the scoring and the archive come back within the
 # 10-minute call. Expected on the H100 host (from the 2026-12-07 lease's per-count times): data 38 s, step 10 s,
 # then a sweep (~15 s start + 5-9 s a count) and its re-measure (~15 s + 6-12 windows of 5-9 s) a G: ~540 s in
-# all, so G = 1's last round is the first thing a slow machine loses.
+# all, so G = 1's last round is the first thing a slow machine loses. Since windows count whole waves (a window
+# runs on until its waves span $WINDOW, up to 3x: ~1.7 s more a window where a wave takes ~0.85 s), all four Gs
+# no longer fit one call: run two a call, e.g. GS="8 2" PER_G_S=100 RM_S=150 (38 + 10 + 2 x 250 = 548 s).
 # Everything lands in one archive, $OUT/ranks.tgz. The call (no carry needed):
 #     bash benchmarks/gpu/ranks.sh
 # A tiny dry run on a CPU box: COUNT=600 BS=8 STEP_RATE=400 GS="2 1" WINDOW=1 RM_WINDOW=1 PER_G_S=120 OUT=/tmp/rk bash ...

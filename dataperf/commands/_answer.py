@@ -72,12 +72,14 @@ def print_ranks(recs: list[Record]) -> None:
     say(f"ranks: {a.ranks} on this host's {a.host_cores} cores, each fed by a consumer taking "
         f"{a.demand_samples_per_s_per_rank:,.0f} samples/s ({how})")
     t = Table(title=f"workers per rank, {a.ranks} ranks reading at once")
-    for col in ("workers/rank", "fed/rank, slowest", "fed, total", "data wait, slowest rank", "main CPU, busiest",
-                "host cores busy", "CPU ms/sample"):
+    for col in ("workers/rank", "fed/rank, slowest", "fed, total", "waves, slowest rank", "data wait, slowest rank",
+                "main CPU, busiest", "host cores busy", "CPU ms/sample"):
         t.add_column(col, justify="right")
     for r in a.trials:
+        slow = r.slowest_rank or 0
+        waves = r.waves_per_rank[slow] if len(r.waves_per_rank) > slow else 0
         t.add_row(str(verdict.ranks.workers(r)), fmt(r.fed_samples_per_s_slowest, 0), fmt(r.fed_samples_per_s_total, 0),
-                  pct(r.data_wait_fraction_per_rank[r.slowest_rank or 0]),
+                  str(waves) if waves else "none (all steps)", pct(r.data_wait_fraction_per_rank[slow]),
                   fmt(max(r.main_cpu_cores_busy_per_rank), 2), f"{fmt(r.host_cpu_cores_busy, 1)}/{r.host_cores}",
                   fmt(r.cpu_ms_per_sample, 2))
     _render.console.print(t)

@@ -214,7 +214,7 @@ def whole_waves(steps: list[SteadyStep], wave_wait_s: float) -> tuple[int, float
     where the unmodified script's steady epoch read 3,921 and dataperf's e2e at its config 3,709). A run
     without such a wait (fed: the loader ahead) counts whole; one with a single wait is part of a wave and
     cannot be counted in whole ones: None."""
-    waits = [i for i, s in enumerate(steps) if s.wait_s > 0 and s.wait_s >= wave_wait_s]
+    waits = wave_starts(steps, wave_wait_s)
     if not waits:
         return sum(s.samples for s in steps), sum(s.wall_s for s in steps), sum(s.idle_s for s in steps)
     if len(waits) < 2:
@@ -225,6 +225,19 @@ def whole_waves(steps: list[SteadyStep], wave_wait_s: float) -> tuple[int, float
             max(sum(s.idle_s for s in cut) - min(a.wait_s, a.idle_s) + min(b.wait_s, b.idle_s), 0.0))
 
 
+def wave_threshold_s(steps: list[SteadyStep]) -> float:
+    """The wait that begins a wave among these steps: the usual wait (the median: a ready batch's hand-over) and
+    WAVE_WAIT of a step's busy time (the median) and of the longest wait beyond the usual, whichever is more."""
+    usual = sorted(s.wait_s for s in steps)[len(steps) // 2]
+    busy = max(sorted(s.busy_s for s in steps)[len(steps) // 2], 0.0)
+    return usual + WAVE_WAIT * max(busy, max(s.wait_s for s in steps) - usual)
+
+
+def wave_starts(steps: list[SteadyStep], wave_wait: float) -> list[int]:
+    """The steps that began a wave (whole_waves counts from the first to the last of them)."""
+    return [i for i, s in enumerate(steps) if s.wait_s > 0 and s.wait_s >= wave_wait]
+
+
 def steady_totals(runs: list[list[SteadyStep]]) -> tuple[int, float, float]:
     """Samples, wall and idle seconds of runs of steady steps, each in whole waves (whole_waves: a wave's wait is
     beyond the usual wait by WAVE_WAIT of a step's busy time and of the longest wait, over all the runs); where
@@ -232,9 +245,7 @@ def steady_totals(runs: list[list[SteadyStep]]) -> tuple[int, float, float]:
     steps = [s for run in runs for s in run]
     if not steps:
         return 0, 0.0, 0.0
-    usual = sorted(s.wait_s for s in steps)[len(steps) // 2]
-    busy = max(sorted(s.busy_s for s in steps)[len(steps) // 2], 0.0)
-    wave = usual + WAVE_WAIT * max(busy, max(s.wait_s for s in steps) - usual)
+    wave = wave_threshold_s(steps)
     counted = [r for run in runs if run and (r := whole_waves(run, wave)) is not None]
     if not any(r[1] > 0 for r in counted):
         counted = [(sum(s.samples for s in steps), sum(s.wall_s for s in steps), sum(s.idle_s for s in steps))]

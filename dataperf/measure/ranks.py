@@ -2,9 +2,10 @@
 batch at the model's step rate, timed while every other rank of the host reads too (docs/distributed.md).
 
 A rank's window: its warm-up takes what its workers queued ahead (so the window sees their steady rate, not a
-full queue), then `window_s` of timed steps; afterwards it goes on consuming, untimed, until every rank has
-finished its window, so no rank's window has the host to itself at its end. The CPU its main process and its
-workers spent over the window is counted, as is the whole machine's (/proc/stat)."""
+full queue), then at least `window_s` of timed steps, until it holds whole waves (timed_window); its rate counts
+whole waves (measure.fed.steady_totals). Afterwards it goes on consuming, untimed, until every rank has finished
+its window, so no rank's window has the host to itself at its end. The CPU its main process and its workers spent
+over the window is counted, as is the whole machine's (/proc/stat), against the window's samples."""
 
 from __future__ import annotations
 
@@ -17,12 +18,20 @@ import psutil
 from dataperf import backends
 from dataperf.data import Data
 from dataperf.measure.distributed import DistContext
-from dataperf.measure.fed import EpochStream, to_device
+from dataperf.measure.fed import (
+    EpochStream,
+    SteadyStep,
+    steady_totals,
+    to_device,
+    wave_starts,
+    wave_threshold_s,
+)
 from dataperf.measure.step import StepOptions, Trainer
 from dataperf.measure.trial import TrialOptions
 from dataperf.results import LoaderConfig
 
 COVER_MAX = 10.0  # a rank keeps consuming for the others at most this many windows (a rank that hangs is not waited)
+WINDOW_CAP = 3.0  # a window waiting for its second wave ends at this many window_s (a wave longer than a window)
 
 
 READY_S = 0.002  # a next() that returned within this found its batch ready (it only unpickled the handles)
@@ -80,20 +89,25 @@ Consumer = PacedConsumer | ModelConsumer
 
 @dataclass
 class RankFeed:
-    """What one rank measured over its timed window (seconds, samples, CPU seconds)."""
+    """What one rank measured over its timed window (seconds, samples, CPU seconds): the window whole (the span
+    the CPU was counted over) and the part of it its rate counts, whole waves (timed_window)."""
 
     warmup_steps: int
     steps: int
-    samples: int
+    samples: int  # the window's
     wall_s: float
     wait_s: float
     main_cpu_s: float  # this rank's main process, all its threads (the pin-memory thread's copies included)
     workers_cpu_s: float  # this rank's DataLoader workers
     host_busy_cpu_s: float  # the whole machine (/proc/stat), every process on it
+    counted_samples: int  # the rate's: whole waves of the window (all of it where its workers deliver in none)
+    counted_wall_s: float
+    waves: int  # whole waves counted; 0: no waves (or one wait), every step of the window counted
 
     @property
     def samples_per_s(self) -> float:
-        return self.samples / self.wall_s if self.wall_s > 0 else float("nan")
+        """The rank's fed rate: its window counted in whole waves."""
+        return self.counted_samples / self.counted_wall_s if self.counted_wall_s > 0 else float("nan")
 
 
 def _children_cpu(proc: psutil.Process, seen: dict[int, float]) -> float:
@@ -117,8 +131,8 @@ def _host_busy() -> float:
 
 def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Consumer, window_s: float,
               min_steps: int, ctx: DistContext, key: str) -> RankFeed:
-    """Feed `consumer` from this rank's loader: warm up, time `window_s` (and at least `min_steps` steps), then
-    keep consuming until every rank has done the same (ctx.arrive under `key`)."""
+    """Feed `consumer` from this rank's loader: warm up, time `window_s` or more (timed_window: at least
+    `min_steps` steps, whole waves), then keep consuming until every rank has done the same (ctx.arrive under `key`)."""
     batches, _ = backends.get(cfg.backend).make(data, cfg, replace(topts, rank=ctx.rank, world_size=ctx.world_size))
     stream = EpochStream(batches)
     proc, seen = psutil.Process(), {}
@@ -126,21 +140,13 @@ def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Cons
         warm = _warm_up(stream, consumer, max(cfg.num_workers, 1), window_s)
         _children_cpu(proc, seen)
         consumer.restart()
-        main0, host0, t0 = time.process_time(), _host_busy(), time.perf_counter()
-        steps = samples = 0
-        wait = 0.0
-        while True:
-            ask = time.perf_counter()
-            b = stream.next()
-            got = time.perf_counter()
-            wait += got - ask
-            consumer.step(b, ask, got)
-            steps, samples = steps + 1, samples + b["n"]
-            if time.perf_counter() - t0 >= window_s and steps >= min_steps:
-                break
-        wall = time.perf_counter() - t0
-        feed = RankFeed(warm, steps, samples, wall, wait, time.process_time() - main0, _children_cpu(proc, seen),
-                        _host_busy() - host0)
+        main0, host0 = time.process_time(), _host_busy()
+        steps, wall = timed_window(stream, consumer, window_s, min_steps)
+        main_cpu, workers_cpu, host_cpu = time.process_time() - main0, _children_cpu(proc, seen), _host_busy() - host0
+        counted, counted_wall, _ = steady_totals([steps])
+        starts = wave_starts(steps, wave_threshold_s(steps))
+        feed = RankFeed(warm, len(steps), sum(s.samples for s in steps), wall, sum(s.wait_s for s in steps),
+                        main_cpu, workers_cpu, host_cpu, counted, counted_wall, max(len(starts) - 1, 0))
         ctx.arrive(key)
         cover_end = time.perf_counter() + COVER_MAX * max(window_s, wall)
         while ctx.arrived(key) < ctx.world_size and time.perf_counter() < cover_end:
@@ -152,6 +158,43 @@ def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Cons
         it = stream.it
         if hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
+
+
+def timed_window(stream: EpochStream, consumer: Consumer, window_s: float, min_steps: int
+                 ) -> tuple[list[SteadyStep], float]:
+    """The timed steps of a rank's window and its wall seconds. Each step: its wall from its ask for a batch to the
+    next ask, its samples, its wait for the batch (its idle: a paced consumer is busy otherwise) and the
+    consumer's step seconds. Workers that share the cores finish their batches together and deliver in waves
+    (one wait, then W ready batches); a window cut at `window_s` would count wherever in a wave it ended, so it
+    ends only on a step that began a wave (measure.fed.wave_starts), once the whole waves since the first such
+    step span `window_s` (and the window holds `min_steps`), or at `window_s` where its steps hold no wave at
+    all; at WINDOW_CAP x `window_s` in any case (a wave longer than a window: counted whole, steady_totals).
+    Whole waves spanning `window_s`, not just two waits: where the waits come irregularly (a loaded box) two
+    of them may fall late in the window, and their span alone would be a fraction of it."""
+    steps: list[SteadyStep] = []
+    t0 = ask = time.perf_counter()
+    while True:
+        b = stream.next()
+        got = time.perf_counter()
+        busy = consumer.step(b, ask, got)
+        now = time.perf_counter()
+        steps.append(SteadyStep(now - ask, b["n"], got - ask, got - ask, busy))
+        ask = now
+        if now - t0 < window_s or len(steps) < min_steps:
+            continue
+        if now - t0 >= WINDOW_CAP * window_s:
+            break
+        starts = wave_starts(steps, wave_threshold_s(steps))
+        if not starts:
+            break
+        if len(starts) >= 2 and starts[-1] == len(steps) - 1 and _waves_wall_s(steps, starts[0]) >= window_s:
+            break
+    return steps, time.perf_counter() - t0
+
+
+def _waves_wall_s(steps: list[SteadyStep], first: int) -> float:
+    """Seconds from the batch of step `first` coming to the last step's batch coming (whole_waves' wall)."""
+    return sum(s.wall_s for s in steps[first:-1]) - steps[first].wait_s + steps[-1].wait_s
 
 
 def _warm_up(stream: EpochStream, consumer: Consumer, workers: int, most_s: float) -> int:

@@ -270,7 +270,8 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
     Before schema 4 a config named its backend `format`: it is renamed `backend` in the config and in every
     config key the record holds (config_key, variant_of, best_config_key, each prediction's config), so an old
     record keys equal to the same config measured today (sweep --resume, compare, report, pick_quality). The
-    same step renames the figures that said epoch for a repeat (RENAMED_4)."""
+    same step renames the figures that said epoch for a repeat (RENAMED_4). Before schema 5 a ranks record's fed
+    rate counted every step of its window: the window's samples and wall are its counted ones, in 0 waves."""
     if d.get("schema_version") == 1:
         d = {**d, "schema_version": 2, "env": d.get("env") or {}}
     if d.get("schema_version") == 2:
@@ -295,6 +296,12 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
         if isinstance(d.get("predictions"), list):
             d["predictions"] = [_prediction_named(p) for p in d["predictions"]]
         d = {RENAMED_4.get(k, k): v for k, v in d.items()}
+    if d.get("schema_version") == 4:
+        d = {**d, "schema_version": 5}
+        if d.get("kind") == "ranks" and "samples_per_rank" in d:  # its rate counted every step of the window
+            d["counted_samples_per_rank"] = d["samples_per_rank"]
+            d["counted_wall_s_per_rank"] = d.get("wall_s_per_rank", [])
+            d["waves_per_rank"] = [0] * len(d["samples_per_rank"])
     return d
 
 

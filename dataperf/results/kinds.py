@@ -10,7 +10,7 @@ from dataperf.results.config import LoaderConfig
 
 # 4: a config names its loader `backend` (it said `format`); 3: configs carry `shuffle` (older ones read in
 # storage order); 2: `env`; older records are upgraded on read (results.jsonl.upgrade)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 @dataclass
@@ -477,12 +477,18 @@ class RanksResult(TrialRecord):
     device: str = ""  # where the step rate was measured, or each rank's model ran
     demand_samples_per_s_per_rank: float = float("nan")  # the step rate each rank's consumer takes batches at
     host_cores: int = 0  # the cores the G ranks share (this process's affinity)
-    window_s: float = float("nan")  # the timed window each rank runs (at least)
+    window_s: float = float("nan")  # the timed window each rank runs (at least; longer to hold whole waves)
     warmup_steps_per_rank: list[int] = field(default_factory=list)
+    # each rank's whole window: the span its CPU figures were counted over
     steps_per_rank: list[int] = field(default_factory=list)
     samples_per_rank: list[int] = field(default_factory=list)
     wall_s_per_rank: list[float] = field(default_factory=list)
-    fed_samples_per_s_per_rank: list[float] = field(default_factory=list)  # a rank's samples / its window's wall
+    # the part of it the fed rate counts: whole waves of batches (measure.ranks.timed_window), and how many; 0
+    # waves: the workers delivered in none (or one), every step counted, as before schema 5
+    counted_samples_per_rank: list[int] = field(default_factory=list)
+    counted_wall_s_per_rank: list[float] = field(default_factory=list)
+    waves_per_rank: list[int] = field(default_factory=list)
+    fed_samples_per_s_per_rank: list[float] = field(default_factory=list)  # counted samples / counted wall
     fed_samples_per_s_slowest: float = float("nan")  # the lowest of them: what a synchronous step gets
     fed_samples_per_s_total: float = float("nan")  # their sum
     slowest_rank: int | None = None
@@ -492,7 +498,8 @@ class RanksResult(TrialRecord):
     main_cpu_cores_busy_per_rank: list[float] = field(default_factory=list)
     workers_cpu_cores_busy_per_rank: list[float] = field(default_factory=list)
     host_cpu_cores_busy: float = float("nan")  # the median over ranks' windows
-    # the ranks' main processes and workers together: CPU seconds per sample fed, in ms
+    # the ranks' main processes and workers together: CPU seconds per sample fed, in ms (over the whole windows:
+    # their CPU seconds over their samples)
     cpu_ms_per_sample: float = float("nan")
 
 

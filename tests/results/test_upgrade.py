@@ -44,7 +44,7 @@ def test_the_lines_are_schema_3_and_name_their_backend_format():
 def test_every_config_key_of_a_schema_3_record_equals_the_key_made_today():
     recs = results.load(OLD)
     for rec, raw in zip(recs, RAW, strict=True):
-        assert rec.schema_version == results.SCHEMA_VERSION == 4
+        assert rec.schema_version == results.SCHEMA_VERSION == 5
         assert "format" not in rec.config and rec.config["backend"] == "files"
         assert rec.config_key == today(raw["config"]).key() == LoaderConfig(**rec.config).key()
         assert json.loads(rec.config_key) == renamed(json.loads(raw["config_key"]))  # the same values, renamed
@@ -60,14 +60,14 @@ def test_every_config_key_of_a_schema_3_record_equals_the_key_made_today():
     assert decision.config_key == today(RAW[4]["config"]).key()
 
 
-def test_a_schema_2_record_chains_through_3_to_4():
+def test_a_schema_2_record_chains_through_3_and_4_to_5():
     """Schema 2 read in storage order: the config gains shuffle False, then its backend is renamed, and the key is
     that of today's sequential config."""
     raw = {k: v for k, v in RAW[0].items() if k != "env"}
     old_cfg = {k: v for k, v in raw["config"].items() if k not in ("shuffle", "shuffle_buffer")}
     old_key = json.dumps({k: v for k, v in old_cfg.items() if v is not None}, sort_keys=True)
     up = results.upgrade({**raw, "schema_version": 2, "config": old_cfg, "config_key": old_key})
-    assert up["schema_version"] == 4 and "format" not in up["config"] and up["config"]["shuffle"] is False
+    assert up["schema_version"] == 5 and "format" not in up["config"] and up["config"]["shuffle"] is False
     assert up["config_key"] == replace(W0, shuffle=False).key()
 
 
@@ -121,3 +121,16 @@ def test_compare_matches_the_repeat_rate_of_an_old_record_under_either_name(tmp_
         changes = compare.compare(base, head, [name], 5.0)
         assert [(c.metric, c.config) for c in changes] == [("repeat_samples_per_s", W0.short())]
         assert changes[0].change_pct == pytest.approx(100.0)
+
+
+def test_a_schema_4_ranks_record_loads_with_its_window_counted_whole():
+    """Before schema 5 a ranks record's fed rate was its window's samples over its wall: it loads with those as
+    its counted samples and wall, in 0 waves (every step counted), its rate as it was."""
+    rec = results.RanksResult(ranks=2, samples_per_rank=[96, 104], wall_s_per_rank=[2.0, 2.1],
+                              fed_samples_per_s_per_rank=[48.0, 104 / 2.1])
+    old = {k: v for k, v in json.loads(json.dumps(asdict(rec), default=str)).items()
+           if k not in ("counted_samples_per_rank", "counted_wall_s_per_rank", "waves_per_rank")}
+    got = results.jsonl.from_dict({**old, "schema_version": 4})
+    assert isinstance(got, results.RanksResult) and got.schema_version == results.SCHEMA_VERSION == 5
+    assert got.counted_samples_per_rank == [96, 104] and got.counted_wall_s_per_rank == [2.0, 2.1]
+    assert got.waves_per_rank == [0, 0] and got.fed_samples_per_s_per_rank == [48.0, 104 / 2.1]

@@ -216,6 +216,9 @@ def record(req: RanksRequest, cfg: LoaderConfig, feeds: list[tuple[RankFeed | No
     r.steps_per_rank = [f.steps for f in fs]
     r.samples_per_rank = [f.samples for f in fs]
     r.wall_s_per_rank = [f.wall_s for f in fs]
+    r.counted_samples_per_rank = [f.counted_samples for f in fs]
+    r.counted_wall_s_per_rank = [f.counted_wall_s for f in fs]
+    r.waves_per_rank = [f.waves for f in fs]
     r.fed_samples_per_s_per_rank = [f.samples_per_s for f in fs]
     r.fed_samples_per_s_slowest = min(r.fed_samples_per_s_per_rank)
     r.slowest_rank = r.fed_samples_per_s_per_rank.index(r.fed_samples_per_s_slowest)
