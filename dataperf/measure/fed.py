@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -187,6 +188,7 @@ def train_loop(stream: EpochStream, tr: Trainer, steps: int,
     return t, wall
 
 
+AHEAD_SHARE = 0.05  # waits beyond the usual at most this share of the wall: the loader is ahead, no waves
 WAVE_WAIT = 0.25  # a steady step that waited this share of a step's busy time, and of the longest wait, beyond
 # the usual (a ready batch's hand-over) began a wave
 
@@ -227,8 +229,14 @@ def whole_waves(steps: list[SteadyStep], wave_wait_s: float) -> tuple[int, float
 
 def wave_threshold_s(steps: list[SteadyStep]) -> float:
     """The wait that begins a wave among these steps: the usual wait (the median: a ready batch's hand-over) and
-    WAVE_WAIT of a step's busy time (the median) and of the longest wait beyond the usual, whichever is more."""
+    WAVE_WAIT of a step's busy time (the median) and of the longest wait beyond the usual, whichever is more;
+    none (inf) where the waits beyond the usual are at most AHEAD_SHARE of the wall: the loader is ahead and a
+    wait is a hiccup, not a wave (cutting a fed run to the span between two hiccups counts one of them over a
+    shorter wall: its idle share reads up to 1.5x)."""
     usual = sorted(s.wait_s for s in steps)[len(steps) // 2]
+    wall = sum(s.wall_s for s in steps)
+    if wall <= 0 or sum(max(s.wait_s - usual, 0.0) for s in steps) <= AHEAD_SHARE * wall:
+        return math.inf
     busy = max(sorted(s.busy_s for s in steps)[len(steps) // 2], 0.0)
     return usual + WAVE_WAIT * max(busy, max(s.wait_s for s in steps) - usual)
 

@@ -144,3 +144,15 @@ def test_a_fed_runs_steady_steps_are_kept_whole_and_an_epoch_start_is_its_own_wi
     assert split.steady_samples_per_s == pytest.approx(160)
     assert split.windows == [pytest.approx((0.5, 16))]
     assert split.start_costs_s() == [pytest.approx(0.4)]
+
+
+def test_a_fed_runs_hiccups_are_not_waves_and_the_run_counts_whole():
+    """The loader ahead, two 20-ms hiccups three steps apart in twenty 50-ms steps (waits 3.8% of the wall, under
+    AHEAD_SHARE): no waves. Cut to the span between them, as waves would be, one hiccup counts over 3 steps'
+    wall: 11.8% idle, INPUT-BOUND where the run idled 3.8%."""
+    steps = [(0.0, 0.05)] * 20
+    steps[8] = steps[11] = (0.02, 0.05)
+    split = StartSplit()
+    split.add(*_times(steps, 8), workers=2, cuda=False)
+    assert split.steady_samples_per_s == pytest.approx(160 / 1.04)
+    assert split.steady_idle_fraction == pytest.approx(0.04 / 1.04)
