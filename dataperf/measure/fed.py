@@ -210,12 +210,11 @@ def whole_waves(steps: list[SteadyStep], wave_wait_s: float) -> tuple[int, float
     that waited wave_wait_s or more (steady_totals: beyond a ready batch's hand-over by WAVE_WAIT of a step's
     busy time and of the longest wait; a hiccup is no wave) coming to the last such batch coming, the
     batches between counted. Workers that share the cores finish their batches together and deliver in waves,
-    one wait a wave; a window that starts just after a wave (warm-up ends on a wait) and ends inside one counts
-    more batches than it has waited for: 20 steps of 16 workers' waves of 16 batches hold one wait and read
-    20 / 16 of the rate (ResNet-18 on the H100, 16 workers: 20-step repeats read 4,627 and 4,625 samples/s,
-    where the unmodified script's steady epoch read 3,921 and dataperf's e2e at its config 3,709). A run
-    without such a wait (fed: the loader ahead) counts whole; one with a single wait is part of a wave and
-    cannot be counted in whole ones: None."""
+    one wait a wave (the unmodified ImageNet script, ResNet-18 on the H100 at 12 workers: 116-277 ms once every
+    12 steps, 32 ms between); a window that starts just after a wave (warm-up ends on a wait) and ends inside
+    one counts more batches than it has waited for: 20 steps of 16 workers' waves of 16 batches hold one wait
+    and read 20 / 16 of the rate. A run without such a wait (fed: the loader ahead) counts whole; one with a
+    single wait is part of a wave and cannot be counted in whole ones: None."""
     waits = wave_starts(steps, wave_wait_s)
     if not waits:
         return sum(s.samples for s in steps), sum(s.wall_s for s in steps), sum(s.idle_s for s in steps)
