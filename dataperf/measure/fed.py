@@ -293,6 +293,21 @@ class StartSplit:
     def _steady(self) -> tuple[int, float, float]:
         return steady_totals(self.runs)
 
+    def waves_counted(self) -> int:
+        """The wave waits the steady count spans (whole_waves: from the first to the last, in each run that holds
+        two or more); 0 where every run counted whole."""
+        steps = [s for run in self.runs for s in run]
+        if not steps:
+            return 0
+        wave = wave_threshold_s(steps)
+        return sum(len(w) for run in self.runs if len(w := wave_starts(run, wave)) >= 2)
+
+    def trace_ms(self) -> tuple[list[float], list[float]]:
+        """Each steady step's wall and wait (ms, in order, the runs one after another): what the steady figure
+        was counted from, kept so a reading can be taken apart later."""
+        steps = [s for run in self.runs for s in run]
+        return [round(s.wall_s * 1000, 2) for s in steps], [round(s.wait_s * 1000, 2) for s in steps]
+
     @property
     def steady_samples_per_s(self) -> float:
         samples, wall, _ = self._steady()

@@ -255,6 +255,8 @@ def _steady(res: E2EResult, split: StartSplit) -> None:
     """Mid-epoch and epoch start apart (measure.fed.StartSplit): the steady rate and idle share over the steps
     that are not an epoch start's, and what each epoch start the run timed cost beyond that rate."""
     res.steady_samples_per_s, res.steady_stall_fraction = split.steady_samples_per_s, split.steady_idle_fraction
+    res.steady_waves = split.waves_counted()
+    res.steady_step_wall_ms, res.steady_step_wait_ms = split.trace_ms()
     costs = split.start_costs_s()
     res.epoch_starts_timed = len(costs)
     if costs:

@@ -132,6 +132,9 @@ def test_the_steady_rate_counts_whole_waves_of_workers_that_deliver_together(han
         split.add(*_times(part, 8), workers=4, cuda=False)
     assert split.steady_samples_per_s == pytest.approx(32, rel=1e-9)
     assert split.steady_idle_fraction == pytest.approx(1 - 4 * 0.05 / 1.0, rel=1e-9)
+    assert split.waves_counted() == 2  # what the record says it spanned
+    walls, waits = split.trace_ms()
+    assert len(walls) == len(waits) == 10 and waits[3] == pytest.approx(1000 * steps[3][0], abs=0.01)
 
 
 def test_a_fed_runs_steady_steps_are_kept_whole_and_an_epoch_start_is_its_own_window():
@@ -156,3 +159,4 @@ def test_a_fed_runs_hiccups_are_not_waves_and_the_run_counts_whole():
     split.add(*_times(steps, 8), workers=2, cuda=False)
     assert split.steady_samples_per_s == pytest.approx(160 / 1.04)
     assert split.steady_idle_fraction == pytest.approx(0.04 / 1.04)
+    assert split.waves_counted() == 0
