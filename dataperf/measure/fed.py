@@ -217,7 +217,7 @@ def whole_waves(steps: list[SteadyStep], wave_wait_s: float) -> tuple[int, float
     single wait is part of a wave and cannot be counted in whole ones: None."""
     waits = wave_starts(steps, wave_wait_s)
     if not waits:
-        return sum(s.samples for s in steps), sum(s.wall_s for s in steps), sum(s.idle_s for s in steps)
+        return _totals(steps)
     if len(waits) < 2:
         return None
     a, b = steps[waits[0]], steps[waits[-1]]
@@ -255,8 +255,13 @@ def steady_totals(runs: list[list[SteadyStep]]) -> tuple[int, float, float]:
     wave = wave_threshold_s(steps)
     counted = [r for run in runs if run and (r := whole_waves(run, wave)) is not None]
     if not any(r[1] > 0 for r in counted):
-        counted = [(sum(s.samples for s in steps), sum(s.wall_s for s in steps), sum(s.idle_s for s in steps))]
+        return _totals(steps)
     return sum(r[0] for r in counted), sum(r[1] for r in counted), sum(r[2] for r in counted)
+
+
+def _totals(steps: list[SteadyStep]) -> tuple[int, float, float]:
+    """Every step counted: samples, wall and idle seconds."""
+    return sum(s.samples for s in steps), sum(s.wall_s for s in steps), sum(s.idle_s for s in steps)
 
 
 @dataclass

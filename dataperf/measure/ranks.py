@@ -25,6 +25,7 @@ from dataperf.measure.fed import (
     to_device,
     wave_starts,
     wave_threshold_s,
+    whole_waves,
 )
 from dataperf.measure.step import StepOptions, Trainer
 from dataperf.measure.trial import TrialOptions
@@ -184,17 +185,14 @@ def timed_window(stream: EpochStream, consumer: Consumer, window_s: float, min_s
             continue
         if now - t0 >= WINDOW_CAP * window_s:
             break
-        starts = wave_starts(steps, wave_threshold_s(steps))
+        wave = wave_threshold_s(steps)
+        starts = wave_starts(steps, wave)
         if not starts:
             break
-        if len(starts) >= 2 and starts[-1] == len(steps) - 1 and _waves_wall_s(steps, starts[0]) >= window_s:
+        # ended on a wave's start: whole_waves counts from the first wave's batch to this one's
+        if len(starts) >= 2 and starts[-1] == len(steps) - 1 and whole_waves(steps, wave)[1] >= window_s:
             break
     return steps, time.perf_counter() - t0
-
-
-def _waves_wall_s(steps: list[SteadyStep], first: int) -> float:
-    """Seconds from the batch of step `first` coming to the last step's batch coming (whole_waves' wall)."""
-    return sum(s.wall_s for s in steps[first:-1]) - steps[first].wait_s + steps[-1].wait_s
 
 
 def _warm_up(stream: EpochStream, consumer: Consumer, workers: int, most_s: float) -> int:

@@ -390,17 +390,13 @@ def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: f
     bs = int(loader.get("batch_max") or loader.get("batch_size") or 32)  # batch_max: what the loop really got
     path, dtype = loader.get("data_path"), loader.get("dataset_type")
     data, why = _resolve(path, dtype)
-    cap = _data_cap(data, loader, bs)
     # no --num-workers: the sweep's own ladder is sized by the cores and the data, and only its own ladder goes
     # on past its top while the best is the largest count tried and does not feed the model (a list given here
     # would stop there: on 2 cores a paced job that needed 6 workers got a sweep of 1 and 2, 0.42 of the best)
     if world_size > 1:
-        return _ranks_command(loader, world_size, bs, pf, model_sps, model, cuda)
-    flags = ["--batch-size", str(bs), "--prefetch-factor", f"{pf},{2 * pf}", "--decode"]
-    if loader.get("pin_memory"):
-        flags += ["--pin-memory", "on"]
-    if loader.get("persistent_workers"):
-        flags += ["--persistent-workers", "on"]
+        return _ranks_command(loader, world_size, bs, pf, model_sps, model, cuda, data, why)
+    cap = _data_cap(data, loader, bs)
+    flags = ["--batch-size", str(bs), "--prefetch-factor", f"{pf},{2 * pf}", "--decode", *_kept_flags(loader)]
     shape = loader.get("batch_shape") or []
     image = data.kind == "image" if data is not None else len(shape) == 4  # without data: NCHW batches
     if not image and len(shape) == 2 and shape[1] != DEFAULT_SEQ_LEN:
@@ -440,18 +436,18 @@ def sweep_command(loader: dict[str, Any] | None, cores: int | None, model_sps: f
     return " ".join(["dataperf", "sweep", shlex.quote(path), *flags]), notes
 
 
+def _kept_flags(loader: dict[str, Any]) -> list[str]:
+    """The script's pinning and persistence, kept as set."""
+    return ((["--pin-memory", "on"] if loader.get("pin_memory") else [])
+            + (["--persistent-workers", "on"] if loader.get("persistent_workers") else []))
+
+
 def _ranks_command(loader: dict[str, Any], ranks: int, bs: int, pf: int, model_sps: float | None,
-                   model: str | None, cuda: bool) -> tuple[str, list[str]]:
+                   model: str | None, cuda: bool, data: Data | None, why: str) -> tuple[str, list[str]]:
     """`sweep --ranks G` for a job of G ranks: its batch size, prefetch, pinning and persistence as set, each
     rank's consumer paced at the rate the job's model took batches when fed (watch measured it), else the model's
-    step measured."""
-    path, dtype = loader.get("data_path"), loader.get("dataset_type")
-    data, why = _resolve(path, dtype)
-    flags = ["--ranks", str(ranks), "--batch-size", str(bs), "--prefetch-factor", str(pf)]
-    if loader.get("pin_memory"):
-        flags += ["--pin-memory", "on"]
-    if loader.get("persistent_workers"):
-        flags += ["--persistent-workers", "on"]
+    step measured; `data`: the job's data as sweep reads it (sweep_command resolved it), else `why` not."""
+    flags = ["--ranks", str(ranks), "--batch-size", str(bs), "--prefetch-factor", str(pf), *_kept_flags(loader)]
     notes = []
     if model_sps and model_sps == model_sps:
         flags += ["--step-rate", f"{model_sps:.0f}"]
@@ -467,7 +463,7 @@ def _ranks_command(loader: dict[str, Any], ranks: int, bs: int, pf: int, model_s
                      f"--dataset {PLACEHOLDER_DATASET} (a function that returns your Dataset) with: "
                      f"dataperf sweep {' '.join(flags)}")
         return "", notes
-    return " ".join(["dataperf", "sweep", shlex.quote(path), *flags]), notes
+    return " ".join(["dataperf", "sweep", shlex.quote(loader.get("data_path")), *flags]), notes
 
 
 def _transform_flags(t: dict[str, Any] | None, dtype: str | None, notes: list[str]) -> list[str]:
