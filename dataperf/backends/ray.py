@@ -207,6 +207,13 @@ def session(cfg: LoaderConfig) -> dict[str, Any]:
     return _Session.info
 
 
+# Ray starts its workers at nice 15 (worker_niceness): beside any busy process at nice 0 (the training's main
+# process, another job, a CI box's other tests) they get a few % of a core and a paced map stalls for minutes, where
+# a DataLoader's workers run at the priority of the process that started them. A cluster dataperf starts runs its
+# workers at nice 0, so both backends are measured at the same priority; a joined cluster keeps its own setting.
+SYSTEM_CONFIG = {"worker_niceness": 0}
+
+
 def _start(ray, cluster: Cluster, store: int | None) -> None:
     """Ray started (or joined) for `cluster`: a simulated one's head holds no CPU, so no task runs beside the
     driver's own processes; a local one is sized to this process's cores."""
@@ -217,7 +224,8 @@ def _start(ray, cluster: Cluster, store: int | None) -> None:
 
         mib = (store or MIN_STORE_MIB) * 2**20
         sim = SimCluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": mib,
-                                                                "include_dashboard": False})
+                                                                "include_dashboard": False,
+                                                                "_system_config": SYSTEM_CONFIG})
         for _ in range(cluster.nodes):
             sim.add_node(num_cpus=cluster.node_cpus, object_store_memory=mib)
         _Session.cluster = sim
@@ -225,7 +233,8 @@ def _start(ray, cluster: Cluster, store: int | None) -> None:
     else:
         # address="local": a Ray of its own, never one found running on this machine (ray.init() would join it)
         ray.init(address="local", num_cpus=_usable_cores(), object_store_memory=(store or MIN_STORE_MIB) * 2**20,
-                 include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+                 include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                 _system_config=SYSTEM_CONFIG)
 
 
 def _usable_cores() -> int:
@@ -237,10 +246,17 @@ def _usable_cores() -> int:
 
 
 def _alive_nodes(ray) -> int:
+    """The session's CPU nodes alive: Ray's books, and a simulated cluster's own processes. Ray marks a node whose
+    processes were killed dead only once its health checks fail (seconds, more on a loaded box); a trial that
+    trusted its books meanwhile ran on a cluster still losing the node."""
     try:
-        return sum(1 for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
+        books = sum(1 for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0)
     except Exception:  # a session whose head went away: start again
         return -1
+    sim = _Session.cluster
+    if sim is None:
+        return books
+    return min(books, sum(1 for n in list(sim.worker_nodes) if n.remaining_processes_alive()))
 
 
 def _join(ray, address: str) -> None:
@@ -426,7 +442,7 @@ class RayLoader:
         repeat, seconds of the repeat's start-up that are dataperf's, not Ray's). Every repeat executes the
         pipeline over it anew from its start: a cold trial evicts the files before each repeat all the same."""
         ray = import_ray()
-        if self.source is not None and self.source[0] == _Session.started:
+        if self.source is not None:
             return self.source[1]
         refs = [self.refs[i] for i in self.order]
         items = {"path": np.array([r.path for r in refs], dtype=object),
@@ -456,7 +472,11 @@ class RayLoader:
                                                  "sample_cost_s": self.opts.sample_cost_s})
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        session(self.cfg)  # a node lost since the last repeat: Ray started again (the repeat's start-up)
+        put_in = self.source[0] if self.source is not None else None
+        session(self.cfg)
+        if put_in is not None and put_in != _Session.started:  # started again: a node was lost after the last pass
+            raise TrialError("a Ray node was lost between two repeats (the cluster was started again for this one); "
+                             "no rate is reported for a trial whose repeats ran on different clusters")
         if not self.refs:
             return
         self.dataset = ds = self.pipeline()

@@ -165,6 +165,27 @@ def test_a_simulated_node_killed_mid_trial_fails_the_trial_with_the_reason_and_t
     assert r2.backend["ray_nodes"] == 2
 
 
+def test_a_node_killed_between_trials_starts_the_cluster_again_before_ray_marks_it_dead(many_images):
+    """Ray marks a node dead only once its health checks fail (seconds; longer on a loaded box): a session kept on
+    Ray's books alone ran the next trial on a cluster still losing the node, which then failed mid-pass."""
+    c = cfg(ray_cluster="simulated:2x1")
+    rb.session(c)
+    started = rb._Session.started
+    rb._Session.cluster.remove_node(next(iter(rb._Session.cluster.worker_nodes)), allow_graceful=False)
+    info = rb.session(c)
+    assert rb._Session.started == started + 1 and info["ray_nodes"] == 2
+
+
+def test_a_started_cluster_runs_its_workers_at_this_process_priority():
+    """Ray's default worker niceness (15) left a paced map a few % of a core beside two busy loops: the trial
+    stalled. Workers of a cluster dataperf starts run at this process's priority, as a DataLoader's do."""
+    import ray
+
+    rb.session(cfg(ray_cluster="simulated:1x1"))
+    nice = ray.get(ray.remote(num_cpus=1)(lambda: os.nice(0)).remote())
+    assert nice == os.nice(0)
+
+
 RESTART = """
 import sys
 from dataclasses import replace
