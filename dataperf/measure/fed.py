@@ -259,6 +259,17 @@ def steady_totals(runs: list[list[SteadyStep]]) -> tuple[int, float, float]:
     return sum(r[0] for r in counted), sum(r[1] for r in counted), sum(r[2] for r in counted)
 
 
+def waves_in(runs: list[list[SteadyStep]]) -> int:
+    """The whole waves steady_totals counts in these runs (between a run's first and last wave wait: one fewer than
+    its waits, in each run that holds two or more); 0 where every run counted whole. The one count both a fed
+    record's `steady_waves` and a rank's `waves_per_rank` give."""
+    steps = [s for run in runs for s in run]
+    if not steps:
+        return 0
+    wave = wave_threshold_s(steps)
+    return sum(len(w) - 1 for run in runs if len(w := wave_starts(run, wave)) >= 2)
+
+
 def _totals(steps: list[SteadyStep]) -> tuple[int, float, float]:
     """Every step counted: samples, wall and idle seconds."""
     return sum(s.samples for s in steps), sum(s.wall_s for s in steps), sum(s.idle_s for s in steps)
@@ -299,13 +310,8 @@ class StartSplit:
         return steady_totals(self.runs)
 
     def waves_counted(self) -> int:
-        """The wave waits the steady count spans (whole_waves: from the first to the last, in each run that holds
-        two or more); 0 where every run counted whole."""
-        steps = [s for run in self.runs for s in run]
-        if not steps:
-            return 0
-        wave = wave_threshold_s(steps)
-        return sum(len(w) for run in self.runs if len(w := wave_starts(run, wave)) >= 2)
+        """The whole waves the steady count spans (waves_in)."""
+        return waves_in(self.runs)
 
     def trace_ms(self) -> tuple[list[float], list[float]]:
         """Each steady step's wall and wait (ms, in order, the runs one after another): what the steady figure

@@ -25,6 +25,7 @@ from dataperf.measure.fed import (
     to_device,
     wave_starts,
     wave_threshold_s,
+    waves_in,
     whole_waves,
 )
 from dataperf.measure.step import StepOptions, Trainer
@@ -145,9 +146,8 @@ def feed_rank(data: Data, cfg: LoaderConfig, topts: TrialOptions, consumer: Cons
         steps, wall = timed_window(stream, consumer, window_s, min_steps)
         main_cpu, workers_cpu, host_cpu = time.process_time() - main0, _children_cpu(proc, seen), _host_busy() - host0
         counted, counted_wall, _ = steady_totals([steps])
-        starts = wave_starts(steps, wave_threshold_s(steps))
         feed = RankFeed(warm, len(steps), sum(s.samples for s in steps), wall, sum(s.wait_s for s in steps),
-                        main_cpu, workers_cpu, host_cpu, counted, counted_wall, max(len(starts) - 1, 0))
+                        main_cpu, workers_cpu, host_cpu, counted, counted_wall, waves_in([steps]))
         ctx.arrive(key)
         cover_end = time.perf_counter() + COVER_MAX * max(window_s, wall)
         while ctx.arrived(key) < ctx.world_size and time.perf_counter() < cover_end:

@@ -218,7 +218,7 @@ class E2EResult(TrialRecord):
     # batch), and what each epoch start timed cost beyond the steady rate (NaN: the run timed none)
     steady_samples_per_s: float = float("nan")
     steady_stall_fraction: float = float("nan")
-    steady_waves: int = 0  # the wave waits the steady figures span (measure.fed.whole_waves); 0: counted whole
+    steady_waves: int = 0  # whole waves the steady figures count (measure.fed.waves_in); 0: counted whole
     steady_step_wall_ms: list[float] = field(default_factory=list)  # each steady step's wall, in order
     steady_step_wait_ms: list[float] = field(default_factory=list)  # each steady step's wait for its batch
     epoch_start_s: float = float("nan")
