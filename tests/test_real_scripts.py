@@ -86,3 +86,20 @@ def test_a_wrong_verdict_and_a_slow_pick_are_not_met():
     s = rs.score(d, None, [run_at(2, 500.0, 0.3, 1.0), run_at(8, 1000.0, 0.0, 1.0)])
     assert s["verdict_met"] is False and s["script_input_bound"]
     assert s["pick_met"] is False and s["pick_ratio"] == pytest.approx(0.5)
+
+
+def test_every_epoch_after_the_first_is_read_and_scored_with_each_start_kept(tmp_path):
+    """Three epochs printed: the 2nd and 3rd are scored (averaged), each one's start cost listed: one epoch start
+    a config is one reading, and two show its spread."""
+    slow_start = [(1.5, 1.4), (1.0, 0.9)] + [(0.1, 0.01)] * 8  # 0.5 s more at the 3rd epoch's start
+    log = tmp_path / "script-w2-0.log"
+    log.write_text("\n".join([*epoch_lines(0, EPOCH), *epoch_lines(1, EPOCH), *epoch_lines(2, slow_start)]))
+    r = rs.read_run(rs.ScriptRun(2, 0, 0, 10.0), log, 100, 950)
+    assert [e.epoch for e in r.later] == [1, 2] and not r.error
+    cost = 2.0 - 200 / (750 / 0.8)
+    d = DecisionResult(config={"num_workers": 2}, input_bound=False, steady_samples_per_s=937.5,
+                       step_samples_per_s=1000.0, epoch_start_s=cost + 0.25)
+    s = rs.score(d, None, [r])
+    assert s["script_start_costs_s"] == [pytest.approx(cost, abs=1e-3), pytest.approx(cost + 0.5, abs=1e-3)]
+    assert s["script_start_cost_s"] == pytest.approx(cost + 0.25) and s["start_met"]
+    assert s["script_steady_at_pick"] == pytest.approx(750 / 0.8)
