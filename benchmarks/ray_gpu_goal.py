@@ -1,13 +1,17 @@
 """Issue 52's GPU goal, scored: the Ray sweep's pick fed to the model at least 0.95 of the best Ray config measured.
 
     python benchmarks/ray_gpu_goal.py args RAY.jsonl pick|other   # the e2e options of that config, one a line
-    python benchmarks/ray_gpu_goal.py score RAY.jsonl PICK.jsonl OTHER.jsonl [DATALOADER.jsonl]
+    python benchmarks/ray_gpu_goal.py args DATALOADER.jsonl dataloader  # the DataLoader sweep's pick, the same way
+    python benchmarks/ray_gpu_goal.py score RAY.jsonl PICK.jsonl OTHER.jsonl [DATALOADER.jsonl [DL_RUNS.jsonl]]
+    python benchmarks/ray_gpu_goal.py side RAY.jsonl PICK.jsonl DATALOADER.jsonl DL_RUNS.jsonl  # no goal line
 
 `pick` is the sweep's decision (`--model ... --confirm`); `other` the best rival: the fastest fed config the sweep
 confirmed beside the pick, else the fastest by the loader alone. benchmarks/gpu/ray_gpu.sh feeds the model from
 both in interleaved rounds (`dataperf e2e`, alternating, so drift on the machine lands on both alike); the score is
-the pick's mean fed rate over the best mean of the two (1.0 when the pick is the faster). The DataLoader sweep's
-pick, fed, is printed beside it (no goal: the side by side).
+the pick's mean fed rate over the best mean of the two (1.0 when the pick is the faster). The side by side (no
+goal): the DataLoader sweep's pick, fed in the same interleaved rounds (DL_RUNS), its mean beside the Ray pick's
+and their ratio, both from the same rounds; without DL_RUNS, the DataLoader sweep's own fed figure, which ran
+minutes apart and does not rank the two.
 """
 
 from __future__ import annotations
@@ -25,6 +29,13 @@ GOAL = 0.95
 OPTIONS = {"batch_size": "--batch-size", "image_size": "--image-size", "transform": "--transform",
            "ray_concurrency": "--ray-concurrency", "ray_num_cpus": "--ray-cpus", "ray_map_batch": "--ray-map-batch",
            "ray_prefetch_batches": "--ray-prefetch", "ray_object_store_mib": "--ray-object-store"}
+
+
+# the DataLoader's: a value, or a flag pair for a bool
+DL_OPTIONS = {"batch_size": "--batch-size", "image_size": "--image-size", "transform": "--transform",
+              "num_workers": "--num-workers", "prefetch_factor": "--prefetch-factor",
+              "pin_memory": ("--pin-memory", "--no-pin-memory"),
+              "persistent_workers": ("--persistent-workers", "--no-persistent-workers")}
 
 
 def _key(cfg: dict[str, Any]) -> tuple:
@@ -55,6 +66,21 @@ def args(cfg: dict[str, Any]) -> list[str]:
     return [f"{opt}={cfg[k]}" for k, opt in OPTIONS.items() if cfg.get(k) is not None]
 
 
+def dataloader_args(cfg: dict[str, Any]) -> list[str]:
+    """The DataLoader config's e2e options (prefetch only where it has workers: e2e refuses it otherwise)."""
+    out = []
+    for k, opt in DL_OPTIONS.items():
+        v = cfg.get(k)
+        if v is None or (k == "prefetch_factor" and not cfg.get("num_workers")):
+            continue
+        out.append((opt[0] if v else opt[1]) if isinstance(opt, tuple) else f"{opt}={v}")
+    return out
+
+
+def decision(path: str) -> Any:
+    return next((r for r in reversed(results.load(path)) if r.kind == "decision" and r.config), None)
+
+
 def fed_rates(path: str) -> list[float]:
     """The fed rates of a file's e2e runs; none when no run wrote it (the rival missing, every run failed)."""
     if not Path(path).exists():
@@ -62,16 +88,27 @@ def fed_rates(path: str) -> list[float]:
     return [r.samples_per_s for r in results.load(path) if r.kind == "e2e" and r.status == "ok"]
 
 
-def score(ray: str, pick_runs: str, other_runs: str, dataloader: str | None) -> int:
+def side(p: list[float], dataloader: str, dl_runs: str | None) -> None:
+    """The DataLoader sweep's pick beside the Ray pick's fed rates `p`, from the same interleaved rounds where
+    DL_RUNS holds them."""
+    d = decision(dataloader)
+    dl = fed_rates(dl_runs) if dl_runs else []
+    if d is not None and dl and p:
+        print(f"dataloader pick: {' '.join(dataloader_args(d.config))}: fed {', '.join(f'{x:,.1f}' for x in dl)} "
+              f"samples/s in the same interleaved rounds; mean {statistics.fmean(dl):,.1f} against Ray's pick "
+              f"{statistics.fmean(p):,.1f}: DataLoader / Ray {statistics.fmean(dl) / statistics.fmean(p):.3f}")
+    elif d is not None:
+        print(f"dataloader pick: {d.answer or d.config}; fed {d.fed_samples_per_s or float('nan'):,.1f} "
+              f"samples/s (the sweep's pooled rounds, minutes apart from Ray's: not a ranking)")
+
+
+def score(ray: str, pick_runs: str, other_runs: str, dataloader: str | None, dl_runs: str | None = None) -> int:
     pick, other = configs(ray)
     p, o = fed_rates(pick_runs), fed_rates(other_runs)
     print(f"ray pick:  {' '.join(args(pick or {}))}: fed {', '.join(f'{x:,.1f}' for x in p)} samples/s")
     print(f"ray other: {' '.join(args(other or {}))}: fed {', '.join(f'{x:,.1f}' for x in o)} samples/s")
     if dataloader:
-        d = next((r for r in reversed(results.load(dataloader)) if r.kind == "decision"), None)
-        if d is not None:
-            print(f"dataloader pick: {d.answer or d.config}; fed {d.fed_samples_per_s or float('nan'):,.1f} "
-                  f"samples/s (the sweep's pooled rounds)")
+        side(p, dataloader, dl_runs)
     if not p:
         print(f"goal (ray pick fed >= {GOAL} of the best ray config): NOT MET: no fed run of the pick")
         return 1
@@ -87,6 +124,12 @@ def score(ray: str, pick_runs: str, other_runs: str, dataloader: str | None) -> 
 
 
 def main() -> int:
+    if len(sys.argv) >= 4 and sys.argv[1] == "args" and sys.argv[3] == "dataloader":
+        d = decision(sys.argv[2])
+        if d is None:
+            return 1
+        print("\n".join(dataloader_args(d.config)))
+        return 0
     if len(sys.argv) >= 4 and sys.argv[1] == "args":
         pick, other = configs(sys.argv[2])
         cfg = pick if sys.argv[3] == "pick" else other
@@ -94,8 +137,14 @@ def main() -> int:
             return 1
         print("\n".join(args(cfg)))
         return 0
+    if len(sys.argv) == 6 and sys.argv[1] == "side":  # side RAY.jsonl RAY_PICK_RUNS DATALOADER.jsonl DL_RUNS
+        pick, _ = configs(sys.argv[2])
+        p = fed_rates(sys.argv[3])
+        print(f"ray pick: {' '.join(args(pick or {}))}: fed {', '.join(f'{x:,.1f}' for x in p)} samples/s")
+        side(p, sys.argv[4], sys.argv[5])
+        return 0
     if len(sys.argv) >= 5 and sys.argv[1] == "score":
-        return score(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5] if len(sys.argv) > 5 else None)
+        return score(*sys.argv[2:5], *(sys.argv[5:7]))
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -14,9 +14,9 @@
 #   3. `sweep --backend ray` over a few concurrency / map-batch / prefetch values, --model ResNet-50 --confirm 2
 #      (the pick chosen by fed runs), in a --budget of $RAY_S seconds;
 #   4. the DataLoader's sweep beside it on the same data and model (its pick, fed), in a --budget of $DL_S s;
-#   5. the Ray pick and its best rival (benchmarks/ray_gpu_goal.py) re-fed in $ROUNDS interleaved rounds of
-#      `dataperf e2e`, scored pick/best.
-# Everything lands in one archive, $OUT/ray_gpu.tgz. About 8.5 minutes on 16 cores and an H100.
+#   5. the Ray pick, its best rival (benchmarks/ray_gpu_goal.py) and the DataLoader's pick re-fed in $ROUNDS
+#      interleaved rounds of `dataperf e2e`, scored pick/best; the DataLoader / Ray ratio read from those rounds.
+# Everything lands in one archive, $OUT/ray_gpu.tgz. About 9.5 minutes on 16 cores and an H100 (30-step rounds).
 # A tiny dry run on a CPU box (parts staged by hand into /tmp/ray-gpu-whl, or RAY_INSTALLED=1 where Ray is installed):
 #   RAY_INSTALLED=1 COUNT=300 BS=16 MODEL=cnn-small DEVICE=cpu AMP= IMAGE=64 CONC=1,2 MAPB=16 PREF=2 WORKERS=0,1 \
 #     STEPS=8 ROUNDS=2 RAY_S=200 DL_S=120 OUT=/tmp/rg bash benchmarks/gpu/ray_gpu.sh
@@ -81,17 +81,19 @@ timeout -s INT $((DL_S + 60)) python3 -m dataperf sweep "$DATA" --budget "${DL_S
 phase "dataloader sweep exit $?"
 mapfile -t pick < <(python3 benchmarks/ray_gpu_goal.py args "$R/ray.jsonl" pick)
 mapfile -t other < <(python3 benchmarks/ray_gpu_goal.py args "$R/ray.jsonl" other)
-echo "pick: ${pick[*]}; other: ${other[*]}" | tee -a "$R/machine.txt"
+mapfile -t dl < <(python3 benchmarks/ray_gpu_goal.py args "$R/dataloader.jsonl" dataloader)
+echo "pick: ${pick[*]}; other: ${other[*]}; dataloader: ${dl[*]}" | tee -a "$R/machine.txt"
 E2E=(--model "$MODEL" --device "$DEVICE" "${amp[@]}" --steps "${STEPS:-30}" --repeats 1 --warmup 5 --no-predict)
 for i in $(seq "${ROUNDS:-3}"); do
-  for who in pick other; do
-    [ "$who" = pick ] && a=("${pick[@]}") || a=("${other[@]}")
+  for who in pick other dataloader; do
+    case $who in pick) a=("${pick[@]}"); b=(--backend ray);; other) a=("${other[@]}"); b=(--backend ray);;
+                 dataloader) a=("${dl[@]}"); b=();; esac
     [ ${#a[@]} -gt 0 ] || continue
-    timeout -s INT 90 python3 -m dataperf e2e "$DATA" --backend ray "${a[@]}" "${E2E[@]}" \
+    timeout -s INT 90 python3 -m dataperf e2e "$DATA" "${b[@]}" "${a[@]}" "${E2E[@]}" \
       --out "$R/e2e-$who.jsonl" >>"$R/e2e-$who.txt" 2>&1
     phase "round $i $who exit $?"
   done
 done
 python3 benchmarks/ray_gpu_goal.py score "$R/ray.jsonl" "$R/e2e-pick.jsonl" "$R/e2e-other.jsonl" \
-  "$R/dataloader.jsonl" 2>&1 | tee "$R/goal.txt"
+  "$R/dataloader.jsonl" "$R/e2e-dataloader.jsonl" 2>&1 | tee "$R/goal.txt"
 phase "scored exit ${PIPESTATUS[0]}"
