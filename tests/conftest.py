@@ -21,6 +21,17 @@ from dataperf.data.make.generate import ImageSpec, TokenSpec, write_dataset
 
 
 @pytest.fixture(scope="session", autouse=True)
+def ray_workers_at_normal_priority():
+    """Ray's workers at nice 0 in every Ray the tests start (Ray's own default is 15, which dataperf keeps for
+    users): beside a loaded box's other processes (CI's two cores busy) nice-15 workers got a few % of a core and
+    a paced map stalled past the 120-s watchdog. The known answers are paced on deadlines, so priority only decides
+    whether foreign load can starve them."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAY_worker_niceness", "0")
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def private_cache_dir(tmp_path_factory):
     """dataperf's cache (scan facts, converted stores of read-only datasets) under the session's tmp, not ~."""
     old = os.environ.get("DATAPERF_CACHE_DIR")

@@ -204,14 +204,15 @@ def session(cfg: LoaderConfig) -> dict[str, Any]:
                      "ray_nodes": len(nodes), "ray_cpus": int(sum(n["Resources"]["CPU"] for n in nodes))}
     if cluster.kind == "simulated":
         _Session.info["ray_node_cpus"] = cluster.node_cpus
+    if cluster.kind != "address":  # a joined cluster's raylets read their own environment
+        _Session.info["ray_worker_niceness"] = int(os.environ.get(RAY_NICENESS_ENV, RAY_NICENESS_DEFAULT))
     return _Session.info
 
 
-# Ray starts its workers at nice 15 (worker_niceness): beside any busy process at nice 0 (the training's main
-# process, another job, a CI box's other tests) they get a few % of a core and a paced map stalls for minutes, where
-# a DataLoader's workers run at the priority of the process that started them. A cluster dataperf starts runs its
-# workers at nice 0, so both backends are measured at the same priority; a joined cluster keeps its own setting.
-SYSTEM_CONFIG = {"worker_niceness": 0}
+# Ray starts its workers at nice 15 unless RAY_worker_niceness says otherwise (read by each raylet from the
+# environment it starts in): they yield to the training process, and beside any other busy process at nice 0 they
+# get a few % of a core. dataperf measures Ray as users run it, and records the niceness of a Ray it starts.
+RAY_NICENESS_ENV, RAY_NICENESS_DEFAULT = "RAY_worker_niceness", 15
 
 
 def _start(ray, cluster: Cluster, store: int | None) -> None:
@@ -224,8 +225,7 @@ def _start(ray, cluster: Cluster, store: int | None) -> None:
 
         mib = (store or MIN_STORE_MIB) * 2**20
         sim = SimCluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": mib,
-                                                                "include_dashboard": False,
-                                                                "_system_config": SYSTEM_CONFIG})
+                                                                "include_dashboard": False})
         for _ in range(cluster.nodes):
             sim.add_node(num_cpus=cluster.node_cpus, object_store_memory=mib)
         _Session.cluster = sim
@@ -233,8 +233,7 @@ def _start(ray, cluster: Cluster, store: int | None) -> None:
     else:
         # address="local": a Ray of its own, never one found running on this machine (ray.init() would join it)
         ray.init(address="local", num_cpus=_usable_cores(), object_store_memory=(store or MIN_STORE_MIB) * 2**20,
-                 include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                 _system_config=SYSTEM_CONFIG)
+                 include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
 
 
 def _usable_cores() -> int:

@@ -176,14 +176,13 @@ def test_a_node_killed_between_trials_starts_the_cluster_again_before_ray_marks_
     assert rb._Session.started == started + 1 and info["ray_nodes"] == 2
 
 
-def test_a_started_cluster_runs_its_workers_at_this_process_priority():
-    """Ray's default worker niceness (15) left a paced map a few % of a core beside two busy loops: the trial
-    stalled. Workers of a cluster dataperf starts run at this process's priority, as a DataLoader's do."""
+def test_a_started_clusters_record_says_the_niceness_its_workers_run_at():
+    """Ray's workers run at nice 15 unless RAY_worker_niceness says otherwise (the suite sets 0: tests/conftest.py);
+    the record of a Ray dataperf started says which, as read in a worker."""
     import ray
 
-    rb.session(cfg(ray_cluster="simulated:1x1"))
-    nice = ray.get(ray.remote(num_cpus=1)(lambda: os.nice(0)).remote())
-    assert nice == os.nice(0)
+    info = rb.session(cfg(ray_cluster="simulated:1x1"))
+    assert info["ray_worker_niceness"] == ray.get(ray.remote(num_cpus=1)(lambda: os.nice(0)).remote())
 
 
 RESTART = """
