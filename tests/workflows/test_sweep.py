@@ -266,7 +266,9 @@ def test_confirm_feeds_the_model_and_picks_by_the_fed_rate(tmp_path, one_thread,
     rec = outcome.recommendation
     assert rec.confirmed and rec.pick.config["num_workers"] in (4, 8)
     by = {f.trial.config["num_workers"]: f for f in rec.fed}
-    assert 0.75 / SAMPLE_S <= by[1].samples_per_s <= 1.02 / SAMPLE_S  # paced: late wake-ups are absorbed
+    # paced: late wake-ups are absorbed, so a fed run that starts after one reads its catch-up too (102.7 beside
+    # two busy loops): at its worker's rate, well under the model's 160, is what the bound holds
+    assert 0.75 / SAMPLE_S <= by[1].samples_per_s <= 1.1 / SAMPLE_S
     assert 0.15 < by[1].stall_fraction <= 1 - 1 / SAMPLE_S / model + 0.05
     for w in (4, 8):
         assert by[w].samples_per_s > 1.2 * by[1].samples_per_s and by[w].stall_fraction < 0.15
