@@ -13,6 +13,7 @@ from paced import pace
 from torch.utils.data import Dataset
 
 SAMPLE_S = 0.01  # every sample sleeps this long
+SLOW_SAMPLE_S = 0.1  # ... and every sample of endless_slow()
 START_S = 0.5  # a process's first sample sleeps this much more: a fresh worker's start-up, paid every epoch
 SPIN_CPU_S = 0.02  # a spinning sample burns this much CPU time
 HEAVY_CPU_S = 0.1  # ... and a heavy one this much
@@ -21,11 +22,11 @@ _started_in: int | None = None  # the pid that has paid its start-up (a forked w
 
 
 class Samples(Dataset):
-    """`n` samples of shape (3, 8, 8) that take SAMPLE_S each (paced); with a start-up, the first one a process makes
-    also sleeps START_S (non-persistent workers are new processes every epoch, so they pay it every epoch)."""
+    """`n` samples of shape (3, 8, 8) that take `cost_s` each (paced); with a start-up, the first one a process
+    makes also sleeps START_S (non-persistent workers are new processes every epoch, so they pay it every epoch)."""
 
-    def __init__(self, n: int, startup: bool):
-        self.n, self.startup = n, startup
+    def __init__(self, n: int, startup: bool, cost_s: float = SAMPLE_S):
+        self.n, self.startup, self.cost_s = n, startup, cost_s
 
     def __len__(self) -> int:
         return self.n
@@ -35,7 +36,7 @@ class Samples(Dataset):
         if self.startup and _started_in != os.getpid():
             _started_in = os.getpid()
             time.sleep(START_S)
-        pace(SAMPLE_S)
+        pace(self.cost_s)
         return torch.zeros(3, 8, 8), i % 10
 
 
@@ -47,6 +48,12 @@ def slow_start() -> Samples:
 def endless() -> Samples:
     """4096 samples: no fed run here reaches an epoch's end, so no worker restarts."""
     return Samples(4096, False)
+
+
+def endless_slow() -> Samples:
+    """4096 samples of SLOW_SAMPLE_S: a worker slow enough that a model it does not feed takes 40 ms a sample,
+    against which a loaded box's hand-over of a batch (about 1 ms a sample) is a small share."""
+    return Samples(4096, False, SLOW_SAMPLE_S)
 
 
 class Spinning(Dataset):
