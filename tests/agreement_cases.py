@@ -45,14 +45,10 @@ def slow_start() -> Samples:
     return Samples(48, True)
 
 
-def endless() -> Samples:
-    """4096 samples: no fed run here reaches an epoch's end, so no worker restarts."""
-    return Samples(4096, False)
-
-
 def endless_slow() -> Samples:
-    """4096 samples of SLOW_SAMPLE_S: a worker slow enough that a model it does not feed takes 40 ms a sample,
-    against which a loaded box's hand-over of a batch (about 1 ms a sample) is a small share."""
+    """4096 samples of SLOW_SAMPLE_S (no fed run here reaches an epoch's end, so no worker restarts): a worker slow
+    enough that a model it does not feed takes 40 ms a sample, against which a loaded box's hand-over of a batch
+    (about 1 ms a sample) is a small share."""
     return Samples(4096, False, SLOW_SAMPLE_S)
 
 
