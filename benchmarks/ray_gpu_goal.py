@@ -88,14 +88,19 @@ def fed_rates(path: str) -> list[float]:
     return [r.samples_per_s for r in results.load(path) if r.kind == "e2e" and r.status == "ok"]
 
 
+def fed_line(label: str, opts: list[str], rates: list[float]) -> str:
+    """One config's e2e options and its fed rates, as every line of the score prints them."""
+    return f"{label} {' '.join(opts)}: fed {', '.join(f'{x:,.1f}' for x in rates)} samples/s"
+
+
 def side(p: list[float], dataloader: str, dl_runs: str | None) -> None:
     """The DataLoader sweep's pick beside the Ray pick's fed rates `p`, from the same interleaved rounds where
     DL_RUNS holds them."""
     d = decision(dataloader)
     dl = fed_rates(dl_runs) if dl_runs else []
     if d is not None and dl and p:
-        print(f"dataloader pick: {' '.join(dataloader_args(d.config))}: fed {', '.join(f'{x:,.1f}' for x in dl)} "
-              f"samples/s in the same interleaved rounds; mean {statistics.fmean(dl):,.1f} against Ray's pick "
+        print(f"{fed_line('dataloader pick:', dataloader_args(d.config), dl)} in the same interleaved rounds; "
+              f"mean {statistics.fmean(dl):,.1f} against Ray's pick "
               f"{statistics.fmean(p):,.1f}: DataLoader / Ray {statistics.fmean(dl) / statistics.fmean(p):.3f}")
     elif d is not None:
         print(f"dataloader pick: {d.answer or d.config}; fed {d.fed_samples_per_s or float('nan'):,.1f} "
@@ -105,8 +110,8 @@ def side(p: list[float], dataloader: str, dl_runs: str | None) -> None:
 def score(ray: str, pick_runs: str, other_runs: str, dataloader: str | None, dl_runs: str | None = None) -> int:
     pick, other = configs(ray)
     p, o = fed_rates(pick_runs), fed_rates(other_runs)
-    print(f"ray pick:  {' '.join(args(pick or {}))}: fed {', '.join(f'{x:,.1f}' for x in p)} samples/s")
-    print(f"ray other: {' '.join(args(other or {}))}: fed {', '.join(f'{x:,.1f}' for x in o)} samples/s")
+    print(fed_line("ray pick: ", args(pick or {}), p))
+    print(fed_line("ray other:", args(other or {}), o))
     if dataloader:
         side(p, dataloader, dl_runs)
     if not p:
@@ -140,7 +145,7 @@ def main() -> int:
     if len(sys.argv) == 6 and sys.argv[1] == "side":  # side RAY.jsonl RAY_PICK_RUNS DATALOADER.jsonl DL_RUNS
         pick, _ = configs(sys.argv[2])
         p = fed_rates(sys.argv[3])
-        print(f"ray pick: {' '.join(args(pick or {}))}: fed {', '.join(f'{x:,.1f}' for x in p)} samples/s")
+        print(fed_line("ray pick:", args(pick or {}), p))
         side(p, sys.argv[4], sys.argv[5])
         return 0
     if len(sys.argv) >= 5 and sys.argv[1] == "score":
