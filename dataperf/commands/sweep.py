@@ -141,6 +141,7 @@ def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
     prints the answer (_answer.print_ranks)."""
     import os
 
+    from dataperf import verdict
     from dataperf.commands import _answer
     from dataperf.measure import distributed, preflight
     from dataperf.measure.trial import cores
@@ -167,11 +168,15 @@ def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
         raise UserError(f"--ranks reads one dataset, got {len(datas)}")
     if loader["decode"] is None:
         loader["decode"] = True  # the consumers stand for a model, which eats decoded samples
+    src = click.get_current_context().get_parameter_source
+    for knob in verdict.ranks.KNOBS:  # a knob not given takes its first value: the sweep's own axis would vary it
+        if src(knob) == click.core.ParameterSource.DEFAULT and isinstance(loader.get(knob), list):
+            loader[knob] = loader[knob][:1]
     grid = make_grid(datas, **loader)
-    # the first config with workers: pinning and persistence as given (a config of 0 workers turns persistence off)
-    cfg = next((c for c in grid.configs(datas[0].format) if c.num_workers > 0), None)
-    if cfg is None:
+    configs = [c for c in grid.configs(datas[0].format) if c.num_workers > 0]
+    if not configs:
         raise UserError("--ranks measures workers per rank from 1 up; give --num-workers counts of 1 or more")
+    cfg, variants = configs[0], ranks_variants(configs)
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)
     sopts = None
     if model:
@@ -183,7 +188,7 @@ def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
                         "rank's own process, serial with its step: give counts of 1 or more")
     rk.check(datas[0], cfg.batch_size, G, cores())
     req = rk.RanksRequest(datas[0], cfg, G, out, opts, step_rate=rate, step=sopts, workers=workers,
-                          overwrite=own["overwrite"])
+                          variants=variants, overwrite=own["overwrite"])
     world = int(os.environ.get("WORLD_SIZE", "0"))
     if not world:
         with jsonl.exclusive(out):  # a locked or occupied --out is refused here, before any rank starts
@@ -197,6 +202,26 @@ def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
         return
     _answer.print_ranks(outcome.records)
     _render.console.print(f"results: {out}")
+
+
+def ranks_variants(configs: list) -> list[dict[str, Any]]:
+    """The ladder runs the first config; each other prefetch, pin or persistence value given is tried alone at its
+    pick (verdict.ranks.KNOBS). Any other setting given more than one value is refused: the answer is one loader a
+    rank."""
+    from dataclasses import fields
+
+    from dataperf import verdict
+
+    first, out = configs[0], []
+    for f in fields(first):
+        values = list(dict.fromkeys(getattr(c, f.name) for c in configs))
+        if f.name in verdict.ranks.KNOBS:
+            out += [{f.name: v} for v in values[1:]]
+        elif f.name != "num_workers" and len(values) > 1:
+            flag = f.metadata.get("flag", "").split("/")[0] or f.name
+            raise UserError(f"--ranks answers one loader a rank: give one value of {flag}, not "
+                            f"{', '.join(map(str, values))}")
+    return out
 
 
 def ranks_progress(r) -> None:

@@ -38,13 +38,43 @@ def tf_data_default(ranks: int, cores: int) -> int:
     return max(cores // max(ranks, 1), 1)
 
 
+KNOBS = ("prefetch_factor", "pin_memory", "persistent_workers")  # tried one at a time at the ladder's pick
+
+
+def knobs(r: RanksResult) -> tuple:
+    """A trial's prefetch, pin and persistence: the ladder's trials share one setting, a variant differs."""
+    return tuple(r.config.get(k) for k in KNOBS)
+
+
+def _finished(recs: list) -> list[RanksResult]:
+    return [r for r in recs if isinstance(r, RanksResult) and r.status == "ok" and slowest(r) == slowest(r)]
+
+
 def ok_trials(recs: list) -> list[RanksResult]:
-    """The finished ranks trials, fewest workers first; the latest of each count where one was run twice."""
+    """The worker ladder's finished trials (the first ranks record's prefetch, pin and persistence), fewest workers
+    first; the latest of each count where one was run twice."""
+    every = [r for r in recs if isinstance(r, RanksResult)]
     by: dict[int, RanksResult] = {}
-    for r in recs:
-        if isinstance(r, RanksResult) and r.status == "ok" and slowest(r) == slowest(r):
-            by[int(r.config.get("num_workers", 0))] = r
+    for r in _finished(every):
+        if knobs(r) == knobs(every[0]):
+            by[workers(r)] = r
     return [by[w] for w in sorted(by)]
+
+
+def variants(recs: list, pick: RanksResult | None) -> list[RanksResult]:
+    """The finished trials at the pick's worker count with another prefetch, pin or persistence than the ladder's
+    (--prefetch-factor 2,4, --pin-memory both ...: each other value alone, measured after the ladder)."""
+    if pick is None:
+        return []
+    return [r for r in _finished(recs) if workers(r) == workers(pick) and knobs(r) != knobs(pick)]
+
+
+def choice_of(pick: RanksResult, tried: list[RanksResult]) -> RanksResult:
+    """The config to run: the ladder's pick, unless a variant at its count feeds the slowest rank more than SETTLED
+    faster (within SETTLED the two are one rate, as two counts are, and the ladder's setting was the user's
+    first)."""
+    best = best_of(tried)
+    return best if best is not None and slowest(best) > (1 + SETTLED) * slowest(pick) else pick
 
 
 def workers(r: RanksResult) -> int:
@@ -112,7 +142,9 @@ class RanksAnswer:
     demand_samples_per_s_per_rank: float
     consumer: str
     trials: list[RanksResult] = field(default_factory=list)
-    pick: RanksResult | None = None
+    pick: RanksResult | None = None  # the ladder's: the fewest workers a rank within SETTLED of its best
+    variants: list[RanksResult] = field(default_factory=list)  # other prefetch / pin / persistence at its count
+    choice: RanksResult | None = None  # what to run: the pick, or a variant clearly faster (choice_of)
     best: RanksResult | None = None
     fed: bool = False
     binding: str = ""
@@ -135,7 +167,10 @@ def answer(recs: list) -> RanksAnswer | None:
     if not trials:
         return a
     a.best, a.pick = best_of(trials), pick_of(trials)
-    a.fed, a.binding = fed(a.pick), binding(a.best if not fed(a.pick) else a.pick)
+    a.variants = variants(recs, a.pick)
+    a.choice = choice_of(a.pick, a.variants)
+    a.fed = fed(a.choice)
+    a.binding = binding(a.choice if a.fed else max(a.best, a.choice, key=slowest))
     a.settled = ranks_settled(trials)
     by = {workers(r): r for r in trials}
     for name, w in [(f"rule of thumb ({RULE_OF_THUMB[0]} workers per GPU)", RULE_OF_THUMB[0]),
@@ -143,7 +178,7 @@ def answer(recs: list) -> RanksAnswer | None:
                     (f"tf.data default (all {a.host_cores} cores / {a.ranks} ranks)",
                      tf_data_default(a.ranks, a.host_cores))]:
         t = by.get(w)
-        a.practices.append(Practice(name, w, t, slowest(a.pick) / slowest(t) if t and slowest(t) > 0 else None))
+        a.practices.append(Practice(name, w, t, slowest(a.choice) / slowest(t) if t and slowest(t) > 0 else None))
     cpu_ms = a.best.cpu_ms_per_sample
     if cpu_ms > 0 and math.isfinite(cpu_ms):
         a.host_samples_per_s = a.host_cores / (cpu_ms / 1000)

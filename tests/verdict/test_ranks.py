@@ -10,8 +10,8 @@ from dataperf.results import CONSUMER_GIVEN, LoaderConfig, RanksResult
 
 
 def trial(workers: int, per_rank: list[float], demand: float = 100.0, main: float = 0.1, host: float = 1.0,
-          cores: int = 8, cpu_ms: float = 10.0, status: str = "ok") -> RanksResult:
-    cfg = LoaderConfig(num_workers=workers)
+          cores: int = 8, cpu_ms: float = 10.0, status: str = "ok", **knobs) -> RanksResult:
+    cfg = LoaderConfig(num_workers=workers, prefetch_factor=knobs.pop("prefetch_factor", 2), **knobs)
     return RanksResult(config=asdict(cfg), config_key=f"ranks={len(per_rank)}|{cfg.key()}", ranks=len(per_rank),
                        consumer=CONSUMER_GIVEN, demand_samples_per_s_per_rank=demand, host_cores=cores,
                        fed_samples_per_s_per_rank=per_rank, fed_samples_per_s_slowest=min(per_rank),
@@ -77,3 +77,23 @@ def test_failed_counts_are_left_out_and_no_ranks_records_give_no_answer():
     a = verdict.ranks_answer([trial(1, [50, 50]), trial(2, [90, 90], status="failed")])
     assert [verdict.ranks.workers(t) for t in a.trials] == [1]
     assert verdict.ranks_answer([]) is None
+
+
+def test_a_variant_at_the_picks_count_is_chosen_only_when_it_feeds_the_slowest_rank_over_five_percent_faster():
+    ladder = [trial(1, [50, 50]), trial(2, [80, 80]), trial(4, [82, 82])]
+    faster = trial(2, [90, 88], prefetch_factor=4)  # 88 > 1.05 x 80
+    within = trial(2, [83, 84], pin_memory=True)  # 83: within 5% of 80, one rate
+    a = verdict.ranks_answer([*ladder, faster, within])
+    assert verdict.ranks.workers(a.pick) == 2 and a.pick is ladder[1]  # the ladder's pick, not overwritten
+    assert a.variants == [faster, within] and a.choice is faster
+    by = {p.workers: p for p in a.practices}
+    assert by[4].gain == pytest.approx(88 / 82)  # today's practice scored against what is recommended
+    assert verdict.ranks_answer([*ladder, within]).choice is ladder[1]
+
+
+def test_variants_leave_the_ladder_alone_and_only_those_at_the_picks_count_are_weighed():
+    ladder = [trial(1, [50, 50]), trial(2, [99, 99])]
+    elsewhere = trial(1, [99, 99], prefetch_factor=8)  # a variant at another count: not the pick's
+    a = verdict.ranks_answer([*ladder, elsewhere])
+    assert [verdict.ranks.workers(t) for t in a.trials] == [1, 2] and a.trials[0] is ladder[0]
+    assert a.variants == [] and a.choice is ladder[1]

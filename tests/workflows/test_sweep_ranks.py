@@ -62,6 +62,8 @@ def test_data_too_small_for_g_ranks_x_workers_x_2_batches_names_the_batch_size_a
     (["--ranks", "1", "--step-rate", "100", "--model", "cnn-small"], "one of the two"),
     (["--ranks", "1", "--step-rate", "100", "--nproc", "2"], "drop --nproc"),
     (["--ranks", "1", "--step-rate", "100", "--num-workers", "0,1"], "give counts of 1 or more"),
+    (["--ranks", "1", "--step-rate", "100", "--batch-size", "8,16"],
+     "--ranks answers one loader a rank: give one value of --batch-size, not 8, 16"),
 ])
 def test_options_that_cannot_go_with_ranks_are_refused(burn, tmp_path, args, says):
     assert says in refused("--dataset", "ka_scenarios:BurnMap", *args, "--out", str(tmp_path / "r.jsonl"))
@@ -129,6 +131,25 @@ def test_two_ranks_paced_below_the_cores_rate_are_fed_by_one_worker_each(tmp_pat
     assert "each rank: DataLoader(dataset, sampler=DistributedSampler(dataset), batch_size=8, num_workers=1" \
         in p.stdout
     assert all(r.config["persistent_workers"] for r in ranks) and "persistent_workers=True" in p.stdout
+
+
+@pytest.mark.slow
+def test_other_prefetch_and_persistence_values_are_tried_alone_at_the_picks_count_after_the_ladder(tmp_path):
+    """--prefetch-factor 2,4 --persistent-workers both: the ladder (1, 2 workers) runs the first of each (prefetch 2,
+    not persistent); then prefetch 4 and persistence on, each alone, at the pick's count. Every count feeds the
+    10-samples/s consumers (as above), and a paced consumer cannot take more than its rate, so no setting can beat
+    the ladder's by over 5%: the recommendation keeps the ladder's, and says what each other one fed."""
+    p, recs = ranks_run(tmp_path, 10, "--num-workers", "1,2", "--prefetch-factor", "2,4", "--persistent-workers",
+                        "both", "--repeat-seconds", "3", burn_s=0.002)
+    ranks = [r for r in recs if r.kind == "ranks"]
+    tried = [(r.config["num_workers"], r.config["prefetch_factor"], r.config["persistent_workers"]) for r in ranks]
+    assert tried == [(1, 2, False), (2, 2, False), (1, 4, False), (1, 2, True)]
+    a = verdict.ranks_answer(recs)
+    assert [verdict.ranks.workers(t) for t in a.trials] == [1, 2] and len(a.variants) == 2
+    assert a.choice is a.pick and a.fed
+    assert "at 1 worker a rank, prefetch 4, pin off, persistent off: fed" in p.stdout
+    assert "at 1 worker a rank, prefetch 2, pin off, persistent on: fed" in p.stdout
+    assert "recommended: 1 worker per rank (prefetch 2, pin off, persistent off)" in p.stdout
 
 
 @pytest.mark.slow

@@ -54,6 +54,9 @@ class RanksRequest:
     step_rate: float | None = None
     step: StepOptions | None = None
     workers: list[int] | None = None  # the user's --num-workers; None: the ladder per rank
+    # the other prefetch / pin / persistence values given (--prefetch-factor 2,4: {"prefetch_factor": 4}), each
+    # tried alone at the ladder's pick once the ladder is done; the ladder runs config's own
+    variants: list[dict] = field(default_factory=list)
     overwrite: bool = False
 
 
@@ -120,21 +123,9 @@ def run(req: RanksRequest, ctx: DistContext, on_result: Callable[[RanksResult], 
         todo = list(req.workers) if req.workers else ladder(req.ranks, host, cap)
         most = PAST_CORES * verdict.ranks.tf_data_default(req.ranks, host)
         done: list[RanksResult] = []
-        i = 0
+        trial = _trials(req, ctx, cfg, consumer, how, demand, host, step, out, on_result)
         while todo:
-            w = todo.pop(0)
-            i += 1
-            c = replace(cfg, num_workers=w).explicit()
-            if ctx.barrier:
-                ctx.barrier()  # the ranks start each count together
-            feed, error = _feed(req, c, consumer(), ctx, f"dataperf-ranks/{i}")
-            feeds = ctx.gather((feed, error)) if ctx.gather else [(feed, error)]
-            rec = record(req, c, feeds, how, demand, host, step)
-            out.records.append(rec)
-            if ctx.rank == 0:
-                jsonl.append(req.out, rec)
-                if on_result:
-                    on_result(rec)
+            rec = trial(replace(cfg, num_workers=todo.pop(0)))
             if rec.status == "ok":
                 done.append(rec)
             if not todo and not req.workers:
@@ -142,10 +133,42 @@ def run(req: RanksRequest, ctx: DistContext, on_result: Callable[[RanksResult], 
                 todo = [more] if more else []
                 if ctx.gather:  # rank 0 decides; every rank follows
                     todo = ctx.gather(todo)[0]
+        pick = verdict.ranks.pick_of(verdict.ranks.ok_trials(done))
+        at = verdict.ranks.workers(pick) if pick is not None else None
+        if ctx.gather:
+            at = ctx.gather(at)[0]
+        for v in req.variants if at is not None else []:
+            trial(replace(cfg, num_workers=at, **v))
     ctx.close()
     if ctx.rank == 0:
         out.answer = verdict.ranks_answer(out.records)
     return out
+
+
+def _trials(req: RanksRequest, ctx: DistContext, cfg: LoaderConfig, consumer, how: str, demand: float, host: int,
+            step: StepResult | None, out: RanksOutcome, on_result: Callable[[RanksResult], None] | None
+            ) -> Callable[[LoaderConfig], RanksResult]:
+    """One trial, the same on every rank: all ranks start the config together, each feeds its window, and rank 0
+    writes the record built from every rank's window (and reports it)."""
+    n = 0
+
+    def trial(c: LoaderConfig) -> RanksResult:
+        nonlocal n
+        n += 1
+        c = c.explicit()
+        if ctx.barrier:
+            ctx.barrier()  # the ranks start each config together
+        feed, error = _feed(req, c, consumer(), ctx, f"dataperf-ranks/{n}")
+        feeds = ctx.gather((feed, error)) if ctx.gather else [(feed, error)]
+        rec = record(req, c, feeds, how, demand, host, step)
+        out.records.append(rec)
+        if ctx.rank == 0:
+            jsonl.append(req.out, rec)
+            if on_result:
+                on_result(rec)
+        return rec
+
+    return trial
 
 
 def _next(done: list[RanksResult], cap: int | None, most: int) -> int | None:
