@@ -107,7 +107,7 @@ def side(p: list[float], dataloader: str, dl_runs: str | None) -> None:
               f"samples/s (the sweep's pooled rounds, minutes apart from Ray's: not a ranking)")
 
 
-def score(ray: str, pick_runs: str, other_runs: str, dataloader: str | None, dl_runs: str | None = None) -> int:
+def score(ray: str, pick_runs: str, other_runs: str, dataloader: str | None = None, dl_runs: str | None = None) -> int:
     pick, other = configs(ray)
     p, o = fed_rates(pick_runs), fed_rates(other_runs)
     print(fed_line("ray pick: ", args(pick or {}), p))

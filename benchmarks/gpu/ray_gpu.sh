@@ -2,7 +2,8 @@
 # Issue 52's GPU row on a lent machine (16 cores, one GPU): Ray Data feeding ResNet-50 beside the DataLoader on the
 # same 16,000 images; goal: the Ray sweep's pick fed at least 0.95 of the best Ray config measured.
 # The device lacks Ray: ray 2.60.0's cp312 wheel (79 MB, split in two parts: a call carries 64 MiB at most) and
-# jsonschema, jsonschema-specifications, referencing, rpds-py (its needs the image lacks; pandas, pyarrow,
+# jsonschema, jsonschema-specifications, referencing, rpds-py, and pydantic, pydantic-core, annotated-types,
+# typing-inspection (iter_torch_batches imports ray.train.v2, which needs pydantic) (its needs the image lacks; pandas, pyarrow,
 # fsspec, grpcio, msgpack, protobuf, aiohttp are there) are staged, git-ignored, in .raywhl/p1 and .raywhl/p2
 # (how: benchmarks/gpu/README.md). Two calls, the second within 30 s of the first (/tmp goes with an idle machine):
 #   call 1, carry .raywhl/p1:  bash benchmarks/gpu/ray_gpu.sh stage
@@ -35,7 +36,8 @@ if [ -z "${RAY_INSTALLED:-}" ]; then
   (cd "$WHL" && cat ray.whl.part* > ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl && sha256sum -c ray.whl.sha256) \
     || { echo "error: the ray wheel's parts are not all in $WHL (call 1: stage, carry .raywhl/p1)"; exit 1; }
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    "$WHL"/ray-2.60.0-cp312-*.whl "$WHL"/jsonschema*.whl "$WHL"/referencing-*.whl "$WHL"/rpds_py-*.whl || exit 1
+    "$WHL"/ray-2.60.0-cp312-*.whl "$WHL"/jsonschema*.whl "$WHL"/referencing-*.whl "$WHL"/rpds_py-*.whl \
+    "$WHL"/pydantic*.whl "$WHL"/annotated_types-*.whl "$WHL"/typing_inspection-*.whl "$WHL"/typing_extensions-*.whl || exit 1
   export PYTHONPATH=/tmp/site
 fi
 copy_tree /tmp/ray-gpu-repo || exit 1
@@ -60,7 +62,7 @@ if [ ! -d "$DATA" ]; then
     >"$R/make.txt" 2>&1
   phase "data made exit $?"
 fi
-COMMON=(--model "$MODEL" --device "$DEVICE" "${amp[@]}" --batch-size "$BS" --image-size "$IMAGE"
+COMMON=(--model "$MODEL" --input image --device "$DEVICE" "${amp[@]}" --batch-size "$BS" --image-size "$IMAGE"
         --transform imagenet-train)
 # the step once, here: both sweeps and the e2e runs use the same model; the sweeps measure it again themselves
 python3 -m dataperf step --model "$MODEL" --input image --device "$DEVICE" "${amp[@]}" --batch-size "$BS" \
@@ -74,16 +76,18 @@ timeout -s INT $((RAY_S + 60)) python3 -m dataperf sweep "$DATA" --backend ray -
   --ray-object-store "${STORE:-8192}" "${COMMON[@]}" \
   --repeats 2 --repeat-seconds 3 --confirm 2 --out "$R/ray.jsonl" >"$R/ray.txt" 2>&1
 phase "ray sweep exit $?"
-timeout -s INT $((DL_S + 60)) python3 -m dataperf sweep "$DATA" --budget "${DL_S}s" \
-  --num-workers "${WORKERS:-8,12,16}" \
-  --pin-memory on --persistent-workers on "${COMMON[@]}" --repeats 2 --repeat-seconds 3 --confirm 2 \
-  --out "$R/dataloader.jsonl" >"$R/dataloader.txt" 2>&1
-phase "dataloader sweep exit $?"
+if [ "$DL_S" -gt 0 ]; then  # DL_S=0: no DataLoader arm (Ray's goal alone)
+  timeout -s INT $((DL_S + 60)) python3 -m dataperf sweep "$DATA" --budget "${DL_S}s" \
+    --num-workers "${WORKERS:-8,12,16}" \
+    --pin-memory on --persistent-workers on "${COMMON[@]}" --repeats 2 --repeat-seconds 3 --confirm 2 \
+    --out "$R/dataloader.jsonl" >"$R/dataloader.txt" 2>&1
+  phase "dataloader sweep exit $?"
+fi
 mapfile -t pick < <(python3 benchmarks/ray_gpu_goal.py args "$R/ray.jsonl" pick)
 mapfile -t other < <(python3 benchmarks/ray_gpu_goal.py args "$R/ray.jsonl" other)
-mapfile -t dl < <(python3 benchmarks/ray_gpu_goal.py args "$R/dataloader.jsonl" dataloader)
+dl=(); [ -f "$R/dataloader.jsonl" ] && mapfile -t dl < <(python3 benchmarks/ray_gpu_goal.py args "$R/dataloader.jsonl" dataloader)
 echo "pick: ${pick[*]}; other: ${other[*]}; dataloader: ${dl[*]}" | tee -a "$R/machine.txt"
-E2E=(--model "$MODEL" --device "$DEVICE" "${amp[@]}" --steps "${STEPS:-30}" --repeats 1 --warmup 5 --no-predict)
+E2E=(--model "$MODEL" --input image --device "$DEVICE" "${amp[@]}" --steps "${STEPS:-30}" --repeats 1 --warmup 5 --no-predict)
 for i in $(seq "${ROUNDS:-3}"); do
   for who in pick other dataloader; do
     case $who in pick) a=("${pick[@]}"); b=(--backend ray);; other) a=("${other[@]}"); b=(--backend ray);;
@@ -94,6 +98,7 @@ for i in $(seq "${ROUNDS:-3}"); do
     phase "round $i $who exit $?"
   done
 done
-python3 benchmarks/ray_gpu_goal.py score "$R/ray.jsonl" "$R/e2e-pick.jsonl" "$R/e2e-other.jsonl" \
-  "$R/dataloader.jsonl" "$R/e2e-dataloader.jsonl" 2>&1 | tee "$R/goal.txt"
+side=(); [ ${#dl[@]} -gt 0 ] && side=("$R/dataloader.jsonl" "$R/e2e-dataloader.jsonl")
+python3 benchmarks/ray_gpu_goal.py score "$R/ray.jsonl" "$R/e2e-pick.jsonl" "$R/e2e-other.jsonl" "${side[@]}" 2>&1 \
+  | tee "$R/goal.txt"
 phase "scored exit ${PIPESTATUS[0]}"
