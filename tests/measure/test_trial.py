@@ -485,3 +485,33 @@ def test_a_local_trial_reads_no_network_counters_between_its_repeats(datasets, m
     r = run_trial(datasets["image-files"], cfg, TrialOptions(repeats=2, collect=False, repeat_seconds=None))
     assert r.status == "ok", r.error
     assert r.network_recv_mib_per_repeat == []
+
+
+def test_a_start_up_longer_than_the_budget_still_leaves_half_the_budget_of_batches_after_the_first():
+    """A loader whose first batch comes 0.5 s after iter() (Ray Data's executor starting), then a batch every
+    10 ms, under a 0.4-s budget: the budget alone would end the repeat at its third batch (a steady window of 20
+    ms); the repeat now runs on until its first batch is STEADY_SHARE x 0.4 s behind. The rule's own bounds: the
+    repeat cannot end before them, and ends at the first batch past them."""
+    def late_start():
+        time.sleep(0.5)
+        while True:
+            time.sleep(0.01)
+            yield {"n": 4, "nbytes": 0}
+
+    seconds = 0.4
+    rep = trial.time_repeat(late_start(), None, seconds=seconds, min_batches=1)
+    first, last = rep.arrivals[0].t_s, rep.arrivals[-1].t_s
+    assert first >= 0.5
+    assert last - first >= timing.STEADY_SHARE * seconds  # not 3 batches of ramp-up
+    assert rep.arrivals[-2].t_s - first < timing.STEADY_SHARE * seconds  # and not a batch past the rule
+
+
+def test_a_quick_start_ends_the_repeat_on_its_budget_as_before():
+    """First batch at once: the budget from iter() decides, as it did (the steady share is already behind it)."""
+    def quick():
+        while True:
+            time.sleep(0.01)
+            yield {"n": 4, "nbytes": 0}
+
+    rep = trial.time_repeat(quick(), None, seconds=0.3, min_batches=1)
+    assert rep.arrivals[-1].t_s >= 0.3 > rep.arrivals[-2].t_s

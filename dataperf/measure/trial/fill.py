@@ -14,7 +14,7 @@ from dataperf.data import DEALT_BY, Data
 from dataperf.errors import TrialError
 from dataperf.measure import breakdown, cache, footprint
 from dataperf.measure.trial.options import TrialOptions
-from dataperf.measure.trial.timing import STEADY_BATCHES, Repeat
+from dataperf.measure.trial.timing import STEADY_BATCHES, STEADY_SHARE, Repeat
 from dataperf.results import (
     BUFFER_HID_READS,
     HIGH_SPREAD_PCT,
@@ -215,9 +215,10 @@ def _fill_epoch(res: LoaderResult, reps: list[Repeat], opts: TrialOptions, data:
     res.repeat_s, res.repeat_samples = [r.wall_s for r in reps], [r.samples for r in reps]
     if per_rank:  # this rank's share of an epoch at the steady rate, its tail and one start-up
         res.epoch_estimate_s = per_rank / res.samples_per_s_median + res.tail_s + res.startup_s_median
-    if opts.repeat_seconds and res.startup_s_median > opts.repeat_seconds / 2:
-        res.notes.append(f"start-up took {res.startup_s_median:.1f} s of each {opts.repeat_seconds:g} s repeat: "
-                         "the steady window is short; give repeats more time (--repeat-seconds)")
+    if opts.repeat_seconds and res.startup_s_median > opts.repeat_seconds * (1 - STEADY_SHARE):
+        res.notes.append(f"start-up took {res.startup_s_median:.1f} s of each {opts.repeat_seconds:g} s repeat: each "
+                         f"ran on to {STEADY_SHARE * opts.repeat_seconds:g} s past its first batch, longer than its "
+                         "budget; for a longer steady window give repeats more time (--repeat-seconds)")
     buffered = buffer_note(res, cfg, reps, per_rank)
     # the flow counts what a shuffle buffer gave without reading as much as the steady window does: none then
     res.flow_samples_per_s_median = float("nan") if buffered else \
