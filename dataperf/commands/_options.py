@@ -349,7 +349,8 @@ def trial_options(fn: F) -> F:
                      help="batches read, not timed, before a trial's repeats (workers started, caches filled)"),
         click.option("--repeat-seconds", type=float, default=DEFAULT_REPEAT_S, show_default=True,
                      help="each repeat reads a fresh random part of the dataset for about this long (longer "
-                          "while a worker has delivered fewer than 3 batches); 0: whole epochs"),
+                          "while a worker has delivered fewer than 3 batches, or its first batch is less than "
+                          "half of it behind); 0: whole epochs"),
         click.option("--max-batches", type=int, default=None, help="batches per repeat [up to one epoch]"),
         click.option("--min-batches", type=int, default=5, show_default=True,
                      help="refuse to report a repeat with fewer batches"),
