@@ -176,7 +176,7 @@ def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
     configs = [c for c in grid.configs(datas[0].format) if c.num_workers > 0]
     if not configs:
         raise UserError("--ranks measures workers per rank from 1 up; give --num-workers counts of 1 or more")
-    cfg, variants = configs[0], ranks_variants(configs)
+    cfg, variants = configs[0], rk.variants_of(configs)
     opts = make_trial_options(raw_dir=out.parent / "raw", **topts)
     sopts = None
     if model:
@@ -202,26 +202,6 @@ def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
         return
     _answer.print_ranks(outcome.records)
     _render.console.print(f"results: {out}")
-
-
-def ranks_variants(configs: list) -> list[dict[str, Any]]:
-    """The ladder runs the first config; each other prefetch, pin or persistence value given is tried alone at its
-    pick (verdict.ranks.KNOBS). Any other setting given more than one value is refused: the answer is one loader a
-    rank."""
-    from dataclasses import fields
-
-    from dataperf import verdict
-
-    first, out = configs[0], []
-    for f in fields(first):
-        values = list(dict.fromkeys(getattr(c, f.name) for c in configs))
-        if f.name in verdict.ranks.KNOBS:
-            out += [{f.name: v} for v in values[1:]]
-        elif f.name != "num_workers" and len(values) > 1:
-            flag = f.metadata.get("flag", "").split("/")[0] or f.name
-            raise UserError(f"--ranks answers one loader a rank: give one value of {flag}, not "
-                            f"{', '.join(map(str, values))}")
-    return out
 
 
 def ranks_progress(r) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import os
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from dataperf import verdict
@@ -95,6 +95,22 @@ def check(data: Data, batch_size: int, ranks: int, host_cores: int) -> None:
             fix += f", or --ranks {most} or fewer"
         raise UserError(f"{data.spec} holds {data.count:,} samples: too few for {ranks} ranks x 1 worker x "
                         f"{BATCHES_A_WORKER} batches of {batch_size}; use {fix}")
+
+
+def variants_of(configs: list[LoaderConfig]) -> list[dict]:
+    """The loader settings `sweep --ranks` was given (configs with workers, the first one the ladder's): each other
+    prefetch, pin or persistence value alone (verdict.ranks.KNOBS), as RanksRequest.variants. Any other setting
+    given more than one value is refused: the answer is one loader a rank."""
+    out: list[dict] = []
+    for f in fields(configs[0]):
+        values = list(dict.fromkeys(getattr(c, f.name) for c in configs))
+        if f.name in verdict.ranks.KNOBS:
+            out += [{f.name: v} for v in values[1:]]
+        elif f.name != "num_workers" and len(values) > 1:
+            flag = f.metadata.get("flag", "").split("/")[0] or f.name
+            raise UserError(f"--ranks answers one loader a rank: give one value of {flag}, not "
+                            f"{', '.join(map(str, values))}")
+    return out
 
 
 def ladder(ranks: int, host_cores: int, cap: int | None) -> list[int]:
