@@ -54,7 +54,7 @@ def print_decision(rec: verdict.Recommendation | None, limits: LimitsResult | No
         _render.console.print(f"answer: {verdict.dataloader_args(config)}", soft_wrap=True)
 
 
-def _knob_words(r) -> str:
+def knob_words(r) -> str:
     """A ranks trial's prefetch, pin and persistence, as the answer names them."""
     on = lambda k: "on" if r.config.get(k) else "off"  # noqa: E731
     return f"prefetch {r.config.get('prefetch_factor')}, pin {on('pin_memory')}, persistent {on('persistent_workers')}"
@@ -96,12 +96,12 @@ def print_ranks(recs: list[Record]) -> None:
     p = a.choice
     w = verdict.ranks.workers(p)
     for v in a.variants:
-        say(f"at {w} worker{'s' if w != 1 else ''} a rank, {_knob_words(v)}: fed {v.fed_samples_per_s_slowest:,.0f} "
-            f"samples/s a rank (the ladder's {_knob_words(a.pick)}: {a.pick.fed_samples_per_s_slowest:,.0f}; a setting "
+        say(f"at {w} worker{'s' if w != 1 else ''} a rank, {knob_words(v)}: fed {v.fed_samples_per_s_slowest:,.0f} "
+            f"samples/s a rank (the ladder's {knob_words(a.pick)}: {a.pick.fed_samples_per_s_slowest:,.0f}; a setting "
             f"replaces it only over x{1 + verdict.ranks.SETTLED:.2f})", markup=False)
     c = LoaderConfig(**p.config)
     waits = ", ".join(f"rank {i} {pct(w)}" for i, w in enumerate(p.data_wait_fraction_per_rank))
-    say(f"recommended: {w} worker{'s' if w != 1 else ''} per rank ({_knob_words(p)}): fed "
+    say(f"recommended: {w} worker{'s' if w != 1 else ''} per rank ({knob_words(p)}): fed "
         f"{p.fed_samples_per_s_slowest:,.0f} samples/s a rank (the slowest, rank {p.slowest_rank}), "
         f"{p.fed_samples_per_s_total:,.0f} in total; data wait {waits}")
     if a.fed:

@@ -205,10 +205,13 @@ def ranks_sweep(data: tuple[str, ...], kw: dict[str, Any]) -> None:
 
 
 def ranks_progress(r) -> None:
-    """One line as each worker count of --ranks finishes (rank 0)."""
+    """One line as each config of --ranks finishes (rank 0), with its prefetch, pin and persistence: the ladder's
+    counts and the other settings tried at its pick read apart."""
+    from dataperf.commands._answer import knob_words
+
     what = f"{r.fed_samples_per_s_slowest:,.0f} samples/s a rank (the slowest)" if r.status == "ok" else \
         f"failed: {r.error}"
-    _render.say(f"ranks: {r.config.get('num_workers')} workers a rank: {what}", markup=False)
+    _render.say(f"ranks: {r.config.get('num_workers')} workers a rank ({knob_words(r)}): {what}", markup=False)
 
 
 def _confirm_options(k: int | None, steps: int, model: str | None):

@@ -147,6 +147,7 @@ def test_other_prefetch_and_persistence_values_are_tried_alone_at_the_picks_coun
     a = verdict.ranks_answer(recs)
     assert [verdict.ranks.workers(t) for t in a.trials] == [1, 2] and len(a.variants) == 2
     assert a.choice is a.pick and a.fed
+    assert "ranks: 1 workers a rank (prefetch 4, pin off, persistent off): " in p.stdout  # its progress line
     assert "at 1 worker a rank, prefetch 4, pin off, persistent off: fed" in p.stdout
     assert "at 1 worker a rank, prefetch 2, pin off, persistent on: fed" in p.stdout
     assert "recommended: 1 worker per rank (prefetch 2, pin off, persistent off)" in p.stdout
