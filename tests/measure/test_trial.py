@@ -488,22 +488,27 @@ def test_a_local_trial_reads_no_network_counters_between_its_repeats(datasets, m
 
 
 def test_a_start_up_longer_than_the_budget_still_leaves_half_the_budget_of_batches_after_the_first():
-    """A loader whose first batch comes 0.5 s after iter() (Ray Data's executor starting), then a batch every
-    10 ms, under a 0.4-s budget: the budget alone would end the repeat at its third batch (a steady window of 20
-    ms); the repeat now runs on until its first batch is STEADY_SHARE x 0.4 s behind. The rule's own bounds: the
-    repeat cannot end before them, and ends at the first batch past them."""
+    """A loader whose first batch comes 1.2 s after iter() (Ray Data's executor starting), then a batch of 4 every
+    10 ms on absolute deadlines (400 samples/s, whatever a wake-up's lateness), under a 2-s budget: the budget
+    alone would end the repeat at its third batch, a steady window of 20 ms; the repeat now runs on until its first
+    batch is STEADY_SHARE x 2 s behind. The rule's own bounds (it cannot end before them, and ends at the first
+    batch past them), and the steady rate over that window: the known 400 within 10% (a batch late by 20 ms moves
+    a 1-s window by 2%)."""
     def late_start():
-        time.sleep(0.5)
+        time.sleep(1.2)
+        due = time.perf_counter()
         while True:
-            time.sleep(0.01)
+            due += 0.01
+            time.sleep(max(due - time.perf_counter(), 0.0))
             yield {"n": 4, "nbytes": 0}
 
-    seconds = 0.4
+    seconds = 2.0
     rep = trial.time_repeat(late_start(), None, seconds=seconds, min_batches=1)
     first, last = rep.arrivals[0].t_s, rep.arrivals[-1].t_s
-    assert first >= 0.5
+    assert first >= 1.2
     assert last - first >= timing.STEADY_SHARE * seconds  # not 3 batches of ramp-up
     assert rep.arrivals[-2].t_s - first < timing.STEADY_SHARE * seconds  # and not a batch past the rule
+    assert rep.samples_per_s == pytest.approx(400, rel=0.1)
 
 
 def test_a_quick_start_ends_the_repeat_on_its_budget_as_before():
